@@ -1,0 +1,166 @@
+"""Baselines (DESIGN.md section 8). Each returns a Design that the evaluator prices.
+
+- GPU-AR: the verifier alone, autoregressive, plain memory (no PIM), host-only.
+- GPU-SI: speculative inference on the scenario's devices, all plain memory, vanilla rounds.
+- FC-offload PIM: every FC operator on PIM, attention on the host, identical half-PIM devices.
+- attention-offload PIM: attention and its KV cache on PIM, FC on the host, identical half-PIM devices.
+- off-the-shelf: HBM-PIM as sold (Aquabolt-XL: 4 of 8 dies PIM) and AiM as sold (every GDDR package
+  AiM), each with the better of its fixed mapping rules.
+Draft lengths of a baseline are the best for its fixed recipe (enumerated with the evaluator), so a
+baseline is the best design of its own restricted space; staging is off and rounds are vanilla.
+"""
+
+from __future__ import annotations
+
+import itertools
+from dataclasses import dataclass
+
+from specpim_cp.catalog import Catalog, default_catalog
+from specpim_cp.costs import ArchConfig
+from specpim_cp.designs import build_design, gamma_options, model_entries, rule_placement
+from specpim_cp.errors import ScenarioError
+from specpim_cp.evaluate import Evaluation, Evaluator
+from specpim_cp.scenario import Scenario
+
+HALF = "half"
+
+
+@dataclass(frozen=True)
+class BaselineResult:
+    name: str
+    description: str
+    evaluation: Evaluation | None
+    error: str | None = None
+
+    def as_dict(self) -> dict:
+        if self.evaluation is None:
+            return {"name": self.name, "description": self.description, "design": None, "metrics": None,
+                    "error": self.error}
+        ev = self.evaluation.as_dict()
+        design = ev.pop("design")
+        return {"name": self.name, "description": self.description, "design": design, "metrics": ev}
+
+
+def baseline_devices(scenario: Scenario) -> list[int]:
+    """Scenario's fixed device counts; under a budget, one per drafter and the rest for the verifier."""
+    entries = model_entries(scenario)
+    if all(e.devices is not None for _, e in entries):
+        return [e.devices for _, e in entries]
+    budget = scenario.device_budget or len(entries)
+    fixed = [e.devices or 1 for _, e in entries]
+    rest = budget - sum(fixed[1:])
+    fixed[0] = scenario.verifier.devices or max(n for n in (1, 2, 4, 8) if n <= max(1, rest))
+    return fixed
+
+
+def _memory(scenario: Scenario, preferred: str) -> str:
+    return preferred if preferred in scenario.memory_types else scenario.memory_types[0]
+
+
+def best_fixed_recipe(scenario: Scenario, catalog: Catalog, archs: list[ArchConfig], rule: str,
+                      pipeline: bool = False) -> Evaluation:
+    """Best draft lengths for a fixed architecture and mapping rule (exhaustive, via the evaluator)."""
+    ev = Evaluator(scenario, catalog)
+    placement = rule_placement(rule, scenario.space.share_levels)
+    n = len(scenario.drafters)
+    best: Evaluation | None = None
+    last_error: ScenarioError | None = None
+    for gammas in itertools.product(*[gamma_options(scenario, i) for i in range(n)]):
+        design = build_design(scenario, archs, [placement] * (n + 1), gammas, [None] * n, pipeline)
+        try:
+            e = ev.evaluate(design)
+        except ScenarioError as exc:
+            last_error = exc
+            continue
+        if best is None or e.metrics.objective(scenario.objective) < best.metrics.objective(scenario.objective):
+            best = e
+    if best is None:
+        raise last_error or ScenarioError("no feasible design")
+    return best
+
+
+def _run(name: str, description: str, fn) -> BaselineResult:
+    try:
+        return BaselineResult(name, description, fn())
+    except ScenarioError as exc:
+        return BaselineResult(name, description, None, str(exc))
+
+
+def gpu_ar(scenario: Scenario, catalog: Catalog | None = None) -> Evaluation:
+    catalog = catalog or default_catalog()
+    ar = scenario.model_copy(update={"drafters": []})
+    dev = baseline_devices(scenario)[0]
+    mem = _memory(scenario, "hbm")
+    return best_fixed_recipe(ar, catalog, [ArchConfig(mem, 0, dev)], "host-only")
+
+
+def gpu_si(scenario: Scenario, catalog: Catalog | None = None) -> Evaluation:
+    catalog = catalog or default_catalog()
+    mem = _memory(scenario, "hbm")
+    archs = [ArchConfig(mem, 0, n) for n in baseline_devices(scenario)]
+    return best_fixed_recipe(scenario, catalog, archs, "host-only")
+
+
+def _identical(scenario: Scenario, catalog: Catalog, mem: str, k: int | str) -> list[ArchConfig]:
+    units = catalog.memory(mem).max_pim_units
+    kk = units // 2 if k == HALF else int(k)
+    return [ArchConfig(mem, kk, n) for n in baseline_devices(scenario)]
+
+
+def fc_offload(scenario: Scenario, catalog: Catalog | None = None) -> Evaluation:
+    catalog = catalog or default_catalog()
+    return best_fixed_recipe(scenario, catalog, _identical(scenario, catalog, _memory(scenario, "hbm"), HALF),
+                             "fc-offload")
+
+
+def attention_offload(scenario: Scenario, catalog: Catalog | None = None) -> Evaluation:
+    catalog = catalog or default_catalog()
+    return best_fixed_recipe(scenario, catalog, _identical(scenario, catalog, _memory(scenario, "hbm"), HALF),
+                             "attention-offload")
+
+
+def _best_of(scenario: Scenario, catalog: Catalog, archs: list[ArchConfig], rules: list[str]) -> Evaluation:
+    results, errors = [], []
+    for rule in rules:
+        try:
+            results.append(best_fixed_recipe(scenario, catalog, archs, rule))
+        except ScenarioError as exc:
+            errors.append(exc)
+    if not results:
+        raise errors[-1]
+    return min(results, key=lambda e: e.metrics.objective(scenario.objective))
+
+
+def off_the_shelf_hbm_pim(scenario: Scenario, catalog: Catalog | None = None) -> Evaluation:
+    catalog = catalog or default_catalog()
+    archs = _identical(scenario, catalog, "hbm", HALF)
+    return _best_of(scenario, catalog, archs, ["fc-offload", "attention-offload", "host-only"])
+
+
+def off_the_shelf_aim(scenario: Scenario, catalog: Catalog | None = None) -> Evaluation:
+    catalog = catalog or default_catalog()
+    archs = _identical(scenario, catalog, "gddr", catalog.memory("gddr").max_pim_units)
+    return _best_of(scenario, catalog, archs, ["all-pim"])
+
+
+BASELINES = (
+    ("GPU-AR", "verifier alone, autoregressive, plain memory", gpu_ar, None),
+    ("GPU-SI", "speculative inference, plain memory, vanilla rounds", gpu_si, None),
+    ("FC-offload", "FC operators on PIM, identical half-PIM devices", fc_offload, None),
+    ("attention-offload", "attention + KV cache on PIM, identical half-PIM devices", attention_offload, None),
+    ("HBM-PIM as sold", "Aquabolt-XL stacks (4 of 8 dies PIM), best fixed mapping", off_the_shelf_hbm_pim, "hbm"),
+    ("AiM as sold", "every GDDR6 package an AiM, everything on PIM", off_the_shelf_aim, "gddr"),
+)
+
+
+def run_baselines(scenario: Scenario, catalog: Catalog | None = None) -> list[BaselineResult]:
+    catalog = catalog or default_catalog()
+    out = []
+    for name, desc, fn, needs in BASELINES:
+        if needs is not None and needs not in scenario.memory_types:
+            out.append(BaselineResult(name, desc, None, f"memory type '{needs}' is not allowed by the scenario"))
+            continue
+        if name != "GPU-AR" and not scenario.drafters:
+            continue
+        out.append(_run(name, desc, lambda fn=fn: fn(scenario, catalog)))
+    return out

@@ -1,0 +1,235 @@
+"""`specpim-cp`: a thin click layer over the Python API. Nothing below the CLI prints.
+
+User errors (ScenarioError) become one line on stderr and exit code 2; outputs written with -o are
+written atomically (temporary file + rename), so a failed run leaves nothing half-written.
+"""
+
+from __future__ import annotations
+
+import functools
+import json
+import os
+import sys
+import tempfile
+from importlib import resources
+from pathlib import Path
+
+import click
+
+from specpim_cp.errors import ScenarioError
+
+
+def _fail(msg: str) -> None:
+    click.echo(f"error: {msg}", err=True)
+    sys.exit(2)
+
+
+def user_errors(fn):
+    """Turn user-caused errors into one line and exit code 2 (no traceback)."""
+
+    @functools.wraps(fn)
+    def wrapper(*args, **kwargs):
+        try:
+            return fn(*args, **kwargs)
+        except ScenarioError as exc:
+            _fail(str(exc))
+        except (FileNotFoundError, IsADirectoryError, PermissionError) as exc:
+            _fail(f"{exc.filename}: {exc.strerror}")
+
+    return wrapper
+
+
+def write_atomic(path: str | Path, text: str) -> None:
+    path = Path(path)
+    path.parent.mkdir(parents=True, exist_ok=True)
+    fd, tmp = tempfile.mkstemp(dir=path.parent, prefix=f".{path.name}.", suffix=".tmp")
+    try:
+        with os.fdopen(fd, "w") as fh:
+            fh.write(text)
+        os.replace(tmp, path)
+    except BaseException:
+        Path(tmp).unlink(missing_ok=True)
+        raise
+
+
+def builtin_sets() -> dict[str, Path]:
+    root = Path(str(resources.files("specpim_cp") / "benchmarks"))
+    return {p.name: p for p in sorted(root.iterdir()) if p.is_dir()}
+
+
+def resolve_scenario_path(name: str) -> Path:
+    """A path, or a built-in scenario as `SET/NAME` (e.g. `examples/opt-13b`)."""
+    p = Path(name)
+    if p.exists():
+        return p
+    if "/" in name:
+        set_name, scen = name.split("/", 1)
+        sets = builtin_sets()
+        if set_name in sets:
+            cand = sets[set_name] / (scen if scen.endswith(".toml") else f"{scen}.toml")
+            if cand.exists():
+                return cand
+    raise ScenarioError(f"{name}: no such scenario file (or built-in SET/NAME, e.g. examples/opt-13b)")
+
+
+def load(name: str):
+    from specpim_cp.scenario import load_scenario
+
+    return load_scenario(resolve_scenario_path(name))
+
+
+def emit(text: str, output: str | None) -> None:
+    if output:
+        write_atomic(output, text if text.endswith("\n") else text + "\n")
+    else:
+        click.echo(text)
+
+
+@click.group(context_settings={"help_option_names": ["-h", "--help"]})
+@click.version_option(package_name="specpim-cp")
+def main() -> None:
+    """Exact (CP-SAT) design-space exploration for speculative LLM inference on PIM systems."""
+
+
+# ------------------------------------------------------------------------------------------------
+@main.group()
+def catalog() -> None:
+    """List the built-in catalogs."""
+
+
+@catalog.command("models")
+@user_errors
+def catalog_models() -> None:
+    """Model shapes and their sources."""
+    from specpim_cp.catalog import default_catalog
+    from specpim_cp.report_text import table
+
+    cat = default_catalog()
+    rows = [[m.name, m.family, m.layers, m.hidden, m.heads, m.kv_heads, m.head_dim, m.ffn, m.ffn_kind,
+             "yes" if m.parallel_block else "no", m.vocab, f"{m.parameter_count() / 1e9:.2f}"]
+            for m in cat.models.values()]
+    click.echo(table(["model", "family", "layers", "hidden", "heads", "kv", "head", "ffn", "ffn kind",
+                      "parallel", "vocab", "params (B)"], rows))
+    click.echo("")
+    for m in cat.models.values():
+        click.echo(f"{m.name}: {m.source}")
+
+
+@catalog.command("devices")
+@user_errors
+def catalog_devices() -> None:
+    """Hosts and memory systems (PIM and normal units) with their sources."""
+    from specpim_cp.catalog import default_catalog
+    from specpim_cp.report_text import table
+
+    cat = default_catalog()
+    rows = [[h.name, h.peak_fp16_tflops, h.kernel_table, h.kernel_table_bandwidth_gbps, h.static_power_mw / 1000,
+             h.link_bandwidth_gbps] for h in cat.hosts.values()]
+    click.echo(table(["host", "FP16 TFLOPS", "kernel table", "table GB/s", "static W", "link GB/s"], rows))
+    click.echo("")
+    rows = []
+    for m in cat.memories.values():
+        units = m.groups * m.units_per_group
+        rows.append([m.name, f"{m.groups} x {m.units_per_group}", m.group_external_bandwidth_gbps * m.groups,
+                     units * m.normal_unit_capacity_mib / 1024, m.pim_unit_capacity_mib / 1024,
+                     m.pim_lanes_per_unit * m.pim_lane_bandwidth_gbps, m.external_energy_pj_per_bit,
+                     m.internal_energy_pj_per_bit])
+    click.echo(table(["memory", "groups x units", "ext GB/s", "GiB (k=0)", "GiB/PIM unit", "PIM GB/s/unit",
+                      "ext pJ/bit", "PIM pJ/bit"], rows))
+    click.echo("\nRULE 2 (modelling assumption): host bandwidth = external x normal units / all units.")
+    for m in list(cat.hosts.values()) + list(cat.memories.values()):
+        for k, v in m.sources.items():
+            click.echo(f"{m.name}.{k}: {v}")
+
+
+# ------------------------------------------------------------------------------------------------
+@main.group()
+def kernels() -> None:
+    """The fitted host kernel model."""
+
+
+@kernels.command("predict")
+@click.option("--gpu", required=True, help="a100 | h100 | a40")
+@click.option("--in-features", type=click.IntRange(1), required=True)
+@click.option("--out-features", type=click.IntRange(1), required=True)
+@click.option("--tokens", type=click.IntRange(1), required=True)
+@click.option("--tensor-parallel", type=click.IntRange(1), default=1, show_default=True)
+@user_errors
+def kernels_predict(gpu: str, in_features: int, out_features: int, tokens: int, tensor_parallel: int) -> None:
+    """Predicted latency (microseconds) of an FP16 linear layer."""
+    from specpim_cp.kernels import predict_linear_us
+
+    try:
+        us = predict_linear_us(gpu, in_features, out_features, tokens, tensor_parallel)
+    except ValueError as exc:
+        raise ScenarioError(str(exc)) from None
+    click.echo(f"{us:.2f}")
+
+
+@kernels.command("fit-report")
+@user_errors
+def kernels_fit_report() -> None:
+    """Leave-one-source-model-out cross-validated error of the fit, per GPU."""
+    from specpim_cp.kernels import fit_report, format_fit_report
+
+    click.echo(format_fit_report(fit_report()))
+
+
+# ------------------------------------------------------------------------------------------------
+@main.command()
+@click.argument("scenario")
+@click.option("--design", "design_path", required=True, type=click.Path(dir_okay=False))
+@click.option("--json", "as_json", is_flag=True, help="machine-readable output")
+@click.option("-o", "--output", type=click.Path(dir_okay=False), help="write to FILE instead of stdout")
+@user_errors
+def evaluate(scenario: str, design_path: str, as_json: bool, output: str | None) -> None:
+    """Price a design (metrics and breakdown)."""
+    from specpim_cp.evaluate import Evaluator
+    from specpim_cp.report_text import format_evaluation
+    from specpim_cp.scenario import load_design
+
+    sc = load(scenario)
+    ev = Evaluator(sc).evaluate(load_design(design_path))
+    emit(json.dumps(ev.as_dict(), indent=2) if as_json else format_evaluation(sc, ev), output)
+
+
+@main.command()
+@click.argument("scenario")
+@click.option("--json", "as_json", is_flag=True)
+@click.option("-o", "--output", type=click.Path(dir_okay=False))
+@user_errors
+def baselines(scenario: str, as_json: bool, output: str | None) -> None:
+    """Evaluate the baselines (GPU-AR, GPU-SI, FC-offload, attention-offload, off-the-shelf)."""
+    from specpim_cp.baselines import run_baselines
+    from specpim_cp.report_text import format_baselines
+
+    sc = load(scenario)
+    res = run_baselines(sc)
+    emit(json.dumps([r.as_dict() for r in res], indent=2) if as_json else format_baselines(sc, res), output)
+
+
+@main.command()
+@click.argument("scenario")
+@click.option("--design", "design_path", required=True, type=click.Path(dir_okay=False))
+@click.option("--rounds", type=click.IntRange(100), default=100_000, show_default=True)
+@click.option("--seed", type=int, default=0, show_default=True)
+@click.option("--json", "as_json", is_flag=True)
+@user_errors
+def simulate(scenario: str, design_path: str, rounds: int, seed: int, as_json: bool) -> None:
+    """Monte Carlo simulation of rounds vs the closed forms (95% confidence intervals)."""
+    from specpim_cp.scenario import load_design
+    from specpim_cp.simulate import format_simulation
+    from specpim_cp.simulate_design import simulate_design
+
+    sc = load(scenario)
+    res = simulate_design(sc, load_design(design_path), rounds, seed)
+    if as_json:
+        click.echo(json.dumps(res.as_dict(), indent=2))
+    else:
+        click.echo(format_simulation(res.simulation))
+        click.echo(f"evaluator (integer units): round {res.evaluator_round_ns} ns, "
+                   f"{res.evaluator_tokens:.6f} tokens/round")
+
+
+if __name__ == "__main__":  # pragma: no cover
+    main()

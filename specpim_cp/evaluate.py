@@ -1,0 +1,383 @@
+"""The reference evaluator: Scenario x Design -> Metrics with a breakdown. No solver inside.
+
+This is the single source of truth for pricing. The exact optimizer, the heuristic and the baselines
+only choose designs; every one of their results is re-priced here. All quantities the optimizer sees
+are integers (ns, nJ, KiB, scaled probabilities), and this module computes them with the same integer
+rules, so an optimizer's claimed objective can be compared with the evaluator's exactly.
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass, field
+from fractions import Fraction
+
+from specpim_cp import speculation as spec
+from specpim_cp.catalog import Catalog, ModelSpec, default_catalog
+from specpim_cp.costs import KIB, ArchConfig, CostModel, OpCost
+from specpim_cp.errors import ScenarioError
+from specpim_cp.graph import LAYER_OPS, PLACEABLE_OPS, layer_order
+from specpim_cp.scenario import Design, ModelDesign, Scenario
+from specpim_cp.schedule import layer_schedule
+
+GIB_IN_KIB = 1 << 20
+
+
+# ------------------------------------------------------------------------------------------------
+# Result types
+# ------------------------------------------------------------------------------------------------
+@dataclass(frozen=True)
+class PassPrice:
+    """One forward pass of a model over `tokens` tokens (all layers, LM head, spill shuffling)."""
+
+    tokens: int
+    time_ns: int
+    energy_nj: int
+    layer_makespan_ns: int
+    op_time_ns: dict[str, int]
+    op_energy_nj: dict[str, int]
+    allreduce_ns: int
+    spill_ns: int
+    spill_nj: int
+    starts_ns: dict[str, int] = field(default_factory=dict)
+
+
+@dataclass(frozen=True)
+class CapacityUse:
+    pim_need_kib: int
+    host_need_kib: int
+    pim_capacity_kib: int
+    normal_capacity_kib: int
+    spill_kib: int
+
+
+@dataclass(frozen=True)
+class Metrics:
+    round_time_ns: int
+    tokens_per_round_micro: int
+    energy_nj_per_round: int
+    batch_size: int
+
+    @property
+    def tokens_per_round(self) -> float:
+        return self.tokens_per_round_micro / spec.TOKENS_SCALE
+
+    def latency_fraction(self) -> Fraction:
+        """Exact latency per generated token (per sequence), ns."""
+        return Fraction(self.round_time_ns * spec.TOKENS_SCALE, self.tokens_per_round_micro)
+
+    def energy_fraction(self) -> Fraction:
+        """Exact energy per generated token (all sequences of the batch share the round), nJ."""
+        return Fraction(self.energy_nj_per_round * spec.TOKENS_SCALE,
+                        self.tokens_per_round_micro * self.batch_size)
+
+    def objective(self, name: str) -> Fraction:
+        if name == "latency":
+            return self.latency_fraction()
+        if name == "energy":
+            return self.energy_fraction()
+        if name == "edp":
+            return self.latency_fraction() * self.energy_fraction()
+        raise ValueError(f"unknown objective {name!r}")
+
+    @property
+    def latency_ns_per_token(self) -> float:
+        return float(self.latency_fraction())
+
+    @property
+    def throughput_tokens_per_s(self) -> float:
+        return self.batch_size * self.tokens_per_round * 1e9 / self.round_time_ns
+
+    @property
+    def energy_pj_per_token(self) -> float:
+        return float(self.energy_fraction()) * 1000.0
+
+    @property
+    def edp(self) -> float:
+        """Energy-delay product per token: ns x nJ."""
+        return float(self.latency_fraction() * self.energy_fraction())
+
+    def as_dict(self) -> dict:
+        return {
+            "latency_ns_per_token": self.latency_ns_per_token,
+            "throughput_tokens_per_s": self.throughput_tokens_per_s,
+            "energy_pj_per_token": self.energy_pj_per_token,
+            "edp": self.edp,
+            "round_time_ns": self.round_time_ns,
+            "tokens_per_round": self.tokens_per_round,
+            "tokens_per_round_micro": self.tokens_per_round_micro,
+            "energy_nj_per_round": self.energy_nj_per_round,
+        }
+
+
+@dataclass(frozen=True)
+class Evaluation:
+    design: Design
+    metrics: Metrics
+    breakdown: dict
+
+    def as_dict(self) -> dict:
+        out = self.metrics.as_dict()
+        out["units"] = {"latency_ns_per_token": "ns per generated token per sequence",
+                        "energy_pj_per_token": "pJ per generated token (batch total / tokens)",
+                        "edp": "ns x nJ per token", "round_time_ns": "ns"}
+        out["breakdown"] = self.breakdown
+        out["design"] = self.design.model_dump(mode="json")
+        return out
+
+
+# ------------------------------------------------------------------------------------------------
+# Evaluator
+# ------------------------------------------------------------------------------------------------
+class Evaluator:
+    """Prices designs of one scenario; caches per-model pass prices (the heuristic calls it a lot)."""
+
+    def __init__(self, scenario: Scenario, catalog: Catalog | None = None, costs: CostModel | None = None):
+        self.scenario = scenario
+        self.catalog = catalog or default_catalog()
+        self.costs = costs or CostModel(scenario, self.catalog)
+        self._pass_cache: dict[tuple, PassPrice] = {}
+
+    # -- validation --------------------------------------------------------------------------
+    def check(self, design: Design) -> None:
+        """The design lies in the scenario's free space (ScenarioError naming the field otherwise)."""
+        sc = self.scenario
+        if len(design.drafters) != len(sc.drafters):
+            raise ScenarioError(f"design.drafters: scenario has {len(sc.drafters)} drafters, design {len(design.drafters)}")
+        if design.pipeline and not sc.drafters:
+            raise ScenarioError("design.pipeline: a pipeline needs at least one drafter")
+        entries = [("verifier", sc.verifier, design.verifier)] + [
+            (f"drafters[{i}]", e, d) for i, (e, d) in enumerate(zip(sc.drafters, design.drafters))]
+        total_devices = 0
+        for label, entry, md in entries:
+            if md.model != entry.model:
+                raise ScenarioError(f"design.{label}.model: '{md.model}' but the scenario has '{entry.model}'")
+            if md.memory_type not in sc.memory_types:
+                raise ScenarioError(f"design.{label}.memory_type: '{md.memory_type}' is not allowed ({sc.memory_types})")
+            mem = self.catalog.memory(md.memory_type)
+            if md.pim_units > mem.max_pim_units:
+                raise ScenarioError(f"design.{label}.pim_units: {md.pim_units} > {mem.max_pim_units} for {md.memory_type}")
+            if entry.devices is not None and md.devices != entry.devices:
+                raise ScenarioError(f"design.{label}.devices: {md.devices} but the scenario fixes {entry.devices}")
+            if md.devices not in (1, 2, 4, 8) or md.devices > entry.max_devices:
+                raise ScenarioError(f"design.{label}.devices: {md.devices} is not an allowed device count")
+            total_devices += md.devices
+            missing = [op for op in PLACEABLE_OPS if op not in md.placement]
+            extra = [op for op in md.placement if op not in PLACEABLE_OPS]
+            if missing or extra:
+                raise ScenarioError(f"design.{label}.placement: missing {missing} / unknown {extra}")
+            arch = ArchConfig(md.memory_type, md.pim_units, md.devices)
+            allowed = set(self.costs.placements(arch))
+            for op in PLACEABLE_OPS:
+                p = md.placement[op]
+                key = (p.engine, p.share if p.engine == "pim" else 0)
+                if key not in allowed:
+                    why = ("no PIM units (pim_units = 0)" if p.engine == "pim" and md.pim_units == 0 else
+                           "no normal memory left for the host" if p.engine == "host" else
+                           f"share must be 1..{self.costs.share_levels}")
+                    raise ScenarioError(f"design.{label}.placement.{op}: {p.engine} is impossible: {why}")
+            if label == "verifier":
+                if md.draft_length is not None or md.staging is not None:
+                    raise ScenarioError("design.verifier: draft_length/staging belong to drafters")
+                continue
+            if md.draft_length is None or not 1 <= md.draft_length <= sc.max_draft_length:
+                raise ScenarioError(f"design.{label}.draft_length: must be 1..{sc.max_draft_length}")
+            if md.staging is not None:
+                st = entry.staging
+                if st is None or md.staging.draft2 not in st.draft2:
+                    raise ScenarioError(f"design.{label}.staging.draft2: '{md.staging.draft2}' is not offered by the scenario")
+                if md.staging.draft_length > st.max_draft_length:
+                    raise ScenarioError(f"design.{label}.staging.draft_length: > {st.max_draft_length}")
+        if sc.device_budget is not None and total_devices > sc.device_budget:
+            raise ScenarioError(f"design: {total_devices} devices exceed device_budget {sc.device_budget}")
+
+    # -- per-model quantities ----------------------------------------------------------------
+    @staticmethod
+    def arch(md: ModelDesign) -> ArchConfig:
+        return ArchConfig(md.memory_type, md.pim_units, md.devices)
+
+    def draft2_model(self, md: ModelDesign) -> ModelSpec | None:
+        if md.staging is None or md.staging.draft2 in self.catalog.ngrams:
+            return None
+        return self.catalog.models[md.staging.draft2]
+
+    def capacity(self, md: ModelDesign) -> CapacityUse:
+        model = self.catalog.models[md.model]
+        arch = self.arch(md)
+        tb = self.costs.tensor_bytes(model, arch.devices)
+        pim_need = sum(kib for op, kib in tb.op_kib.items() if md.placement[op].engine == "pim")
+        host_need = sum(kib for op, kib in tb.op_kib.items() if md.placement[op].engine == "host")
+        if not (model.tied_embeddings and md.placement["lm_head"].engine == "host"):
+            host_need += tb.embedding_kib
+        d2 = self.draft2_model(md)
+        if d2 is not None:  # a draft2 model runs on the drafter's devices, on the host
+            host_need += self.costs.tensor_bytes(d2, arch.devices).total_kib()
+        pim_cap, normal_cap = self.costs.capacity_kib(arch)
+        spill = max(0, pim_need - pim_cap) + max(0, host_need - normal_cap)
+        return CapacityUse(pim_need, host_need, pim_cap, normal_cap, spill)
+
+    def check_capacity(self, label: str, md: ModelDesign, cap: CapacityUse) -> None:
+        need = cap.pim_need_kib + cap.host_need_kib
+        have = cap.pim_capacity_kib + cap.normal_capacity_kib
+        if need > have:
+            raise ScenarioError(
+                f"{label} ({md.model}): needs {need / GIB_IN_KIB:.2f} GiB (weights + KV cache at context "
+                f"{self.scenario.max_context}) but {md.devices} device(s) of {md.memory_type} with "
+                f"pim_units={md.pim_units} hold {have / GIB_IN_KIB:.2f} GiB: short by "
+                f"{(need - have) / GIB_IN_KIB:.2f} GiB"
+            )
+
+    def pass_price(self, md: ModelDesign, tokens: int, spill_kib: int, host_only: bool = False,
+                   model_name: str | None = None) -> PassPrice:
+        """A forward pass of `tokens` tokens. `host_only` prices a draft2 model on the drafter's host."""
+        name = model_name or md.model
+        place_key = None if host_only else tuple((op, md.placement[op].engine, md.placement[op].share)
+                                                 for op in PLACEABLE_OPS)
+        key = (name, md.memory_type, md.pim_units, md.devices, place_key, tokens, spill_kib)
+        hit = self._pass_cache.get(key)
+        if hit is not None:
+            return hit
+        model = self.catalog.models[name]
+        arch = self.arch(md)
+        c = self.costs
+        op_cost: dict[str, OpCost] = {}
+        nodes = []
+        for op in PLACEABLE_OPS:
+            engine, share = ("host", 0) if host_only else (md.placement[op].engine, md.placement[op].share)
+            oc = c.op_cost(model, op, engine, share, arch, tokens)
+            if oc is None:
+                raise ScenarioError(f"{name}: operator {op} cannot run on {engine} of {arch.label()}")
+            op_cost[op] = oc
+            if op in LAYER_OPS:
+                nodes.append((op, engine, oc.time_ns, share if engine == "pim" else 0))
+        ar = c.allreduce_cost(model, arch, tokens)
+        for n in layer_order(model.parallel_block):
+            if n.startswith("allreduce"):
+                nodes.append((n, "link", ar.time_ns, 0))
+        makespan, starts = layer_schedule(model.parallel_block, tuple(nodes), c.share_levels)
+        n_ar = 1 if model.parallel_block else 2
+        spill = c.spill_cost(arch, spill_kib)
+        time_ns = model.layers * makespan + op_cost["lm_head"].time_ns + spill.time_ns
+        layer_energy = sum(op_cost[op].energy_nj for op in LAYER_OPS) + n_ar * ar.energy_nj
+        energy = model.layers * layer_energy + op_cost["lm_head"].energy_nj + spill.energy_nj
+        price = PassPrice(tokens, time_ns, energy, makespan, {op: op_cost[op].time_ns for op in PLACEABLE_OPS},
+                          {op: op_cost[op].energy_nj for op in PLACEABLE_OPS}, ar.time_ns, spill.time_ns,
+                          spill.energy_nj, starts)
+        self._pass_cache[key] = price
+        return price
+
+    def draft2_step(self, md: ModelDesign) -> OpCost:
+        """One draft2 step (one token per sequence) on the drafter's devices."""
+        assert md.staging is not None
+        if md.staging.draft2 in self.catalog.ngrams:
+            ng = self.catalog.ngrams[md.staging.draft2]
+            return OpCost(ng.step_ns, ng.energy_nj_per_step * self.scenario.batch_size)
+        p = self.pass_price(md, self.scenario.batch_size, 0, host_only=True, model_name=md.staging.draft2)
+        return OpCost(p.time_ns, p.energy_nj)
+
+    def alpha(self, i: int) -> float:
+        e = self.scenario.drafters[i]
+        return e.acceptance if e.acceptance is not None else self.catalog.default_acceptance(
+            e.model, self.scenario.verifier.model)
+
+    def alpha2(self, i: int, draft2: str) -> float:
+        st = self.scenario.drafters[i].staging
+        if st is not None and draft2 in st.acceptance:
+            return st.acceptance[draft2]
+        return self.catalog.default_acceptance(draft2, self.scenario.drafters[i].model)
+
+    # -- the whole design --------------------------------------------------------------------
+    def evaluate(self, design: Design, check: bool = True) -> Evaluation:
+        if check:
+            self.check(design)
+        sc = self.scenario
+        batch = sc.batch_size
+        caps = {}
+        for label, md in design.models():
+            cap = self.capacity(md)
+            self.check_capacity(label, md, cap)
+            caps[label] = cap
+        gammas = [d.draft_length for d in design.drafters]
+        alphas = [self.alpha(i) for i in range(len(design.drafters))]
+        verify = self.pass_price(design.verifier, batch * (sum(gammas) + 1), caps["verifier"].spill_kib)
+
+        per_drafter_dist = []
+        cycles: list[int] = []
+        cycle_energy: list[int] = []
+        drafter_detail = []
+        for i, md in enumerate(design.drafters):
+            label = f"drafters[{i}]"
+            if md.staging is None:
+                step = self.pass_price(md, batch, caps[label].spill_kib)
+                per_drafter_dist.append(((md.draft_length, spec.OUTCOME_SCALE),))
+                cycles.append(step.time_ns)
+                cycle_energy.append(step.energy_nj)
+                drafter_detail.append({"pass": step, "cycle_ns": step.time_ns})
+            else:
+                g2 = md.staging.draft_length
+                d2 = self.draft2_step(md)
+                vpass = self.pass_price(md, batch * (g2 + 1), caps[label].spill_kib)
+                a2 = self.alpha2(i, md.staging.draft2)
+                per_drafter_dist.append(spec.staged_rounds_int(a2, g2, md.draft_length))
+                cycles.append(g2 * d2.time_ns + vpass.time_ns)
+                cycle_energy.append(g2 * d2.energy_nj + vpass.energy_nj)
+                drafter_detail.append({"pass": vpass, "cycle_ns": cycles[-1], "draft2_step_ns": d2.time_ns,
+                                       "alpha2": a2})
+        outcomes = spec.draft_outcomes(per_drafter_dist)
+        q = spec.fail_q(alphas, gammas) if design.pipeline else 0
+        sync = self.costs.host.sync_latency_ns if design.drafters else 0
+        round_ns = spec.round_time_ns(outcomes, cycles, verify.time_ns, sync, design.pipeline, q)
+        tokens_micro = spec.expected_tokens_micro(alphas, gammas)
+
+        # energy per round: verifier pass + drafting (+ wasted optimistic drafts) + static power
+        waste_q = q if design.pipeline else 0
+        draft_nj = []
+        for i in range(len(design.drafters)):
+            rounds_scaled = spec.expected_rounds_scaled(per_drafter_dist[i])
+            num = rounds_scaled * cycle_energy[i] * (spec.Q_SCALE + waste_q)
+            draft_nj.append(-(-num // (spec.OUTCOME_SCALE * spec.Q_SCALE)))
+        static_mw = sum(self.costs.static_power_mw(self.arch(md)) for _, md in design.models())
+        static_nj = -(-static_mw * round_ns // 1000)
+        energy_nj = verify.energy_nj + sum(draft_nj) + static_nj
+        metrics = Metrics(round_ns, tokens_micro, energy_nj, batch)
+        breakdown = self._breakdown(design, caps, verify, drafter_detail, alphas, q, sync, draft_nj, static_nj)
+        return Evaluation(design, metrics, breakdown)
+
+    def _model_breakdown(self, md: ModelDesign, cap: CapacityUse, price: PassPrice) -> dict:
+        ops = {}
+        for op in PLACEABLE_OPS:
+            p = md.placement[op]
+            ops[op] = {"engine": p.engine, "share": p.share if p.engine == "pim" else None,
+                       "time_ns": price.op_time_ns[op], "energy_nj": price.op_energy_nj[op]}
+        return {
+            "model": md.model, "memory_type": md.memory_type, "pim_units": md.pim_units, "devices": md.devices,
+            "pass_tokens": price.tokens, "pass_time_ns": price.time_ns, "pass_energy_nj": price.energy_nj,
+            "layer_makespan_ns": price.layer_makespan_ns, "allreduce_ns": price.allreduce_ns,
+            "operators": ops,
+            "capacity": {"pim_need_gib": cap.pim_need_kib / GIB_IN_KIB, "host_need_gib": cap.host_need_kib / GIB_IN_KIB,
+                         "pim_capacity_gib": cap.pim_capacity_kib / GIB_IN_KIB,
+                         "normal_capacity_gib": cap.normal_capacity_kib / GIB_IN_KIB,
+                         "spill_gib": cap.spill_kib / GIB_IN_KIB, "spill_ns_per_pass": price.spill_ns},
+        }
+
+    def _breakdown(self, design, caps, verify, drafter_detail, alphas, q, sync, draft_nj, static_nj) -> dict:
+        out = {"verifier": self._model_breakdown(design.verifier, caps["verifier"], verify), "drafters": []}
+        for i, md in enumerate(design.drafters):
+            d = self._model_breakdown(md, caps[f"drafters[{i}]"], drafter_detail[i]["pass"])
+            d.update({"alpha": alphas[i], "draft_length": md.draft_length, "cycle_ns": drafter_detail[i]["cycle_ns"],
+                      "drafting_energy_nj_per_round": draft_nj[i],
+                      "staging": None if md.staging is None else {
+                          "draft2": md.staging.draft2, "draft_length": md.staging.draft_length,
+                          "alpha2": drafter_detail[i]["alpha2"],
+                          "draft2_step_ns": drafter_detail[i]["draft2_step_ns"]}})
+            out["drafters"].append(d)
+        out["round"] = {"pipeline": design.pipeline, "verify_ns": verify.time_ns, "sync_ns": sync,
+                        "fail_probability": spec.fail_q(alphas, [d.draft_length for d in design.drafters]) / spec.Q_SCALE, "static_energy_nj": static_nj,
+                        "verifier_energy_nj": verify.energy_nj}
+        return out
+
+
+def evaluate(scenario: Scenario, design: Design, catalog: Catalog | None = None) -> Evaluation:
+    return Evaluator(scenario, catalog).evaluate(design)
+
+
+__all__ = ["KIB", "CapacityUse", "Evaluation", "Evaluator", "Metrics", "PassPrice", "evaluate"]

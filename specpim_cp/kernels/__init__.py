@@ -1,0 +1,28 @@
+"""Host GPU kernel latency model: fitted FP16 linear layers and NVLink all-reduce.
+
+Both are built from measured tables in ``data/`` (see ``data/README.md``; MIT-licensed, notice in
+``data/LICENSE-vidur-data.txt``), fitted once per process and cached.
+"""
+
+from specpim_cp.kernels.allreduce import allreduce_us, measured_allreduce_workers
+from specpim_cp.kernels.linear import (
+    FitReportRow,
+    fit_report,
+    format_fit_report,
+    known_gpus,
+    linear_time_us,
+    memory_floor,
+    predict_linear_us,
+)
+
+__all__ = [
+    "FitReportRow",
+    "allreduce_us",
+    "fit_report",
+    "format_fit_report",
+    "known_gpus",
+    "linear_time_us",
+    "measured_allreduce_workers",
+    "memory_floor",
+    "predict_linear_us",
+]

@@ -1,0 +1,91 @@
+"""Plain-text formatting of designs, metrics and baselines for the terminal (no printing here)."""
+
+from __future__ import annotations
+
+from collections.abc import Sequence
+
+from specpim_cp.graph import PLACEABLE_OPS
+from specpim_cp.scenario import Design, ModelDesign, Scenario
+
+
+def table(headers: Sequence[str], rows: Sequence[Sequence[object]]) -> str:
+    def fmt(v: object) -> str:
+        if isinstance(v, float):
+            return f"{v:,.3g}" if abs(v) < 1000 else f"{v:,.0f}"
+        return str(v)
+
+    cells = [[fmt(v) for v in r] for r in rows]
+    widths = [max(len(h), *(len(r[i]) for r in cells)) if cells else len(h) for i, h in enumerate(headers)]
+    line = "  ".join(h.ljust(w) for h, w in zip(headers, widths))
+    sep = "  ".join("-" * w for w in widths)
+    body = ["  ".join(c.rjust(w) if _numeric(c) else c.ljust(w) for c, w in zip(r, widths)) for r in cells]
+    return "\n".join([line, sep, *body])
+
+
+def _numeric(s: str) -> bool:
+    return s.replace(",", "").replace(".", "").replace("-", "").replace("e", "").replace("%", "").isdigit()
+
+
+def placement_summary(md: ModelDesign, share_levels: int) -> str:
+    pim = [f"{op}" + (f"@{md.placement[op].share}/{share_levels}" if md.placement[op].share != share_levels else "")
+           for op in PLACEABLE_OPS if md.placement[op].engine == "pim"]
+    return "PIM: " + (", ".join(pim) if pim else "none")
+
+
+def design_lines(sc: Scenario, design: Design) -> list[str]:
+    out = []
+    for label, md in design.models():
+        extra = ""
+        if md.draft_length is not None:
+            extra = f", draft length {md.draft_length}"
+            if md.staging is not None:
+                extra += f", staged by {md.staging.draft2} (draft length {md.staging.draft_length})"
+        out.append(f"  {label:12s} {md.model:12s} {md.devices} x {md.memory_type} k={md.pim_units}{extra}; "
+                   f"{placement_summary(md, sc.space.share_levels)}")
+    if design.drafters:
+        out.append(f"  pipeline: {'on' if design.pipeline else 'off'}")
+    return out
+
+
+def format_metrics(m) -> str:
+    return (f"latency {m.latency_ns_per_token / 1e3:,.1f} us/token | throughput {m.throughput_tokens_per_s:,.1f} "
+            f"tokens/s | energy {m.energy_pj_per_token / 1e9:,.3f} mJ/token | round {m.round_time_ns / 1e3:,.1f} us, "
+            f"{m.tokens_per_round:.3f} tokens/round")
+
+
+def format_evaluation(sc: Scenario, ev) -> str:
+    lines = [f"scenario {sc.name}: batch {sc.batch_size}, context {sc.prompt_tokens}+{sc.generated_tokens}",
+             "design:", *design_lines(sc, ev.design), "metrics: " + format_metrics(ev.metrics), "breakdown:"]
+    b = ev.breakdown
+    rows = []
+    for label, mb in [("verifier", b["verifier"])] + [(f"drafters[{i}]", d) for i, d in enumerate(b["drafters"])]:
+        cap = mb["capacity"]
+        rows.append([label, mb["model"], mb["pass_tokens"], mb["pass_time_ns"] / 1e3, mb["layer_makespan_ns"] / 1e3,
+                     mb["pass_energy_nj"] / 1e6, f"{cap['pim_need_gib']:.2f}/{cap['pim_capacity_gib']:.1f}",
+                     f"{cap['host_need_gib']:.2f}/{cap['normal_capacity_gib']:.1f}", f"{cap['spill_gib']:.2f}"])
+    lines.append(table(["model", "name", "tokens", "pass us", "layer us", "pass mJ", "PIM GiB used/cap",
+                        "normal GiB used/cap", "spill GiB"], rows))
+    op_rows = []
+    for label, mb in [("verifier", b["verifier"])] + [(f"drafters[{i}]", d) for i, d in enumerate(b["drafters"])]:
+        for op, o in mb["operators"].items():
+            op_rows.append([label, op, o["engine"] + (f" {o['share']}/{sc.space.share_levels}" if o["share"] else ""),
+                            o["time_ns"] / 1e3, o["energy_nj"] / 1e3])
+    lines.append(table(["model", "operator", "engine", "time us", "energy uJ"], op_rows))
+    r = b["round"]
+    lines.append(f"round: verify {r['verify_ns'] / 1e3:,.1f} us, sync {r['sync_ns'] / 1e3:,.1f} us, "
+                 f"fail probability {r['fail_probability']:.4f}, static energy {r['static_energy_nj'] / 1e6:,.2f} mJ")
+    return "\n".join(lines)
+
+
+def format_baselines(sc: Scenario, results) -> str:
+    rows = []
+    for r in results:
+        if r.evaluation is None:
+            rows.append([r.name, "infeasible", "", "", "", r.error])
+            continue
+        m = r.evaluation.metrics
+        gam = ",".join(str(d.draft_length) for d in r.evaluation.design.drafters) or "-"
+        rows.append([r.name, m.latency_ns_per_token / 1e3, m.throughput_tokens_per_s, m.energy_pj_per_token / 1e9,
+                     gam, r.description])
+    return f"scenario {sc.name} (objective {sc.objective})\n" + table(
+        ["baseline", "us/token", "tokens/s", "mJ/token", "draft len", "recipe"], rows)

@@ -1,0 +1,349 @@
+"""Speculation semantics: expected tokens, pass probability, staged drafting and round time.
+
+Pure functions (numpy-free, standard library only), shared by the evaluator and the exact CP-SAT
+optimizer. The optimizer reproduces the *integer* conventions below with integer arithmetic, so they
+are part of the contract:
+
+* ``expected_tokens_micro`` = round(E * TOKENS_SCALE), E computed with ``math.fsum``.
+* ``fail_q`` = round((1 - p_pass) * Q_SCALE); 0 with no drafters.
+* ``staged_rounds_int`` / ``draft_outcomes``: probabilities as integers summing to exactly
+  OUTCOME_SCALE, by largest-remainder rounding (ties: lexicographically smaller outcome first),
+  zero entries dropped.
+* ``round_time_ns``: per outcome D_o = max_i r_i * cycle_ns[i]; R_o = D_o + V (vanilla) or
+  max(D_o, V) + ceil(q * min(D_o, V) / Q_SCALE) (pipeline); T = ceil(sum_o P_o R_o / OUTCOME_SCALE)
+  + sync_ns.
+
+Model. Drafter i (acceptance alpha_i in [0, 1), draft length gamma_i >= 1) drafts a chain; the
+verifier checks all chains merged into one token tree in one pass. The number of leading accepted
+tokens a_i is truncated geometric, P(a_i >= j) = alpha_i^j (j <= gamma_i); a round yields
+1 + max_i a_i tokens (the bonus token included).
+
+Staged drafting: the drafter produces its gamma tokens in cycles; per cycle a cheaper draft2
+(acceptance alpha2, draft length gamma2) proposes gamma2 tokens, the drafter verifies them in one
+pass and gains 1 + a2 tokens (a2 truncated geometric). Cycles repeat until the drafter holds
+>= gamma tokens; the number of cycles R is random. An unstaged drafter is the degenerate case
+R = gamma steps with probability 1.
+"""
+
+from __future__ import annotations
+
+import itertools
+import math
+import operator
+from collections.abc import Iterable, Mapping, Sequence
+from fractions import Fraction
+from functools import lru_cache
+
+TOKENS_SCALE = 1_000_000
+Q_SCALE = 1_000_000
+OUTCOME_SCALE = 10_000
+
+RoundsDistInt = tuple[tuple[int, int], ...]
+Outcomes = tuple[tuple[tuple[int, ...], int], ...]
+
+__all__ = [
+    "OUTCOME_SCALE",
+    "Q_SCALE",
+    "TOKENS_SCALE",
+    "draft_outcomes",
+    "expected_rounds_scaled",
+    "expected_tokens",
+    "expected_tokens_micro",
+    "fail_q",
+    "pass_probability",
+    "round_time_expected",
+    "round_time_ns",
+    "staged_rounds_distribution",
+    "staged_rounds_int",
+    "unstaged_rounds_distribution",
+    "unstaged_rounds_int",
+]
+
+
+# --------------------------------------------------------------------------- validation
+
+
+def _check_gamma(gamma: int, name: str = "gamma") -> int:
+    try:
+        g = operator.index(gamma)
+    except TypeError:
+        raise ValueError(f"{name} must be an integer, got {gamma!r}") from None
+    if g < 1:
+        raise ValueError(f"{name} must be >= 1, got {g}")
+    return g
+
+
+def _check_alpha(alpha: float, name: str = "alpha", allow_one: bool = False) -> float:
+    a = float(alpha)
+    ok = 0.0 <= a <= 1.0 if allow_one else 0.0 <= a < 1.0
+    if not ok:
+        rng = "[0, 1]" if allow_one else "[0, 1)"
+        raise ValueError(f"{name} must be in {rng}, got {alpha!r}")
+    return a
+
+
+def _check_drafters(alphas: Sequence[float], gammas: Sequence[int]) -> tuple[list[float], list[int]]:
+    if len(alphas) != len(gammas):
+        raise ValueError(f"alphas and gammas differ in length ({len(alphas)} vs {len(gammas)})")
+    a = [_check_alpha(x, f"alphas[{i}]") for i, x in enumerate(alphas)]
+    g = [_check_gamma(x, f"gammas[{i}]") for i, x in enumerate(gammas)]
+    return a, g
+
+
+# --------------------------------------------------------------------------- tokens and pass probability
+
+
+def expected_tokens(alphas: Sequence[float], gammas: Sequence[int]) -> float:
+    """E[1 + max_i a_i] = 1 + sum_{j=1..max gamma} (1 - prod_i (1 - [j <= gamma_i] alpha_i^j)).
+
+    One drafter gives (1 - alpha^(gamma+1)) / (1 - alpha); no drafters give 1.
+    """
+    a, g = _check_drafters(alphas, gammas)
+    if not g:
+        return 1.0
+    terms = [1.0]
+    for j in range(1, max(g) + 1):
+        prod_none = 1.0
+        for alpha, gamma in zip(a, g):
+            if j <= gamma:
+                prod_none *= 1.0 - alpha**j
+        terms.append(1.0 - prod_none)
+    return math.fsum(terms)
+
+
+def expected_tokens_micro(alphas: Sequence[float], gammas: Sequence[int]) -> int:
+    """round(expected_tokens * TOKENS_SCALE)."""
+    return round(expected_tokens(alphas, gammas) * TOKENS_SCALE)
+
+
+def pass_probability(alphas: Sequence[float], gammas: Sequence[int]) -> float:
+    """P(at least one drafter's whole draft accepted) = 1 - prod_i (1 - alpha_i^gamma_i); 0 with none."""
+    a, g = _check_drafters(alphas, gammas)
+    prod_fail = 1.0
+    for alpha, gamma in zip(a, g):
+        prod_fail *= 1.0 - alpha**gamma
+    return 1.0 - prod_fail
+
+
+def fail_q(alphas: Sequence[float], gammas: Sequence[int]) -> int:
+    """round((1 - p_pass) * Q_SCALE); 0 when there are no drafters (nothing to idle on)."""
+    if len(alphas) == 0 and len(gammas) == 0:
+        return 0
+    return round((1.0 - pass_probability(alphas, gammas)) * Q_SCALE)
+
+
+# --------------------------------------------------------------------------- staged drafting
+
+
+@lru_cache(maxsize=4096)
+def _staged_exact(alpha2: float, gamma2: int, gamma: int) -> tuple[tuple[int, Fraction], ...]:
+    """Exact distribution of the number of cycles R, as Fractions of the (binary) float alpha2.
+
+    alpha2 = n/d exactly; P(a2 = k) = w_k / d^gamma2 with integer weights w_k = n^k (d-n) d^(gamma2-1-k)
+    (k < gamma2) and w_gamma2 = n^gamma2, which sum to d^gamma2. After r cycles all state numerators
+    share the denominator d^(gamma2 r), so the DP runs on integers.
+    """
+    frac = Fraction(alpha2)
+    n, d = frac.numerator, frac.denominator
+    weights = [n**k * (d - n) * d ** (gamma2 - 1 - k) for k in range(gamma2)] + [n**gamma2]
+    step_den = d**gamma2
+    # state: tokens held (< gamma) -> numerator over step_den**r
+    state: dict[int, int] = {0: 1}
+    out: list[tuple[int, Fraction]] = []
+    r = 0
+    while state:
+        r += 1
+        done = 0
+        nxt: dict[int, int] = {}
+        for held, num in state.items():
+            for k, w in enumerate(weights):
+                if w == 0:
+                    continue
+                m = held + 1 + k
+                if m >= gamma:
+                    done += num * w
+                else:
+                    nxt[m] = nxt.get(m, 0) + num * w
+        if done:
+            out.append((r, Fraction(done, step_den**r)))
+        state = nxt
+    return tuple(out)
+
+
+def staged_rounds_distribution(alpha2: float, gamma2: int, gamma: int) -> dict[int, float]:
+    """Exact distribution {R: P(R)} of the number of staged cycles to hold >= gamma tokens.
+
+    alpha2 in [0, 1] (1.0 is the limiting case R = ceil(gamma / (gamma2 + 1))), gamma2 >= 1, gamma >= 1.
+    Computed exactly (rational arithmetic) and converted to floats; zero-probability R are omitted.
+    """
+    a2 = _check_alpha(alpha2, "alpha2", allow_one=True)
+    g2 = _check_gamma(gamma2, "gamma2")
+    g = _check_gamma(gamma, "gamma")
+    return {r: float(p) for r, p in _staged_exact(a2, g2, g)}
+
+
+def _largest_remainder(items: Sequence[tuple[object, Fraction]], total: int) -> list[tuple[object, int]]:
+    """Round exact values (summing to `total`) to integers summing to `total`.
+
+    Floors first; the shortfall goes one unit each to the largest remainders, ties to the earlier item
+    (callers pass items sorted by key). Zero results are dropped; order of `items` is kept.
+    """
+    floors = [math.floor(v) for _, v in items]
+    short = total - sum(floors)
+    if short < 0 or short > len(items):
+        raise ValueError(f"values do not sum to {total}")
+    order = sorted(range(len(items)), key=lambda i: (-(items[i][1] - floors[i]), i))
+    for i in order[:short]:
+        floors[i] += 1
+    return [(key, f) for (key, _), f in zip(items, floors) if f != 0]
+
+
+@lru_cache(maxsize=4096)
+def _staged_int(alpha2: float, gamma2: int, gamma: int) -> RoundsDistInt:
+    exact = _staged_exact(alpha2, gamma2, gamma)
+    rounded = _largest_remainder([(r, p * OUTCOME_SCALE) for r, p in exact], OUTCOME_SCALE)
+    return tuple((int(r), p) for r, p in rounded)  # type: ignore[call-overload]
+
+
+def staged_rounds_int(alpha2: float, gamma2: int, gamma: int) -> RoundsDistInt:
+    """Sorted ((R, P_int), ...) with P_int summing to exactly OUTCOME_SCALE (largest remainder on the
+    exact distribution, ties to smaller R, zeros dropped)."""
+    a2 = _check_alpha(alpha2, "alpha2", allow_one=True)
+    g2 = _check_gamma(gamma2, "gamma2")
+    g = _check_gamma(gamma, "gamma")
+    return _staged_int(a2, g2, g)
+
+
+def unstaged_rounds_distribution(gamma: int) -> dict[int, float]:
+    """An unstaged drafter: gamma steps with probability 1."""
+    return {_check_gamma(gamma): 1.0}
+
+
+def unstaged_rounds_int(gamma: int) -> RoundsDistInt:
+    """An unstaged drafter: ((gamma, OUTCOME_SCALE),)."""
+    return ((_check_gamma(gamma), OUTCOME_SCALE),)
+
+
+def expected_rounds_scaled(dist_int: Iterable[tuple[int, int]]) -> int:
+    """sum R * P_int: the expected number of cycles (or steps) times OUTCOME_SCALE."""
+    return sum(int(r) * int(p) for r, p in dist_int)
+
+
+# --------------------------------------------------------------------------- joint outcomes
+
+
+def _check_dist_int(dist: Iterable[tuple[int, int]], name: str) -> list[tuple[int, int]]:
+    items = sorted((operator.index(r), operator.index(p)) for r, p in dist)
+    if not items:
+        raise ValueError(f"{name} is empty")
+    if any(p < 0 for _, p in items) or sum(p for _, p in items) != OUTCOME_SCALE:
+        raise ValueError(f"{name} probabilities must be >= 0 and sum to {OUTCOME_SCALE}")
+    if len({r for r, _ in items}) != len(items):
+        raise ValueError(f"{name} repeats an outcome")
+    return [(r, p) for r, p in items if p != 0]
+
+
+def draft_outcomes(per_drafter: Sequence[Iterable[tuple[int, int]]]) -> Outcomes:
+    """Joint distribution of independent drafters' cycle counts.
+
+    Each drafter is ((r, P_int), ...) summing to OUTCOME_SCALE (unstaged: ((gamma, OUTCOME_SCALE),)).
+    Returns (((r_1, ..., r_n), P_int), ...) in lexicographic order of the r tuples, P_int the exact
+    product prod_i P_i / OUTCOME_SCALE^(n-1) re-rounded by largest remainder (ties to the
+    lexicographically smaller tuple) to sum to exactly OUTCOME_SCALE, zeros dropped.
+    No drafters -> (((), OUTCOME_SCALE),).
+    """
+    dists = [_check_dist_int(d, f"per_drafter[{i}]") for i, d in enumerate(per_drafter)]
+    if not dists:
+        return (((), OUTCOME_SCALE),)
+    den = OUTCOME_SCALE ** (len(dists) - 1)
+    items: list[tuple[object, Fraction]] = []
+    for combo in itertools.product(*dists):
+        num = math.prod(p for _, p in combo)
+        items.append((tuple(r for r, _ in combo), Fraction(num, den)))
+    rounded = _largest_remainder(items, OUTCOME_SCALE)
+    return tuple((key, p) for key, p in rounded)  # type: ignore[misc]
+
+
+# --------------------------------------------------------------------------- round time
+
+
+def _ceil_div(a: int, b: int) -> int:
+    return -(-a // b)
+
+
+def round_time_ns(
+    outcomes: Outcomes,
+    cycle_ns: Sequence[int],
+    verify_ns: int,
+    sync_ns: int,
+    pipeline: bool,
+    q: int,
+) -> int:
+    """Expected round time in integer ns (the optimizer's exact convention).
+
+    D_o = max_i r_i * cycle_ns[i] (0 with no drafters); R_o = D_o + V (vanilla) or
+    max(D_o, V) + ceil(q * min(D_o, V) / Q_SCALE) (pipeline, q = fail_q);
+    T = ceil(sum_o P_o * R_o / OUTCOME_SCALE) + sync_ns. The caller passes sync_ns = 0 with no drafters.
+    """
+    cyc = [operator.index(c) for c in cycle_ns]
+    v = operator.index(verify_ns)
+    q = operator.index(q)
+    if not 0 <= q <= Q_SCALE:
+        raise ValueError(f"q must be in [0, {Q_SCALE}], got {q}")
+    total = 0
+    psum = 0
+    for rs, p in outcomes:
+        if len(rs) != len(cyc):
+            raise ValueError(f"outcome {rs} has {len(rs)} drafters, cycle_ns has {len(cyc)}")
+        d = max((r * c for r, c in zip(rs, cyc)), default=0)
+        if pipeline:
+            r_o = max(d, v) + _ceil_div(q * min(d, v), Q_SCALE)
+        else:
+            r_o = d + v
+        total += p * r_o
+        psum += p
+    if psum != OUTCOME_SCALE:
+        raise ValueError(f"outcome probabilities sum to {psum}, not {OUTCOME_SCALE}")
+    return _ceil_div(total, OUTCOME_SCALE) + operator.index(sync_ns)
+
+
+def _as_pairs(dist: Mapping[int, float] | Iterable[tuple[int, float]]) -> list[tuple[int, float]]:
+    pairs = list(dist.items()) if isinstance(dist, Mapping) else [(r, p) for r, p in dist]
+    return sorted((int(r), float(p)) for r, p in pairs)
+
+
+def round_time_expected(
+    per_drafter_dists_float: Sequence[Mapping[int, float] | Iterable[tuple[int, float]]],
+    cycle_ns: Sequence[float],
+    verify_ns: float,
+    sync_ns: float,
+    pipeline: bool,
+    p_pass: float,
+) -> float:
+    """E[T] in floating point from the exact per-drafter distributions of R (no integer rounding).
+
+    vanilla: E[D] + V + sync; pipeline: E[max(D, V)] + (1 - p_pass) E[min(D, V)] + sync,
+    with D = max_i R_i * cycle_ns[i] (independent drafters; D independent of the acceptance events).
+    The distribution of D comes from the product of per-drafter CDFs.
+    """
+    dists = [_as_pairs(d) for d in per_drafter_dists_float]
+    if len(dists) != len(cycle_ns):
+        raise ValueError(f"{len(dists)} distributions but {len(cycle_ns)} cycle times")
+    v = float(verify_ns)
+    if dists:
+        scaled = [[(r * float(c), p) for r, p in dist] for dist, c in zip(dists, cycle_ns)]
+        values = sorted({x for dist in scaled for x, _ in dist})
+        pmf: list[tuple[float, float]] = []
+        prev_cdf = 0.0
+        for x in values:
+            cdf = math.prod(math.fsum(p for y, p in dist if y <= x) for dist in scaled)
+            pmf.append((x, cdf - prev_cdf))
+            prev_cdf = cdf
+    else:
+        pmf = [(0.0, 1.0)]
+    if pipeline:
+        fail = 1.0 - float(p_pass)
+        body = math.fsum(p * (max(x, v) + fail * min(x, v)) for x, p in pmf)
+    else:
+        body = math.fsum(p * x for x, p in pmf) + v
+    return body + float(sync_ns)
