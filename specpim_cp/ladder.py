@@ -1,0 +1,39 @@
+"""The ablation ladder (DESIGN.md section 8): each step is a restriction of the scenario's space.
+
+GPU-SI -> +attention offload -> +free operator mapping -> +speculative pipeline -> +free architecture.
+Steps 2-4 use identical half-PIM HBM devices (Aquabolt-XL-like) for every model; the last step frees
+the memory type and the PIM units per model, i.e. it is the full optimum.
+"""
+
+from __future__ import annotations
+
+from specpim_cp.catalog import Catalog, default_catalog
+from specpim_cp.scenario import Scenario
+
+LADDER_STEPS = ("GPU-SI", "+attention offload", "+free mapping", "+pipeline", "+free architecture")
+
+
+def ladder_memory(scenario: Scenario) -> str:
+    return "hbm" if "hbm" in scenario.memory_types else scenario.memory_types[0]
+
+
+def ladder_scenarios(scenario: Scenario, catalog: Catalog | None = None) -> list[tuple[str, Scenario]]:
+    """(step name, restricted scenario) for every step of the ladder, in order."""
+    catalog = catalog or default_catalog()
+    mem = ladder_memory(scenario)
+    half = catalog.memory(mem).max_pim_units // 2
+    base = scenario.space.model_dump()
+    steps = {
+        "GPU-SI": dict(memory_type=mem, pim_units=0, mapping="host-only", pipeline="off"),
+        "+attention offload": dict(memory_type=mem, pim_units=half, mapping="attention-offload", pipeline="off"),
+        "+free mapping": dict(memory_type=mem, pim_units=half, mapping="free", pipeline="off"),
+        "+pipeline": dict(memory_type=mem, pim_units=half, mapping="free", pipeline="free"),
+        "+free architecture": dict(memory_type=None, pim_units=None, mapping="free", pipeline="free"),
+    }
+    out = []
+    for name in LADDER_STEPS:
+        space = dict(base, **steps[name])
+        if not scenario.drafters:
+            space["pipeline"] = "off"
+        out.append((name, scenario.model_copy(update={"space": scenario.space.model_validate(space)})))
+    return out
