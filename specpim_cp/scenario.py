@@ -64,7 +64,6 @@ class Space(_Strict):
     draft_lengths: list[int] | None = None
     staging: Literal["free", "off"] = "free"
     share_levels: int = Field(default=4, ge=1, le=8)
-    same_architecture: bool = False  # every model gets the same (memory type, k): "identical devices"
 
 
 class Scenario(_Strict):
