@@ -205,6 +205,8 @@ def baselines(scenario: str, as_json: bool, output: str | None) -> None:
 
     sc = load(scenario)
     res = run_baselines(sc)
+    if res and res[0].evaluation is None:  # GPU-AR infeasible: the verifier does not fit its devices
+        raise ScenarioError(res[0].error or "the verifier does not fit its devices")
     emit(json.dumps([r.as_dict() for r in res], indent=2) if as_json else format_baselines(sc, res), output)
 
 

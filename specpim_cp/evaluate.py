@@ -141,6 +141,10 @@ class Evaluator:
     def check(self, design: Design) -> None:
         """The design lies in the scenario's free space (ScenarioError naming the field otherwise)."""
         sc = self.scenario
+        if not design.drafters and sc.drafters:
+            # autoregressive decoding (GPU-AR): check against the scenario without its drafters
+            Evaluator(sc.model_copy(update={"drafters": []}), self.catalog).check(design)
+            return
         if len(design.drafters) != len(sc.drafters):
             raise ScenarioError(f"design.drafters: scenario has {len(sc.drafters)} drafters, design {len(design.drafters)}")
         if design.pipeline and not sc.drafters:
@@ -248,11 +252,11 @@ class Evaluator:
                 raise ScenarioError(f"{name}: operator {op} cannot run on {engine} of {arch.label()}")
             op_cost[op] = oc
             if op in LAYER_OPS:
-                nodes.append((op, engine, oc.time_ns, share if engine == "pim" else 0))
+                nodes.append((op, engine, oc.time_ns, share if engine == "pim" else 1))
         ar = c.allreduce_cost(model, arch, tokens)
         for n in layer_order(model.parallel_block):
             if n.startswith("allreduce"):
-                nodes.append((n, "link", ar.time_ns, 0))
+                nodes.append((n, "link", ar.time_ns, 1))
         makespan, starts = layer_schedule(model.parallel_block, tuple(nodes), c.share_levels)
         n_ar = 1 if model.parallel_block else 2
         spill = c.spill_cost(arch, spill_kib)
@@ -332,11 +336,13 @@ class Evaluator:
         waste_q = q if design.pipeline else 0
         draft_nj = []
         for i in range(len(design.drafters)):
+            # two-stage rounding keeps every integer product inside the optimizer's int64 range
             rounds_scaled = spec.expected_rounds_scaled(per_drafter_dist[i])
-            num = rounds_scaled * cycle_energy[i] * (spec.Q_SCALE + waste_q)
-            draft_nj.append(-(-num // (spec.OUTCOME_SCALE * spec.Q_SCALE)))
-        static_mw = sum(self.costs.static_power_mw(self.arch(md)) for _, md in design.models())
-        static_nj = -(-static_mw * round_ns // 1000)
+            expected = -(-(rounds_scaled * cycle_energy[i]) // spec.OUTCOME_SCALE)
+            draft_nj.append(-(-(expected * (spec.Q_SCALE + waste_q)) // spec.Q_SCALE))
+        # static power of every device of every model for the whole round (mW x ns = pJ), per model
+        static_nj = sum(-(-self.costs.static_power_mw(self.arch(md)) * round_ns // 1000)
+                        for _, md in design.models())
         energy_nj = verify.energy_nj + sum(draft_nj) + static_nj
         metrics = Metrics(round_ns, tokens_micro, energy_nj, batch)
         breakdown = self._breakdown(design, caps, verify, drafter_detail, alphas, q, sync, draft_nj, static_nj)

@@ -80,3 +80,11 @@ def layer_order(parallel_block: bool) -> tuple[str, ...]:
 @cache
 def layer_edges(parallel_block: bool) -> tuple[tuple[str, str], ...]:
     return tuple(sorted(_layer_graph(parallel_block).edges()))
+
+
+@cache
+def is_chain(parallel_block: bool) -> bool:
+    """Whether every pair of the layer's nodes is ordered (then the makespan is the sum of durations)."""
+    g = _layer_graph(parallel_block)
+    order = layer_order(parallel_block)
+    return all(g.has_edge(u, v) for u, v in zip(order, order[1:]))

@@ -115,7 +115,7 @@ class Scenario(_Strict):
         return hashlib.sha256(json.dumps(self.model_dump(mode="json"), sort_keys=True).encode()).hexdigest()[:16]
 
 
-def _format_pydantic(exc: ValidationError) -> str:
+def _format_pydantic(exc: ValidationError, root: str = "scenario") -> str:
     err = exc.errors()[0]
     loc = ""
     for part in err["loc"]:
@@ -125,7 +125,7 @@ def _format_pydantic(exc: ValidationError) -> str:
         msg = msg[len("Value error, "):]
         if ":" in msg.split(" ")[0]:  # the validator already named the field
             return msg
-    return f"{loc or 'scenario'}: {msg}"
+    return f"{loc or root}: {msg}"
 
 
 def check_scenario(sc: Scenario, catalog: Catalog) -> Scenario:
@@ -234,7 +234,8 @@ def parse_design(data: dict) -> Design:
     try:
         return Design.model_validate(data)
     except ValidationError as exc:
-        raise ScenarioError("design: " + _format_pydantic(exc)) from None
+        msg = _format_pydantic(exc, root="design")
+        raise ScenarioError(msg if msg.startswith("design") else "design." + msg) from None
 
 
 def load_design(path: str | Path) -> Design:

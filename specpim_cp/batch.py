@@ -1,0 +1,636 @@
+"""Benchmark-set runner: (scenario x method) instances in worker processes, resumable result records.
+
+An *instance* is one scenario solved by one method (`exact`, `heuristic`, `baselines`, one step of the
+ablation `ladder`, or the latency-energy `pareto` front of one scenario per model family). Its key is
+the sha256 of the (possibly restricted) scenario content, the method and the options that change the
+answer. Every finished instance appends its records to `OUT/results.jsonl` in one write, flushed and
+fsynced: one record per result (one per baseline, one per ladder step), each carrying the instance key,
+its `part` name and the instance's record count `parts`. An instance is done when all its parts are in
+the file with a status other than ERROR, so a re-run skips what is done, retries what failed, and a
+killed run loses nothing that had finished. `OUT/results.csv` is regenerated from the JSONL.
+
+Nothing here prints: progress goes to an optional `BatchProgress` hook (the CLI draws a tqdm bar).
+"""
+
+from __future__ import annotations
+
+import concurrent.futures as cf
+import csv
+import hashlib
+import io
+import json
+import os
+import tempfile
+import time
+import traceback
+from collections.abc import Callable, Iterable, Sequence
+from dataclasses import dataclass, field
+from pathlib import Path
+from typing import Protocol
+
+from specpim_cp.catalog import Catalog, default_catalog
+from specpim_cp.errors import ScenarioError
+from specpim_cp.scenario import Design, Scenario, load_scenario, parse_scenario
+
+METHODS = ("exact", "heuristic", "baselines", "ladder")
+INTERNAL_METHODS = ("pareto",)  # added when `exact` runs: one front per model family
+METHOD_ORDER = ("baselines", "heuristic", "exact", "ladder", "pareto")  # cheap results first
+NOT_DONE = ("ERROR",)  # statuses that a re-run retries
+RESULTS_JSONL = "results.jsonl"
+RESULTS_CSV = "results.csv"
+PARETO_DIR = "pareto"
+METRIC_KEYS = ("latency_ns_per_token", "energy_pj_per_token", "throughput_tokens_per_s", "tokens_per_round",
+               "round_time_ns", "edp")
+
+
+@dataclass(frozen=True)
+class BatchOptions:
+    """What to run and how. Exact solves default to deterministic single-worker CP-SAT (one core each)."""
+
+    methods: tuple[str, ...] = METHODS
+    time_limit_s: float = 60.0
+    seed: int = 0
+    jobs: int = 2  # worker processes; 1 runs every instance in this process
+    workers: int = 1  # CP-SAT workers per exact solve
+    deterministic: bool = True
+    heuristic_budget: str = "quick"
+    pareto: bool = True  # latency-energy front of one scenario per family (needs `exact`)
+    resume: bool = True
+
+    def method_options(self, method: str) -> dict:
+        """The options that change a method's answer (part of the instance key)."""
+        solver = {"time_limit_s": self.time_limit_s, "workers": self.workers, "seed": self.seed,
+                  "deterministic": self.deterministic}
+        if method in ("exact", "ladder", "pareto"):
+            return solver
+        if method == "heuristic":
+            return {"budget": self.heuristic_budget, "seed": self.seed}
+        return {}
+
+
+@dataclass(frozen=True)
+class Instance:
+    key: str
+    method: str
+    scenario_name: str
+    scenario_file: str
+    scenario_hash: str  # content hash of the unrestricted scenario (groups records of one scenario)
+    family: str
+    scenario_data: dict  # the scenario solved (a ladder step's restricted copy for `ladder`)
+    options: dict
+    step: str | None = None  # ladder step name
+    alias_of: str | None = None  # key of an instance whose single record this one copies
+
+    @property
+    def label(self) -> str:
+        return f"{self.scenario_name}:{self.method}" + (f" {self.step}" if self.step else "")
+
+
+@dataclass
+class BatchSummary:
+    out: Path
+    total: int
+    skipped: int  # done before this run (resume)
+    ran: int = 0
+    failed: list[str] = field(default_factory=list)  # labels of instances that ended in ERROR
+    notes: list[str] = field(default_factory=list)  # methods skipped and why
+    wall_s: float = 0.0
+
+
+class BatchProgress(Protocol):
+    """Hook for a progress display (the CLI's tqdm bar); every method is called in the main process."""
+
+    def start(self, total: int, done: int) -> None: ...
+
+    def begin(self, label: str) -> None: ...
+
+    def end(self, label: str, records: list[dict]) -> None: ...
+
+    def close(self) -> None: ...
+
+
+# ------------------------------------------------------------------------------------------------
+# Inputs
+# ------------------------------------------------------------------------------------------------
+def resolve_inputs(target: str | None, sets: dict[str, Path]) -> tuple[str, list[Path]]:
+    """(batch name, scenario files) of a built-in set name (`sets`), a scenario file or a directory of them."""
+    if target is None:
+        target = "paper"
+    p = Path(target)
+    if not p.exists():
+        if target not in sets:
+            raise ScenarioError(f"{target}: no such scenario file, directory or built-in set "
+                                f"(sets: {', '.join(sets)})")
+        p = sets[target]
+    if p.is_dir():
+        files = sorted(q for q in p.iterdir() if q.suffix in (".toml", ".json") and q.is_file())
+        if not files:
+            raise ScenarioError(f"{p}: no scenario files (*.toml, *.json)")
+        return p.name, files
+    return p.stem, [p]
+
+
+def load_scenarios(files: Sequence[Path], catalog: Catalog | None = None) -> list[tuple[Path, Scenario]]:
+    out: list[tuple[Path, Scenario]] = []
+    seen: dict[str, Path] = {}
+    for f in files:
+        sc = load_scenario(f, catalog)
+        if sc.name in seen:
+            raise ScenarioError(f"{f}: scenario name '{sc.name}' is also used by {seen[sc.name]}")
+        seen[sc.name] = f
+        out.append((f, sc))
+    return out
+
+
+# ------------------------------------------------------------------------------------------------
+# Planning
+# ------------------------------------------------------------------------------------------------
+def instance_key(scenario_data: dict, method: str, options: dict, step: str | None = None) -> str:
+    blob = json.dumps({"scenario": scenario_data, "method": method, "step": step, "options": options},
+                      sort_keys=True)
+    return hashlib.sha256(blob.encode()).hexdigest()
+
+
+def method_unavailable(method: str) -> str | None:
+    """Why a method cannot run in this installation (None: it can)."""
+    if method in ("exact", "ladder", "pareto"):
+        try:
+            from specpim_cp.exact import pareto_front, solve  # noqa: F401
+        except ImportError as exc:
+            return f"{method}: skipped, the exact optimizer is not available ({exc})"
+    if method == "heuristic":
+        try:
+            from specpim_cp.heuristic import run_heuristic  # noqa: F401
+        except ImportError as exc:
+            return f"heuristic: skipped, specpim_cp.heuristic.run_heuristic is not available ({exc})"
+    return None
+
+
+def pareto_representatives(scenarios: Sequence[tuple[Path, Scenario]], catalog: Catalog) -> set[str]:
+    """One scenario per verifier family for the Pareto front: the smallest batch (first by name on ties)."""
+    best: dict[str, Scenario] = {}
+    for _, sc in scenarios:
+        if not sc.drafters:
+            continue
+        fam = catalog.models[sc.verifier.model].family
+        cur = best.get(fam)
+        if cur is None or (sc.batch_size, sc.name) < (cur.batch_size, cur.name):
+            best[fam] = sc
+    return {sc.name for sc in best.values()}
+
+
+def plan(scenarios: Sequence[tuple[Path, Scenario]], options: BatchOptions,
+         catalog: Catalog | None = None) -> tuple[list[Instance], list[str]]:
+    """Every instance of the batch, cheap methods first, and notes on methods that cannot run."""
+    from specpim_cp.ladder import ladder_scenarios
+
+    catalog = catalog or default_catalog()
+    unknown = [m for m in options.methods if m not in METHODS]
+    if unknown:
+        raise ScenarioError(f"--methods: unknown method(s) {', '.join(unknown)} (known: {', '.join(METHODS)})")
+    methods = list(dict.fromkeys(options.methods))
+    if options.pareto and "exact" in methods:
+        methods.append("pareto")
+    notes = []
+    for m in list(methods):
+        why = method_unavailable(m)
+        if why is not None:
+            methods.remove(m)
+            if m != "pareto":  # the exact optimizer's note covers the fronts
+                notes.append(why)
+    representatives = pareto_representatives(scenarios, catalog) if "pareto" in methods else set()
+
+    out: list[Instance] = []
+    for method in sorted(methods, key=METHOD_ORDER.index):
+        opts = options.method_options(method)
+        for path, sc in scenarios:
+            data = sc.model_dump(mode="json")
+            common = {"scenario_name": sc.name, "scenario_file": str(path), "scenario_hash": sc.content_hash(),
+                      "family": catalog.models[sc.verifier.model].family, "options": opts}
+            if method == "ladder":
+                exact_key = instance_key(data, "exact", options.method_options("exact"))
+                for step, restricted in ladder_scenarios(sc, catalog):
+                    rdata = restricted.model_dump(mode="json")
+                    # the last step is the unrestricted space: copy the exact record instead of re-solving
+                    alias = exact_key if ("exact" in methods and rdata == data) else None
+                    out.append(Instance(instance_key(rdata, method, opts, step), method, scenario_data=rdata,
+                                        step=step, alias_of=alias, **common))
+                continue
+            if method == "pareto" and sc.name not in representatives:
+                continue
+            out.append(Instance(instance_key(data, method, opts), method, scenario_data=data, **common))
+    return out, notes
+
+
+# ------------------------------------------------------------------------------------------------
+# Records
+# ------------------------------------------------------------------------------------------------
+def pim_allocation(design: Design | dict, catalog: Catalog) -> list[dict]:
+    """Per model: memory type, PIM units of units per group, their fraction, and the operators on PIM."""
+    d = design if isinstance(design, Design) else Design.model_validate(design)
+    out = []
+    for role, md in d.models():
+        per_group = catalog.memory(md.memory_type).units_per_group
+        out.append({"role": role, "model": md.model, "memory_type": md.memory_type, "devices": md.devices,
+                    "pim_units": md.pim_units, "units_per_group": per_group,
+                    "pim_fraction": md.pim_units / per_group,
+                    "pim_ops": [op for op, p in md.placement.items() if p.engine == "pim"],
+                    "draft_length": md.draft_length,
+                    "staging": None if md.staging is None else md.staging.model_dump(mode="json")})
+    return out
+
+
+def _version() -> str:
+    from importlib.metadata import PackageNotFoundError, version
+
+    try:
+        return f"specpim-cp {version('specpim-cp')}"
+    except PackageNotFoundError:  # pragma: no cover
+        return "specpim-cp (not installed)"
+
+
+def _base_record(inst: Instance, part: str, parts: int) -> dict:
+    return {"key": inst.key, "scenario": inst.scenario_name, "scenario_file": inst.scenario_file,
+            "scenario_hash": inst.scenario_hash, "family": inst.family,
+            "batch_size": inst.scenario_data["batch_size"], "objective_name": inst.scenario_data["objective"],
+            "method": inst.method, "part": part, "parts": parts, "step": inst.step,
+            "status": None, "objective": None, "objective_exact": None, "bound": None, "gap": None,
+            "wall_s": None, "metrics": None, "design": None, "pim": None,
+            "seed": inst.options.get("seed"), "options": inst.options, "solver_version": None,
+            "inputs_hash": None, "error": None, "finished_at": None}
+
+
+def _evaluation_fields(ev, catalog: Catalog) -> dict:
+    metrics = ev.metrics.as_dict()
+    return {"metrics": {k: metrics[k] for k in METRIC_KEYS}, "design": ev.design.model_dump(mode="json"),
+            "pim": pim_allocation(ev.design, catalog)}
+
+
+def _objective_fields(obj) -> dict:
+    return {"objective": float(obj), "objective_exact": f"{obj.numerator}/{obj.denominator}"}
+
+
+def solve_record(inst: Instance, result, catalog: Catalog, part: str, parts: int = 1) -> dict:
+    """A record of a SolveResult (exact, heuristic, ladder step): the claimed objective and its report."""
+    rep = result.report
+    rec = _base_record(inst, part, parts)
+    rec.update(_evaluation_fields(result.evaluation, catalog))
+    rec.update(_objective_fields(rep.objective))
+    rec.update({"objective_name": rep.objective_name, "status": rep.status,
+                "bound": None if rep.bound is None else float(rep.bound), "gap": rep.gap, "wall_s": rep.wall_s,
+                "seed": rep.seed, "solver_version": rep.solver_version, "inputs_hash": rep.inputs_hash,
+                "iterations": rep.iterations})
+    return rec
+
+
+def _failed_record(inst: Instance, part: str, status: str, error: str, wall_s: float) -> dict:
+    rec = _base_record(inst, part, 1)
+    rec.update({"status": status, "error": error, "wall_s": wall_s})
+    return rec
+
+
+# ------------------------------------------------------------------------------------------------
+# Methods (run in worker processes)
+# ------------------------------------------------------------------------------------------------
+def _run_solver(inst: Instance, sc: Scenario, catalog: Catalog) -> list[dict]:
+    from specpim_cp.exact import solve
+
+    o = inst.options
+    res = solve(sc, time_limit_s=o["time_limit_s"], workers=o["workers"], seed=o["seed"],
+                deterministic=o["deterministic"], catalog=catalog)
+    return [solve_record(inst, res, catalog, inst.step or "exact")]
+
+
+def _run_heuristic(inst: Instance, sc: Scenario, catalog: Catalog) -> list[dict]:
+    from specpim_cp.heuristic import run_heuristic
+
+    res = run_heuristic(sc, budget=inst.options["budget"], seed=inst.options["seed"])
+    return [solve_record(inst, res, catalog, "heuristic")]
+
+
+def _run_baselines(inst: Instance, sc: Scenario, catalog: Catalog) -> list[dict]:
+    from specpim_cp.baselines import run_baselines
+    from specpim_cp.result import inputs_hash
+
+    t0 = time.perf_counter()
+    results = run_baselines(sc, catalog)
+    wall = time.perf_counter() - t0
+    out = []
+    for r in results:
+        rec = _base_record(inst, r.name, len(results))
+        # one enumeration run prices every baseline: wall_s is the whole instance's time
+        rec.update({"wall_s": wall, "solver_version": f"{_version()} (evaluator enumeration)",
+                    "inputs_hash": inputs_hash(sc, {"method": "baselines", "baseline": r.name}),
+                    "description": r.description})
+        if r.evaluation is None:
+            rec.update({"status": "INFEASIBLE", "error": r.error})
+        else:
+            rec.update(_evaluation_fields(r.evaluation, catalog))
+            rec.update(_objective_fields(r.evaluation.metrics.objective(sc.objective)))
+            rec["status"] = "BASELINE"
+        out.append(rec)
+    return out
+
+
+def _run_pareto(inst: Instance, sc: Scenario, catalog: Catalog) -> list[dict]:
+    from specpim_cp.exact import pareto_front
+    from specpim_cp.result import inputs_hash, solver_version
+
+    o = inst.options
+    t0 = time.perf_counter()
+    front = pareto_front(sc, time_limit_s=o["time_limit_s"], workers=o["workers"], seed=o["seed"],
+                         deterministic=o["deterministic"])
+    wall = time.perf_counter() - t0
+    rec = _base_record(inst, "front", 1)
+    points = []
+    for ev in front:
+        m = ev.metrics
+        points.append({"latency_ns_per_token": m.latency_ns_per_token, "energy_pj_per_token": m.energy_pj_per_token,
+                       "throughput_tokens_per_s": m.throughput_tokens_per_s, "tokens_per_round": m.tokens_per_round,
+                       "design": ev.design.model_dump(mode="json"), "pim": pim_allocation(ev.design, catalog)})
+    rec.update({"status": "FRONT", "wall_s": wall, "front": points, "solver_version": solver_version(),
+                "inputs_hash": inputs_hash(sc, o)})
+    return [rec]
+
+
+_RUNNERS: dict[str, Callable[[Instance, Scenario, Catalog], list[dict]]] = {
+    "exact": _run_solver, "ladder": _run_solver, "heuristic": _run_heuristic, "baselines": _run_baselines,
+    "pareto": _run_pareto,
+}
+
+
+def run_instance(inst: Instance) -> list[dict]:
+    """Solve one instance; never raises (an infeasible scenario and a crash become records)."""
+    catalog = default_catalog()
+    part = inst.step or inst.method
+    t0 = time.perf_counter()
+    try:
+        sc = parse_scenario(inst.scenario_data, catalog)
+        records = _RUNNERS[inst.method](inst, sc, catalog)
+    except ScenarioError as exc:
+        records = [_failed_record(inst, part, "INFEASIBLE", str(exc), time.perf_counter() - t0)]
+    except Exception as exc:  # noqa: BLE001 -- a bug in a method: record it, a re-run retries
+        tb = traceback.format_exception_only(type(exc), exc)[-1].strip()
+        records = [_failed_record(inst, part, "ERROR", tb, time.perf_counter() - t0)]
+    stamp = time.strftime("%Y-%m-%dT%H:%M:%S%z")
+    for r in records:
+        r["finished_at"] = stamp
+    return records
+
+
+def alias_records(inst: Instance, source: list[dict]) -> list[dict]:
+    """Records of an aliased ladder step: the source instance's record under this instance's key."""
+    out = []
+    for src in source:
+        rec = dict(src)
+        rec.update({"key": inst.key, "method": inst.method, "part": inst.step, "parts": 1, "step": inst.step,
+                    "copied_from": src["key"]})
+        out.append(rec)
+    return out
+
+
+# ------------------------------------------------------------------------------------------------
+# The result store
+# ------------------------------------------------------------------------------------------------
+class ResultStore:
+    """Append-only JSONL of records; a torn last line (a killed writer) is cut off when opened."""
+
+    def __init__(self, path: Path):
+        self.path = path
+        self._records: list[dict] = []
+        if path.exists():
+            self._repair()
+            for line in path.read_text().splitlines():
+                if line.strip():
+                    try:
+                        self._records.append(json.loads(line))
+                    except json.JSONDecodeError:
+                        continue  # unreadable line: its instance is not done and runs again
+
+    def _repair(self) -> None:
+        data = self.path.read_bytes()
+        if data and not data.endswith(b"\n"):
+            with open(self.path, "r+b") as fh:
+                fh.truncate(data.rfind(b"\n") + 1)
+
+    def records(self) -> list[dict]:
+        return latest_records(self._records)
+
+    def by_key(self) -> dict[str, list[dict]]:
+        out: dict[str, list[dict]] = {}
+        for r in self.records():
+            out.setdefault(r["key"], []).append(r)
+        return out
+
+    def done_keys(self) -> set[str]:
+        return {k for k, recs in self.by_key().items() if is_done(recs)}
+
+    def append(self, records: Iterable[dict]) -> None:
+        records = list(records)
+        text = "".join(json.dumps(r, sort_keys=True) + "\n" for r in records)
+        self.path.parent.mkdir(parents=True, exist_ok=True)
+        with open(self.path, "a") as fh:
+            fh.write(text)
+            fh.flush()
+            os.fsync(fh.fileno())
+        self._records.extend(records)
+
+
+def latest_records(records: Iterable[dict]) -> list[dict]:
+    """The last record of every (key, part), in first-seen order."""
+    latest: dict[tuple[str, str], dict] = {}
+    for r in records:
+        if "key" in r and "part" in r:
+            latest.pop((r["key"], r["part"]), None)
+            latest[(r["key"], r["part"])] = r
+    return list(latest.values())
+
+
+def is_done(records: list[dict]) -> bool:
+    if not records:
+        return False
+    parts = records[0].get("parts", 1)
+    # a re-run may change the number of parts (e.g. an ERROR record replaced by one per baseline)
+    current = [r for r in records if r.get("parts", 1) == parts]
+    return len({r["part"] for r in current}) >= parts and all(r["status"] not in NOT_DONE for r in current)
+
+
+def read_records(out: Path) -> list[dict]:
+    """The current records of a batch directory (latest per key and part)."""
+    path = Path(out) / RESULTS_JSONL
+    if not path.exists():
+        raise ScenarioError(f"{path}: no results (run `specpim-cp batch` first)")
+    return ResultStore(path).records()
+
+
+# ------------------------------------------------------------------------------------------------
+# CSV and Pareto files
+# ------------------------------------------------------------------------------------------------
+CSV_COLUMNS = ("scenario", "family", "batch_size", "method", "part", "status", "objective_name", "objective",
+               "bound", "gap", "wall_s", *METRIC_KEYS, "draft_lengths", "pipeline", "pim_allocation",
+               "seed", "solver_version", "inputs_hash", "key", "error")
+
+
+def _csv_row(r: dict) -> dict:
+    row = {c: r.get(c) for c in CSV_COLUMNS}
+    for k in METRIC_KEYS:
+        row[k] = (r.get("metrics") or {}).get(k)
+    d = r.get("design")
+    if d:
+        row["draft_lengths"] = " ".join(str(x["draft_length"]) for x in d["drafters"])
+        row["pipeline"] = d["pipeline"]
+    row["pim_allocation"] = " ".join(f"{p['model']}:{p['memory_type']}:{p['pim_units']}/{p['units_per_group']}"
+                                     for p in r.get("pim") or [])
+    return row
+
+
+def sort_key(r: dict) -> tuple:
+    order = {m: i for i, m in enumerate(METHOD_ORDER)}
+    return (r.get("family", ""), r.get("scenario", ""), order.get(r.get("method"), 99))
+
+
+def records_csv(records: Sequence[dict]) -> str:
+    buf = io.StringIO()
+    w = csv.DictWriter(buf, fieldnames=CSV_COLUMNS, lineterminator="\n")
+    w.writeheader()
+    for r in sorted(records, key=sort_key):  # stable: parts keep their JSONL order
+        w.writerow(_csv_row(r))
+    return buf.getvalue()
+
+
+def pareto_csv(record: dict) -> str:
+    buf = io.StringIO()
+    w = csv.writer(buf, lineterminator="\n")
+    w.writerow(["latency_ns_per_token", "energy_pj_per_token", "throughput_tokens_per_s", "tokens_per_round",
+                "draft_lengths", "pipeline", "pim_allocation"])
+    for p in record.get("front") or []:
+        d = p["design"]
+        w.writerow([p["latency_ns_per_token"], p["energy_pj_per_token"], p["throughput_tokens_per_s"],
+                    p["tokens_per_round"], " ".join(str(x["draft_length"]) for x in d["drafters"]), d["pipeline"],
+                    " ".join(f"{q['model']}:{q['memory_type']}:{q['pim_units']}/{q['units_per_group']}"
+                             for q in p["pim"])])
+    return buf.getvalue()
+
+
+def write_atomic(path: str | Path, text: str) -> None:
+    """Temporary file + rename, so a killed run never leaves a half-written file (as `cli.write_atomic`)."""
+    path = Path(path)
+    path.parent.mkdir(parents=True, exist_ok=True)
+    fd, tmp = tempfile.mkstemp(dir=path.parent, prefix=f".{path.name}.", suffix=".tmp")
+    try:
+        with os.fdopen(fd, "w") as fh:
+            fh.write(text)
+        os.replace(tmp, path)
+    except BaseException:
+        Path(tmp).unlink(missing_ok=True)
+        raise
+
+
+def write_derived_files(out: Path, records: Sequence[dict] | None = None) -> list[Path]:
+    """Regenerate `results.csv` and `pareto/*.csv` from the JSONL records."""
+    out = Path(out)
+    records = read_records(out) if records is None else records
+    written = [out / RESULTS_CSV]
+    write_atomic(out / RESULTS_CSV, records_csv(records))
+    for r in records:
+        if r["method"] == "pareto" and r.get("front"):
+            path = out / PARETO_DIR / f"{r['scenario']}.csv"
+            write_atomic(path, pareto_csv(r))
+            written.append(path)
+    return written
+
+
+# ------------------------------------------------------------------------------------------------
+# The runner
+# ------------------------------------------------------------------------------------------------
+def run_batch(files: Sequence[Path], out: str | Path, options: BatchOptions = BatchOptions(),
+              progress: BatchProgress | None = None, catalog: Catalog | None = None) -> BatchSummary:
+    """Run every missing instance of the scenario files into `out`, then regenerate the CSV files."""
+    t0 = time.perf_counter()
+    catalog = catalog or default_catalog()
+    out = Path(out)
+    scenarios = load_scenarios(files, catalog)
+    instances, notes = plan(scenarios, options, catalog)
+    out.mkdir(parents=True, exist_ok=True)
+    path = out / RESULTS_JSONL
+    if not options.resume and path.exists():
+        os.replace(path, out / (RESULTS_JSONL + ".old"))  # keep the previous run, start afresh
+    store = ResultStore(path)
+    done = store.done_keys()
+    todo = [i for i in instances if i.key not in done]
+    summary = BatchSummary(out, total=len(instances), skipped=len(instances) - len(todo), notes=notes)
+
+    # aliased ladder steps wait for their source instance (copied at once if it is already done)
+    waiting: dict[str, list[Instance]] = {}
+    runnable = []
+    for inst in todo:
+        if inst.alias_of is not None:
+            waiting.setdefault(inst.alias_of, []).append(inst)
+        else:
+            runnable.append(inst)
+
+    if progress is not None:
+        progress.start(summary.total, summary.skipped)
+
+    def finish(inst: Instance, records: list[dict]) -> None:
+        store.append(records)
+        summary.ran += 1
+        if not is_done(records):
+            summary.failed.append(inst.label)
+        if progress is not None:
+            progress.end(inst.label, records)
+        for alias in waiting.pop(inst.key, []):
+            if progress is not None:
+                progress.begin(alias.label)
+            if is_done(records):
+                finish(alias, alias_records(alias, records))
+            else:
+                summary.failed.append(alias.label)
+                if progress is not None:
+                    progress.end(alias.label, [])
+
+    by_key = store.by_key()
+    for source in [k for k in waiting if k in done]:
+        for alias in waiting.pop(source):
+            if progress is not None:
+                progress.begin(alias.label)
+            finish(alias, alias_records(alias, by_key[source]))
+
+    try:
+        if options.jobs <= 1:
+            for inst in runnable:
+                if progress is not None:
+                    progress.begin(inst.label)
+                finish(inst, run_instance(inst))
+        else:
+            _run_pool(runnable, options.jobs, finish, progress)
+    finally:
+        if progress is not None:
+            progress.close()
+        write_derived_files(out, store.records())
+    summary.wall_s = time.perf_counter() - t0
+    return summary
+
+
+def _run_pool(instances: Sequence[Instance], jobs: int, finish: Callable[[Instance, list[dict]], None],
+              progress: BatchProgress | None) -> None:
+    """At most `jobs` instances in flight (so the progress hook knows which are running)."""
+    queue = list(reversed(instances))
+    with cf.ProcessPoolExecutor(max_workers=jobs) as pool:
+        running: dict[cf.Future, Instance] = {}
+        try:
+            while queue or running:
+                while queue and len(running) < jobs:
+                    inst = queue.pop()
+                    if progress is not None:
+                        progress.begin(inst.label)
+                    running[pool.submit(run_instance, inst)] = inst
+                finished, _ = cf.wait(running, return_when=cf.FIRST_COMPLETED)
+                for fut in finished:
+                    inst = running.pop(fut)
+                    finish(inst, fut.result())
+        except BaseException:
+            for fut in running:
+                fut.cancel()
+            pool.shutdown(wait=False, cancel_futures=True)
+            raise

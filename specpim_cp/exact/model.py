@@ -1,0 +1,519 @@
+"""CP-SAT model of the whole design space of one scenario (formulations/*.md has the mathematics).
+
+One method per constraint family; each carries the family's ID from `formulations/`. Every cost
+coefficient is an integer taken from the shared cost tables (`CostModel`) and speculation tables
+(`speculation`), linked by linear equalities enforced on one-hot Booleans, so the model prices a
+design with exactly the evaluator's integers.
+
+Decision variables (all Boolean one-hots):
+  x[j][a]      model j uses architecture a (memory type, PIM units per group, device count)
+  y[j][o][p]   operator o of model j takes placement p (host, or PIM on p of share_levels slots)
+  z[c]         speculation choice c (draft length and staging of every drafter, pipeline on/off)
+Derived integer variables: operator durations and energies, one layer's schedule (intervals), pass
+times and energies, spill, drafting phases per outcome, round time T (ns) and energy per round (nJ).
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass
+from fractions import Fraction
+
+from ortools.sat.python import cp_model
+
+from specpim_cp import speculation as spec
+from specpim_cp.catalog import Catalog, ModelSpec
+from specpim_cp.costs import ArchConfig, CostModel
+from specpim_cp.designs import (
+    arch_options,
+    build_design,
+    gamma_options,
+    model_entries,
+    pipeline_options,
+    rule_allows,
+    staging_options,
+)
+from specpim_cp.errors import ScenarioError
+from specpim_cp.evaluate import Evaluator
+from specpim_cp.graph import LAYER_OPS, PLACEABLE_OPS, is_chain, layer_edges, layer_order
+from specpim_cp.scenario import Design, Placement, Scenario, Staging
+
+Placement_ = tuple[str, int]  # (engine, share)
+
+
+def ub(var: cp_model.IntVar) -> int:
+    """Upper bound of a variable's domain (positive index: negative indexing is broken in 9.15, G1)."""
+    dom = list(var.proto.domain)
+    return dom[len(dom) - 1]
+
+
+def ceil_frac(x: Fraction) -> int:
+    return -(-x.numerator // x.denominator)
+
+
+@dataclass(frozen=True)
+class SpecChoice:
+    """One speculation choice: draft lengths, staging per drafter, pipeline."""
+
+    gammas: tuple[int, ...]
+    staging: tuple[Staging | None, ...]
+    pipeline: bool
+    tokens_micro: int  # expected tokens per round x TOKENS_SCALE
+    q: int  # fail probability x Q_SCALE when pipelined, else 0
+    outcomes: tuple[tuple[tuple[int, ...], int], ...]  # (cycles per drafter, probability x OUTCOME_SCALE)
+    rounds_scaled: tuple[int, ...]  # expected cycles per drafter x OUTCOME_SCALE
+
+
+class ModelData:
+    """Per-model option sets and integer tables (shared by the CP-SAT model and the brute force)."""
+
+    def __init__(self, scenario: Scenario, catalog: Catalog, costs: CostModel, index: int):
+        self.index = index
+        self.label, entry = model_entries(scenario)[index]
+        self.spec: ModelSpec = catalog.models[entry.model]
+        self.archs: list[ArchConfig] = arch_options(scenario, catalog, index)
+        rule = scenario.space.mapping
+        all_places = [("host", 0)] + [("pim", s) for s in range(1, costs.share_levels + 1)]
+        self.places: dict[str, list[Placement_]] = {
+            op: [p for p in all_places if rule_allows(rule, op, p[0])] for op in PLACEABLE_OPS}
+        self.valid = {a: set(costs.placements(a)) for a in self.archs}
+
+
+class SpecModel:
+    """Builds the CP-SAT model; `solve.py` drives it (Dinkelbach, epsilon-constraint)."""
+
+    def __init__(self, scenario: Scenario, catalog: Catalog, evaluator: Evaluator | None = None):
+        self.scenario = scenario
+        self.catalog = catalog
+        self.ev = evaluator or Evaluator(scenario, catalog)
+        self.costs = self.ev.costs
+        self.m = cp_model.CpModel()
+        self.n_drafters = len(scenario.drafters)
+        self.data = [ModelData(scenario, catalog, self.costs, j) for j in range(self.n_drafters + 1)]
+        self.choices = self._speculation_choices()
+        if not self.choices:
+            raise ScenarioError("space: no speculation choice is left (draft lengths, staging, pipeline)")
+        self.assumption_families: dict[str, cp_model.IntVar] = {}
+        self.build()
+
+    # ------------------------------------------------------------------------------------------
+    # tables
+    # ------------------------------------------------------------------------------------------
+    def _speculation_choices(self) -> list[SpecChoice]:
+        sc = self.scenario
+        n = self.n_drafters
+        alphas = [self.ev.alpha(i) for i in range(n)]
+        out = []
+        import itertools
+
+        gam = [gamma_options(sc, i) for i in range(n)]
+        stg = [staging_options(sc, i) for i in range(n)]
+        for gammas in itertools.product(*gam):
+            e_micro = spec.expected_tokens_micro(alphas, gammas)
+            fq = spec.fail_q(alphas, gammas)
+            for staging in itertools.product(*stg):
+                dists = []
+                for i in range(n):
+                    st = staging[i]
+                    if st is None:
+                        dists.append(((gammas[i], spec.OUTCOME_SCALE),))
+                    else:
+                        dists.append(spec.staged_rounds_int(self.ev.alpha2(i, st.draft2), st.draft_length, gammas[i]))
+                outcomes = spec.draft_outcomes(dists)
+                rounds = tuple(spec.expected_rounds_scaled(d) for d in dists)
+                for pipe in pipeline_options(sc):
+                    out.append(SpecChoice(tuple(gammas), tuple(staging), pipe, e_micro, fq if pipe else 0,
+                                          outcomes, rounds))
+        return out
+
+    def pass_tokens(self, j: int, c: SpecChoice) -> int:
+        b = self.scenario.batch_size
+        if j == 0:
+            return b * (sum(c.gammas) + 1)
+        st = c.staging[j - 1]
+        return b if st is None else b * (st.draft_length + 1)
+
+    # ------------------------------------------------------------------------------------------
+    # model
+    # ------------------------------------------------------------------------------------------
+    def build(self) -> None:
+        m = self.m
+        self.x = [{a: m.new_bool_var(f"x[{j}][{a.label()}]") for a in d.archs} for j, d in enumerate(self.data)]
+        self.y = [{op: {p: m.new_bool_var(f"y[{j}][{op}][{p[0]}{p[1]}]") for p in d.places[op]}
+                   for op in PLACEABLE_OPS} for j, d in enumerate(self.data)]
+        self.z = [m.new_bool_var(f"z[{k}]") for k in range(len(self.choices))]
+        self.add_architecture()            # [ARCH-1], [ARCH-2]
+        self.add_placement()               # [MAP-1], [MAP-2]
+        self.add_speculation_choice()      # [SPEC-1], [SPEC-2]
+        self.pass_time = []
+        self.pass_energy = []
+        for j in range(len(self.data)):
+            self.add_model(j)              # [CAP-*], [DUR-*], [EN-1], [SCH-*], [PASS-*]
+        self.add_cycles()                  # [SPEC-3]
+        self.add_round()                   # [RND-1..3]
+        self.add_energy()                  # [EN-2..4]
+
+    # [ARCH-1] exactly one architecture per model; [ARCH-2] device budget
+    def add_architecture(self) -> None:
+        m = self.m
+        for xs in self.x:
+            m.add_exactly_one(xs.values())
+        if self.scenario.device_budget is not None:
+            lit = m.new_bool_var("assume[ARCH-2]")
+            self.assumption_families["ARCH-2 device budget"] = lit
+            m.add(sum(a.devices * v for xs in self.x for a, v in xs.items())
+                  <= self.scenario.device_budget).only_enforce_if(lit)
+
+    # [MAP-1] one placement per operator; [MAP-2] the placement exists on the chosen architecture
+    def add_placement(self) -> None:
+        m = self.m
+        for j, d in enumerate(self.data):
+            for op in PLACEABLE_OPS:
+                m.add_exactly_one(self.y[j][op].values())
+                for a, xa in self.x[j].items():
+                    for p, yp in self.y[j][op].items():
+                        if p not in d.valid[a]:
+                            m.add_bool_or([~xa, ~yp])
+
+    # [SPEC-1] one speculation choice; [SPEC-2] each model's pass token count follows from it
+    def add_speculation_choice(self) -> None:
+        m = self.m
+        m.add_exactly_one(self.z)
+        self.tokens_micro = sum(c.tokens_micro * z for c, z in zip(self.choices, self.z))
+        self.kb: list[dict[int, cp_model.IntVar]] = []
+        for j in range(len(self.data)):
+            groups: dict[int, list[cp_model.IntVar]] = {}
+            for c, z in zip(self.choices, self.z):
+                groups.setdefault(self.pass_tokens(j, c), []).append(z)
+            kb = {}
+            for tokens, zs in sorted(groups.items()):
+                b = m.new_bool_var(f"tokens[{j}]={tokens}")
+                m.add(b == sum(zs))
+                kb[tokens] = b
+            self.kb.append(kb)
+        # staging literal per drafter and option
+        self.stage_lit: list[dict[Staging | None, cp_model.IntVar]] = []
+        for i in range(self.n_drafters):
+            groups2: dict = {}
+            for c, z in zip(self.choices, self.z):
+                groups2.setdefault(c.staging[i], []).append(z)
+            lits = {}
+            for st, zs in groups2.items():
+                b = m.new_bool_var(f"stage[{i}]={st}")
+                m.add(b == sum(zs))
+                lits[st] = b
+            self.stage_lit.append(lits)
+
+    def _table(self, j: int, fn) -> dict[tuple[ArchConfig, Placement_], dict[int, int]]:
+        """{(arch, placement): {tokens: value}} for valid combinations."""
+        out = {}
+        for a in self.data[j].archs:
+            for p in self.data[j].valid[a]:
+                out[(a, p)] = {t: fn(a, p, t) for t in self.kb[j]}
+        return out
+
+    def add_model(self, j: int) -> None:
+        m = self.m
+        d = self.data[j]
+        model = d.spec
+        c = self.costs
+        kb = self.kb[j]
+        tokens = sorted(kb)
+        levels = c.share_levels
+        # engine literal per operator (PIM on any share)
+        on_pim = {}
+        for op in PLACEABLE_OPS:
+            pim_lits = [v for p, v in self.y[j][op].items() if p[0] == "pim"]
+            b = m.new_bool_var(f"pim[{j}][{op}]")
+            m.add(b == sum(pim_lits)) if pim_lits else m.add(b == 0)
+            on_pim[op] = b
+
+        # [DUR-1] operator durations and [EN-1] energies from the tables
+        dur, energy = {}, {}
+        for op in PLACEABLE_OPS:
+            vals_t, vals_e = [], []
+            for a in d.archs:
+                for p in self.y[j][op]:
+                    if p not in d.valid[a]:
+                        continue
+                    for t in tokens:
+                        oc = c.op_cost(model, op, p[0], p[1], a, t)
+                        vals_t.append(oc.time_ns)
+                        vals_e.append(oc.energy_nj)
+            dv = m.new_int_var(0, max(vals_t), f"dur[{j}][{op}]")
+            ev = m.new_int_var(0, max(vals_e), f"en[{j}][{op}]")
+            for a, xa in self.x[j].items():
+                for p, yp in self.y[j][op].items():
+                    if p not in d.valid[a]:
+                        continue
+                    costs_t = {t: c.op_cost(model, op, p[0], p[1], a, t) for t in tokens}
+                    m.add(dv == sum(costs_t[t].time_ns * kb[t] for t in tokens)).only_enforce_if([xa, yp])
+                    m.add(ev == sum(costs_t[t].energy_nj * kb[t] for t in tokens)).only_enforce_if([xa, yp])
+            dur[op], energy[op] = dv, ev
+        # [DUR-2] all-reduce durations and energies
+        ar_t = {(a, t): c.allreduce_cost(model, a, t) for a in d.archs for t in tokens}
+        ar_d = m.new_int_var(0, max(v.time_ns for v in ar_t.values()), f"ar[{j}]")
+        ar_e = m.new_int_var(0, max(v.energy_nj for v in ar_t.values()), f"ar_en[{j}]")
+        for a, xa in self.x[j].items():
+            m.add(ar_d == sum(ar_t[(a, t)].time_ns * kb[t] for t in tokens)).only_enforce_if(xa)
+            m.add(ar_e == sum(ar_t[(a, t)].energy_nj * kb[t] for t in tokens)).only_enforce_if(xa)
+
+        # [SCH-0..4] one layer's schedule
+        horizon = sum(ub(dur[op]) for op in LAYER_OPS) + 2 * ub(ar_d)
+        mk = m.new_int_var(0, horizon, f"makespan[{j}]")
+        if is_chain(model.parallel_block):  # [SCH-0] a chain runs its nodes one after another
+            n_ar_nodes = sum(1 for n in layer_order(model.parallel_block) if n.startswith("allreduce"))
+            m.add(mk == sum(dur[op] for op in LAYER_OPS) + n_ar_nodes * ar_d)
+        else:
+            self._add_schedule(j, model, dur, ar_d, mk, horizon, levels)
+
+        # [CAP-1] bytes fit the devices; [CAP-2] spill = overflow of each side; [CAP-3] its cost
+        store_ub = 0
+        rate_t, rate_e = Fraction(0), Fraction(0)
+        for a in d.archs:
+            store_ub = max(store_ub, self._stored_kib_ub(j, a))
+            ns, nj = c.spill_rates(a)
+            rate_t, rate_e = max(rate_t, ns), max(rate_e, nj)
+        spill = m.new_int_var(0, store_ub, f"spill[{j}]")
+        spill_t = m.new_int_var(0, ceil_frac(store_ub * rate_t), f"spill_ns[{j}]")
+        spill_e = m.new_int_var(0, ceil_frac(store_ub * rate_e), f"spill_nj[{j}]")
+        cap_lit = m.new_bool_var(f"assume[CAP-1][{j}]")
+        self.assumption_families[f"CAP-1 capacity of {d.label} ({model.name})"] = cap_lit
+        for a, xa in self.x[j].items():
+            tb = c.tensor_bytes(model, a.devices)
+            pim_cap, normal_cap = c.capacity_kib(a)
+            pim_need = sum(tb.op_kib[op] * on_pim[op] for op in PLACEABLE_OPS)
+            host_need = sum(tb.op_kib[op] * (1 - on_pim[op]) for op in PLACEABLE_OPS)
+            if model.tied_embeddings:
+                host_need += tb.embedding_kib * on_pim["lm_head"]
+            else:
+                host_need += tb.embedding_kib
+            if j > 0:
+                for st, lit in self.stage_lit[j - 1].items():
+                    if st is not None and st.draft2 in self.catalog.models:
+                        d2 = self.catalog.models[st.draft2]
+                        host_need += c.tensor_bytes(d2, a.devices).total_kib() * lit
+            m.add(pim_need + host_need <= pim_cap + normal_cap).only_enforce_if([xa, cap_lit])
+            sp_pim = m.new_int_var(0, store_ub, f"spill_pim[{j}][{a.label()}]")
+            sp_host = m.new_int_var(0, store_ub, f"spill_host[{j}][{a.label()}]")
+            m.add(sp_pim >= pim_need - pim_cap)
+            m.add(sp_host >= host_need - normal_cap)
+            m.add(spill == sp_pim + sp_host).only_enforce_if(xa)
+            ns, nj = c.spill_rates(a)
+            m.add(spill_t * ns.denominator >= spill * ns.numerator).only_enforce_if(xa)
+            m.add(spill_e * nj.denominator >= spill * nj.numerator).only_enforce_if(xa)
+        # [PASS-1] pass time; [PASS-2] pass energy
+        layers = model.layers
+        n_ar = 1 if model.parallel_block else 2
+        pt_ub = layers * horizon + ub(dur["lm_head"]) + ub(spill_t)
+        pe_ub = (layers * (sum(ub(energy[op]) for op in LAYER_OPS) + n_ar * ub(ar_e)) + ub(energy["lm_head"])
+                 + ub(spill_e))
+        pt = m.new_int_var(0, pt_ub, f"pass_ns[{j}]")
+        pe = m.new_int_var(0, pe_ub, f"pass_nj[{j}]")
+        m.add(pt == layers * mk + dur["lm_head"] + spill_t)
+        m.add(pe == layers * (sum(energy[op] for op in LAYER_OPS) + n_ar * ar_e) + energy["lm_head"] + spill_e)
+        pt_cut, pe_cut = self._bound_cuts(j, tokens)
+        for a, xa in self.x[j].items():  # [CUT-1]
+            m.add(pt >= sum(pt_cut[a][t] * kb[t] for t in tokens)).only_enforce_if(xa)
+            m.add(pe >= sum(pe_cut[a][t] * kb[t] for t in tokens)).only_enforce_if(xa)
+        self.pass_time.append(pt)
+        self.pass_energy.append(pe)
+
+    def _add_schedule(self, j: int, model: ModelSpec, dur, ar_d, mk, horizon: int, levels: int) -> None:
+        """Intervals of one layer (parallel block): [SCH-1] host no-overlap, [SCH-2] PIM cumulative,
+        [SCH-3] precedences, [SCH-4] makespan."""
+        m = self.m
+        start, end = {}, {}
+        host_iv, pim_iv, pim_dem = [], [], []
+        for node in layer_order(model.parallel_block):
+            s = m.new_int_var(0, horizon, f"s[{j}][{node}]")
+            e = m.new_int_var(0, horizon, f"e[{j}][{node}]")
+            if node.startswith("allreduce"):
+                m.add(e == s + ar_d)
+            else:
+                m.add(e == s + dur[node])
+                if ("host", 0) in self.y[j][node]:
+                    host_iv.append(m.new_optional_interval_var(s, dur[node], e, self.y[j][node][("host", 0)],
+                                                               f"host[{j}][{node}]"))
+                for p, yp in self.y[j][node].items():
+                    if p[0] == "pim":
+                        pim_iv.append(m.new_optional_interval_var(s, dur[node], e, yp, f"pim[{j}][{node}]{p[1]}"))
+                        pim_dem.append(p[1])
+            start[node], end[node] = s, e
+        m.add_no_overlap(host_iv)                              # [SCH-1]
+        if pim_iv:
+            m.add_cumulative(pim_iv, pim_dem, levels)           # [SCH-2]
+        for u, v in layer_edges(model.parallel_block):          # [SCH-3]
+            m.add(start[v] >= end[u])
+        for e in end.values():
+            m.add(mk >= e)
+
+
+    def _bound_cuts(self, j: int, tokens: list[int]) -> tuple[dict, dict]:
+        """[CUT-1] per architecture and token count, a pass is no faster (no cheaper) than its critical
+        path with every operator at its fastest (cheapest) placement: valid and redundant; it gives the
+        LP relaxation the scale of each architecture's pass time."""
+        d = self.data[j]
+        model = d.spec
+        c = self.costs
+        pt_cut, pe_cut = {}, {}
+        n_ar = 1 if model.parallel_block else 2
+        for a in d.archs:
+            lb_t, lb_e = {}, {}
+            for t in tokens:
+                bt, be = {}, {}
+                for op in PLACEABLE_OPS:
+                    opts = [c.op_cost(model, op, p[0], p[1], a, t) for p in self.y[j][op] if p in d.valid[a]]
+                    bt[op] = min((o.time_ns for o in opts), default=0)
+                    be[op] = min((o.energy_nj for o in opts), default=0)
+                ar = c.allreduce_cost(model, a, t)
+                if model.parallel_block:
+                    path = max(bt["qkv"] + bt["score"] + bt["context"] + bt["o_proj"], bt["ffn_up"] + bt["ffn_down"])
+                else:
+                    path = sum(bt[op] for op in LAYER_OPS)
+                lb_t[t] = model.layers * (path + n_ar * ar.time_ns) + bt["lm_head"]
+                lb_e[t] = model.layers * (sum(be[op] for op in LAYER_OPS) + n_ar * ar.energy_nj) + be["lm_head"]
+            pt_cut[a], pe_cut[a] = lb_t, lb_e
+        return pt_cut, pe_cut
+
+    # [SPEC-3] drafter cycle: one step (unstaged) or gamma2 draft2 steps + one pass (staged)
+    def add_cycles(self) -> None:
+        m = self.m
+        self.cycle_t, self.cycle_e = [], []
+        for i in range(self.n_drafters):
+            j = i + 1
+            steps = {(st, a): self.ev.draft2_step(self._probe_design(j, a, st))
+                     for st in self.stage_lit[i] if st is not None for a in self.x[j]}
+            extra_t = max((st.draft_length * v.time_ns for (st, _), v in steps.items()), default=0)
+            extra_e = max((st.draft_length * v.energy_nj for (st, _), v in steps.items()), default=0)
+            ct = m.new_int_var(0, ub(self.pass_time[j]) + extra_t, f"cycle_ns[{i}]")
+            ce = m.new_int_var(0, ub(self.pass_energy[j]) + extra_e, f"cycle_nj[{i}]")
+            for st, lit in self.stage_lit[i].items():
+                if st is None:
+                    m.add(ct == self.pass_time[j]).only_enforce_if(lit)
+                    m.add(ce == self.pass_energy[j]).only_enforce_if(lit)
+                    continue
+                for a, xa in self.x[j].items():
+                    step = steps[(st, a)]
+                    m.add(ct == self.pass_time[j] + st.draft_length * step.time_ns).only_enforce_if([lit, xa])
+                    m.add(ce == self.pass_energy[j] + st.draft_length * step.energy_nj).only_enforce_if([lit, xa])
+            self.cycle_t.append(ct)
+            self.cycle_e.append(ce)
+
+    def _stored_kib_ub(self, j: int, a: ArchConfig) -> int:
+        """Every byte model j could store on architecture a (weights, KV, embedding, draft2 models)."""
+        c = self.costs
+        tb = c.tensor_bytes(self.data[j].spec, a.devices)
+        total = tb.total_kib()
+        if j > 0:
+            total += max((c.tensor_bytes(self.catalog.models[st.draft2], a.devices).total_kib()
+                          for st in self.stage_lit[j - 1] if st is not None and st.draft2 in self.catalog.models),
+                         default=0)
+        return total
+
+    def _probe_design(self, j: int, a: ArchConfig, st: Staging):
+        """A ModelDesign carrying arch + staging, to price a draft2 step (independent of placement)."""
+        from specpim_cp.scenario import ModelDesign
+
+        host = Placement(engine="host", share=0)
+        return ModelDesign(model=self.data[j].spec.name, memory_type=a.memory_type, pim_units=a.pim_units,
+                           devices=a.devices, placement={op: host for op in PLACEABLE_OPS}, draft_length=1,
+                           staging=st)
+
+    # [RND-1] drafting phase per outcome slot; [RND-2] outcome round time; [RND-3] expected round time
+    def add_round(self) -> None:
+        m = self.m
+        sc = self.scenario
+        V = self.pass_time[0]
+        sync = self.costs.host.sync_latency_ns if self.n_drafters else 0
+        n_slots = max(len(c.outcomes) for c in self.choices)
+        max_r = max((r for c in self.choices for rs, _ in c.outcomes for r in rs), default=0)
+        d_ub = max_r * max((ub(ct) for ct in self.cycle_t), default=0)
+        r_ub = d_ub + ub(V)
+        self.T = m.new_int_var(0, r_ub + sync, "round_ns")
+        D = [m.new_int_var(0, d_ub, f"D[{k}]") for k in range(n_slots)]
+        MX = [m.new_int_var(0, r_ub, f"maxDV[{k}]") for k in range(n_slots)]
+        R = [m.new_int_var(0, r_ub, f"R[{k}]") for k in range(n_slots)]
+        for k in range(n_slots):
+            m.add(MX[k] >= D[k])
+            m.add(MX[k] >= V)
+        for c, z in zip(self.choices, self.z):
+            for k, (rs, _prob) in enumerate(c.outcomes):
+                for i, r in enumerate(rs):
+                    m.add(D[k] >= r * self.cycle_t[i]).only_enforce_if(z)          # [RND-1]
+                if c.pipeline:                                                      # [RND-2]
+                    m.add(spec.Q_SCALE * R[k] >= (spec.Q_SCALE - c.q) * MX[k] + c.q * (D[k] + V)).only_enforce_if(z)
+                else:
+                    m.add(R[k] >= D[k] + V).only_enforce_if(z)
+            m.add(spec.OUTCOME_SCALE * (self.T - sync)                               # [RND-3]
+                  >= sum(prob * R[k] for k, (_rs, prob) in enumerate(c.outcomes))).only_enforce_if(z)
+        del sc
+
+    # [EN-2] drafting energy (+ wasted optimistic drafts); [EN-3] static; [EN-4] energy per round
+    def add_energy(self) -> None:
+        m = self.m
+        parts = [self.pass_energy[0]]
+        for i in range(self.n_drafters):
+            max_rounds = max(c.rounds_scaled[i] for c in self.choices)
+            e_ub = -(-max_rounds * ub(self.cycle_e[i]) // spec.OUTCOME_SCALE)
+            expected = m.new_int_var(0, e_ub, f"draft_expected_nj[{i}]")
+            total = m.new_int_var(0, 2 * e_ub, f"draft_nj[{i}]")
+            for c, z in zip(self.choices, self.z):
+                m.add(spec.OUTCOME_SCALE * expected >= c.rounds_scaled[i] * self.cycle_e[i]).only_enforce_if(z)
+                m.add(spec.Q_SCALE * total >= (spec.Q_SCALE + c.q) * expected).only_enforce_if(z)
+            parts.append(total)
+        for j in range(len(self.data)):
+            p_max = max(self.costs.static_power_mw(a) for a in self.x[j])
+            st = m.new_int_var(0, -(-p_max * ub(self.T) // 1000), f"static_nj[{j}]")
+            for a, xa in self.x[j].items():
+                m.add(1000 * st >= self.costs.static_power_mw(a) * self.T).only_enforce_if(xa)
+            parts.append(st)
+        self.energy = m.new_int_var(0, sum(ub(p) for p in parts), "energy_nj")
+        m.add(self.energy == sum(parts))
+
+    # ------------------------------------------------------------------------------------------
+    # solutions
+    # ------------------------------------------------------------------------------------------
+    def decode(self, value) -> Design:
+        """Design from a solution (`value(var) -> int`)."""
+        archs, places = [], []
+        for j, d in enumerate(self.data):
+            a = next(a for a, v in self.x[j].items() if value(v))
+            archs.append(a)
+            pl = {}
+            for op in PLACEABLE_OPS:
+                p = next(p for p, v in self.y[j][op].items() if value(v))
+                pl[op] = Placement(engine=p[0], share=p[1])
+            places.append(pl)
+        c = next(c for c, z in zip(self.choices, self.z) if value(z))
+        return build_design(self.scenario, archs, places, c.gammas, c.staging, c.pipeline)
+
+    def choice_index(self, design: Design) -> int:
+        gam = tuple(d.draft_length for d in design.drafters)
+        stg = tuple(d.staging for d in design.drafters)
+        for k, c in enumerate(self.choices):
+            if c.gammas == gam and c.staging == stg and c.pipeline == design.pipeline:
+                return k
+        raise ScenarioError("hint: the design's speculation choice is outside the scenario's space")
+
+    def decision_literals(self, design: Design) -> list[tuple[cp_model.IntVar, int]]:
+        """(variable, value) for every decision Boolean; raises if the design is outside the space."""
+        out = []
+        for j, (_, md) in enumerate(design.models()):
+            a = ArchConfig(md.memory_type, md.pim_units, md.devices)
+            if a not in self.x[j]:
+                raise ScenarioError(f"hint: {md.model}'s architecture {a.label()} is outside the space")
+            out += [(v, int(b == a)) for b, v in self.x[j].items()]
+            for op in PLACEABLE_OPS:
+                p = (md.placement[op].engine, md.placement[op].share if md.placement[op].engine == "pim" else 0)
+                if p not in self.y[j][op]:
+                    raise ScenarioError(f"hint: {md.model}.{op} placement {p} is outside the space")
+                out += [(v, int(q == p)) for q, v in self.y[j][op].items()]
+        k = self.choice_index(design)
+        out += [(z, int(i == k)) for i, z in enumerate(self.z)]
+        return out
+
+    def min_tokens_micro(self) -> int:
+        return min(c.tokens_micro for c in self.choices)
+
+    def ratio_bound_denominator(self) -> Fraction:
+        return Fraction(self.min_tokens_micro())

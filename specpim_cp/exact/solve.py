@@ -1,0 +1,372 @@
+"""Drivers of the CP-SAT model: Dinkelbach for ratio objectives, epsilon-constraint Pareto front, EDP.
+
+Every result is re-priced by the evaluator, and the claimed objective (recomputed tightly by CP-SAT
+with the design's decisions fixed) must equal the evaluator's exactly; a mismatch raises
+`ModelMismatch`, which is a bug in one of the two, never something to round away.
+"""
+
+from __future__ import annotations
+
+import time
+from dataclasses import dataclass
+from fractions import Fraction
+
+from ortools.sat.python import cp_model
+
+from specpim_cp import speculation as spec
+from specpim_cp.catalog import Catalog, default_catalog
+from specpim_cp.errors import ScenarioError
+from specpim_cp.evaluate import Evaluation, Evaluator
+from specpim_cp.exact.model import SpecModel, ub
+from specpim_cp.result import SolveReport, SolveResult, inputs_hash, solver_version
+from specpim_cp.scenario import Design, Scenario
+
+
+class ModelMismatch(AssertionError):
+    """The CP-SAT model and the evaluator price a design differently (a bug)."""
+
+
+@dataclass
+class SolverOptions:
+    time_limit_s: float = 60.0
+    workers: int = 1
+    seed: int = 0
+    deterministic: bool = False
+
+    def as_dict(self) -> dict:
+        return {"time_limit_s": self.time_limit_s, "workers": self.workers, "seed": self.seed,
+                "deterministic": self.deterministic}
+
+
+@dataclass
+class _Budget:
+    """Remaining time (wall seconds, or deterministic time units in deterministic mode)."""
+
+    opts: SolverOptions
+    used: float = 0.0
+
+    def remaining(self) -> float:
+        return max(0.0, self.opts.time_limit_s - self.used)
+
+    def configure(self, solver: cp_model.CpSolver) -> None:
+        p = solver.parameters
+        p.random_seed = self.opts.seed
+        p.presolve_inclusion_work_limit = 0  # workaround for the 9.15 presolve bug #5293
+        p.log_search_progress = False
+        rem = max(self.remaining(), 0.05)
+        if self.opts.deterministic:
+            p.num_workers = 1
+            p.max_deterministic_time = rem
+            p.max_time_in_seconds = max(10.0 * rem, 60.0)  # safety net only
+        else:
+            p.num_workers = self.opts.workers
+            p.max_time_in_seconds = rem
+
+    def charge(self, solver: cp_model.CpSolver) -> None:
+        self.used += solver.deterministic_time if self.opts.deterministic else solver.wall_time
+
+
+class _Ratio:
+    """A ratio objective N(x)/D(x) over the model: latency = T/E, energy = energy/E (per round)."""
+
+    def __init__(self, sm: SpecModel, name: str):
+        self.sm = sm
+        self.name = name
+        self.num = sm.T if name == "latency" else sm.energy
+        self.den = sm.tokens_micro
+        self.scale = Fraction(spec.TOKENS_SCALE, 1 if name == "latency" else sm.scenario.batch_size)
+
+    def value(self, num: int, den: int) -> Fraction:
+        """Objective in the evaluator's units (ns or nJ per token)."""
+        return Fraction(num, den) * self.scale
+
+
+class _Run:
+    """One solve session over a SpecModel: incumbent, hints, budget, statistics."""
+
+    def __init__(self, sm: SpecModel, opts: SolverOptions):
+        self.sm = sm
+        self.opts = opts
+        self.budget = _Budget(opts)
+        self.iterations = 0
+        self.hint: list[tuple[cp_model.IntVar, int]] | None = None
+
+    def solve(self, model: cp_model.CpModel, first_solution: bool = False) -> tuple[int, cp_model.CpSolver]:
+        if self.hint is not None:
+            model.clear_hints()
+            for v, val in self.hint:
+                model.add_hint(model.get_bool_var_from_proto_index(v.index), val)
+        solver = cp_model.CpSolver()
+        self.budget.configure(solver)
+        if first_solution:
+            solver.parameters.stop_after_first_solution = True
+        status = solver.solve(model)
+        self.budget.charge(solver)
+        self.iterations += 1
+        return status, solver
+
+    def remember(self, solver: cp_model.CpSolver) -> Design:
+        design = self.sm.decode(solver.boolean_value)
+        self.hint = self.sm.decision_literals(design)
+        return design
+
+
+def _capped(sm: SpecModel, var, cap: int, name: str) -> tuple[cp_model.CpModel, cp_model.IntVar]:
+    """A clone of the model with a copy of `var` whose domain is [0, cap] (keeps objectives in int64)."""
+    model = sm.m.clone()
+    v = model.get_int_var_from_proto_index(var.index)
+    capped = model.new_int_var(0, max(0, cap), name)
+    model.add(capped == v)
+    return model, capped
+
+
+def _expr_in(model: cp_model.CpModel, sm: SpecModel):
+    """The tokens expression (sum of constants x z) rebuilt on a clone's variables."""
+    return sum(c.tokens_micro * model.get_bool_var_from_proto_index(z.index) for c, z in zip(sm.choices, sm.z))
+
+
+def minimize_ratio(run: _Run, ratio: _Ratio, extra=None, start: Evaluation | None = None
+                   ) -> tuple[str, Design | None, Fraction | None, Fraction]:
+    """Dinkelbach iterations [OBJ-1]: min N(x)/D(x) (+ optional extra constraints on a clone).
+
+    Returns (status, design, objective, bound) in evaluator units; status OPTIMAL, FEASIBLE,
+    INFEASIBLE or UNKNOWN.
+    """
+    sm = run.sm
+    d_min = sm.min_tokens_micro()
+    d_max = max(c.tokens_micro for c in sm.choices)
+    # starting point: the hint if feasible under `extra`, else minimise N alone
+    if start is not None:  # a known feasible design: the evaluator's integers are the model's
+        mt = start.metrics
+        n0 = mt.round_time_ns if ratio.name == "latency" else mt.energy_nj_per_round
+        incumbent = (n0, mt.tokens_per_round_micro, start.design)
+        run.hint = sm.decision_literals(start.design)
+    else:  # find a first solution (any), then improve it
+        model, nvar = _capped(sm, ratio.num, ub(ratio.num), "N")
+        if extra is not None:
+            extra(model)
+        model.minimize(nvar)
+        status, solver = run.solve(model, first_solution=True)
+        if status == cp_model.INFEASIBLE:
+            return "INFEASIBLE", None, None, Fraction(0)
+        if status not in (cp_model.OPTIMAL, cp_model.FEASIBLE):
+            return "UNKNOWN", None, None, Fraction(0)
+        design = run.remember(solver)
+        den_val = sum(c.tokens_micro * solver.value(z) for c, z in zip(sm.choices, sm.z))
+        incumbent = (solver.value(nvar), den_val, design)
+    bound = Fraction(0)
+    # Dinkelbach: F(lambda) = min D_prev * N(x) - N_prev * D(x); zero at the optimum
+    while True:
+        n_prev, d_prev, _ = incumbent
+        cap = -(-n_prev * d_max // d_prev)  # any x with ratio <= lambda has N <= lambda * D_max
+        model, nvar = _capped(sm, ratio.num, cap, "N")
+        if extra is not None:
+            extra(model)
+        den = _expr_in(model, sm)
+        model.minimize(d_prev * nvar - n_prev * den)
+        if run.budget.remaining() <= 0:
+            return "FEASIBLE", incumbent[2], ratio.value(n_prev, d_prev), bound
+        status, solver = run.solve(model)
+        if status not in (cp_model.OPTIMAL, cp_model.FEASIBLE):
+            return "FEASIBLE", incumbent[2], ratio.value(n_prev, d_prev), bound
+        f_val = int(solver.objective_value)
+        f_lb = int(solver.best_objective_bound)
+        lam = Fraction(n_prev, d_prev)
+        lb = lam + (Fraction(min(f_lb, 0), d_prev * d_min))
+        bound = max(bound, lb * ratio.scale, Fraction(0))
+        if f_val < 0:
+            design = run.remember(solver)
+            n1 = solver.value(nvar)
+            d1 = sum(c.tokens_micro * solver.value(z) for c, z in zip(sm.choices, sm.z))
+            incumbent = (n1, d1, design)
+            if status != cp_model.OPTIMAL and run.budget.remaining() <= 0:
+                return "FEASIBLE", design, ratio.value(n1, d1), bound
+            continue
+        obj = ratio.value(n_prev, d_prev)
+        if status == cp_model.OPTIMAL and f_lb >= 0:
+            return "OPTIMAL", incumbent[2], obj, obj
+        return "FEASIBLE", incumbent[2], obj, min(bound, obj)
+
+
+def tight_claim(sm: SpecModel, design: Design, opts: SolverOptions) -> tuple[int, int, int]:
+    """(round ns, energy nJ, tokens micro) that CP-SAT computes for `design` with every decision fixed."""
+    model = sm.m.clone()
+    for v, val in sm.decision_literals(design):
+        model.add(model.get_bool_var_from_proto_index(v.index) == val)
+    T = model.get_int_var_from_proto_index(sm.T.index)
+    E = model.get_int_var_from_proto_index(sm.energy.index)
+    # lexicographic in one objective: T first, then energy (T's weight exceeds any energy value)
+    model.minimize(T * (ub(sm.energy) + 1) + E) if ub(sm.energy) * ub(sm.T) < (1 << 61) else model.minimize(T)
+    solver = cp_model.CpSolver()
+    solver.parameters.num_workers = 1
+    solver.parameters.random_seed = opts.seed
+    solver.parameters.presolve_inclusion_work_limit = 0
+    solver.parameters.max_time_in_seconds = 60.0
+    status = solver.solve(model)
+    if status != cp_model.OPTIMAL:
+        raise ModelMismatch(f"the CP-SAT model rejects its own design ({solver.status_name(status)})")
+    t, e = solver.value(T), solver.value(E)
+    if ub(sm.energy) * ub(sm.T) >= (1 << 61):  # energy not minimised above: minimise it with T fixed
+        model.add(T == t)
+        model.minimize(E)
+        status = solver.solve(model)
+        e = solver.value(E)
+    k = sm.choice_index(design)
+    return t, e, sm.choices[k].tokens_micro
+
+
+def verify(sm: SpecModel, ev: Evaluator, design: Design, opts: SolverOptions) -> tuple[Evaluation, dict]:
+    """Re-price with the evaluator and require exact agreement with the CP-SAT model."""
+    evaluation = ev.evaluate(design)
+    t, e, tok = tight_claim(sm, design, opts)
+    m = evaluation.metrics
+    claim = {"round_time_ns": t, "energy_nj_per_round": e, "tokens_per_round_micro": tok}
+    actual = {"round_time_ns": m.round_time_ns, "energy_nj_per_round": m.energy_nj_per_round,
+              "tokens_per_round_micro": m.tokens_per_round_micro}
+    if claim != actual:
+        raise ModelMismatch(f"CP-SAT claims {claim} but the evaluator prices {actual} for {design.key()}")
+    return evaluation, claim
+
+
+def explain_infeasible(sm: SpecModel, opts: SolverOptions) -> str:
+    """Name the constraint families that make the scenario infeasible (CP-SAT assumptions)."""
+    model = sm.m.clone()
+    lits = {name: model.get_bool_var_from_proto_index(v.index) for name, v in sm.assumption_families.items()}
+    model.add_assumptions(list(lits.values()))
+    solver = cp_model.CpSolver()
+    solver.parameters.num_workers = 1
+    solver.parameters.max_time_in_seconds = max(10.0, opts.time_limit_s)
+    status = solver.solve(model)
+    if status != cp_model.INFEASIBLE:
+        return "no design satisfies the scenario within the time limit"
+    core = set(solver.sufficient_assumptions_for_infeasibility())
+    names = [name for name, v in lits.items() if v.index in core]
+    if not names:
+        return "the [space] restrictions leave no valid design (mapping rule vs PIM units)"
+    details = []
+    for name in names:
+        if name.startswith("CAP-1"):
+            j = next(j for j, d in enumerate(sm.data) if f"{d.label} ({d.spec.name})" in name)
+            best = max(sum(sm.costs.capacity_kib(a)) for a in sm.data[j].archs)
+            need = min(sm.costs.tensor_bytes(sm.data[j].spec, a.devices).total_kib() for a in sm.data[j].archs)
+            details.append(f"[{name}]: needs at least {need / (1 << 20):.2f} GiB, the largest allowed "
+                           f"architecture holds {best / (1 << 20):.2f} GiB")
+        else:
+            details.append(f"[{name}]")
+    return "infeasible: " + "; ".join(details)
+
+
+def best_start(sm: SpecModel, ev: Evaluator, objective: str, hint: Design | None) -> Evaluation | None:
+    """The best feasible design among the hint and the baselines that lies in the (restricted) space."""
+    from specpim_cp.baselines import run_baselines
+
+    candidates = [hint] if hint is not None else []
+    candidates += [b.evaluation.design for b in run_baselines(sm.scenario, sm.catalog)
+                   if b.evaluation is not None and len(b.evaluation.design.drafters) == sm.n_drafters]
+    best = None
+    for d in candidates:
+        try:
+            sm.decision_literals(d)
+            e = ev.evaluate(d)
+        except ScenarioError:
+            continue
+        if best is None or e.metrics.objective(objective) < best.metrics.objective(objective):
+            best = e
+    return best
+
+
+def _report(method: str, objective: str, status: str, obj: Fraction, bound: Fraction | None, t0: float,
+            run: _Run, scenario: Scenario, opts: SolverOptions, extra: dict) -> SolveReport:
+    return SolveReport(method=method, objective_name=objective, status=status, objective=obj, bound=bound,
+                       wall_s=time.perf_counter() - t0, iterations=run.iterations, seed=opts.seed,
+                       solver_version=solver_version(), inputs_hash=inputs_hash(scenario, opts.as_dict()),
+                       extra=extra)
+
+
+def solve(scenario: Scenario, *, objective: str | None = None, time_limit_s: float = 60.0, workers: int = 1,
+          seed: int = 0, deterministic: bool = False, hint: Design | None = None,
+          catalog: Catalog | None = None) -> SolveResult:
+    """The optimum of the scenario's (restricted) space for `objective`, with its proof or gap."""
+    t0 = time.perf_counter()
+    catalog = catalog or default_catalog()
+    objective = objective or scenario.objective
+    opts = SolverOptions(time_limit_s, workers, seed, deterministic)
+    ev = Evaluator(scenario, catalog)
+    sm = SpecModel(scenario, catalog, ev)
+    run = _Run(sm, opts)
+    start = best_start(sm, ev, objective, hint)
+    if objective == "edp":
+        front, status = _pareto(sm, run)
+        if status == "INFEASIBLE":
+            raise ScenarioError(explain_infeasible(sm, opts))
+        if not front:
+            raise ScenarioError(f"no design found within the time limit ({time_limit_s} s)")
+        best = min(front, key=lambda e: e.metrics.objective("edp"))
+        obj = best.metrics.objective("edp")
+        verify(sm, ev, best.design, opts)
+        bound = obj if status == "OPTIMAL" else None
+        rep = _report("cp-sat", "edp", "OPTIMAL" if status == "OPTIMAL" else "FEASIBLE", obj, bound, t0, run,
+                      scenario, opts, {"pareto_points": len(front)})
+        return SolveResult(best, rep)
+    status, design, obj, bound = minimize_ratio(run, _Ratio(sm, objective), start=start)
+    if status == "INFEASIBLE":
+        raise ScenarioError(explain_infeasible(sm, opts))
+    if design is None:
+        raise ScenarioError(f"no design found within the time limit ({time_limit_s} s)")
+    evaluation, claim = verify(sm, ev, design, opts)
+    assert evaluation.metrics.objective(objective) == obj, "claimed objective differs from the evaluator's"
+    rep = _report("cp-sat", objective, status, obj, bound, t0, run, scenario, opts,
+                  {"claimed": claim, "model_size": {"variables": len(sm.m.proto.variables),
+                                                    "constraints": len(sm.m.proto.constraints)}})
+    return SolveResult(evaluation, rep)
+
+
+def _pareto(sm: SpecModel, run: _Run) -> tuple[list[Evaluation], str]:
+    """Exact latency-energy (per token) Pareto front by epsilon-constraint [OBJ-2]."""
+    lat, en = _Ratio(sm, "latency"), _Ratio(sm, "energy")
+    ev = sm.ev
+    front: list[Evaluation] = []
+    energy_cap: tuple[int, int] | None = None  # (energy numerator, tokens) of the last point: go strictly below
+    proven = True
+    while True:
+        def below_energy(model, cap=energy_cap):
+            if cap is not None:
+                e_n, e_d = cap
+                E = model.get_int_var_from_proto_index(sm.energy.index)
+                model.add(E * e_d <= e_n * _expr_in(model, sm) - 1)
+
+        st1, d1, o1, _ = minimize_ratio(run, lat, below_energy)
+        if st1 == "INFEASIBLE":
+            return front, ("INFEASIBLE" if not front else ("OPTIMAL" if proven else "FEASIBLE"))
+        if d1 is None:
+            return front, "FEASIBLE"
+        proven &= st1 == "OPTIMAL"
+        e1 = ev.evaluate(d1)
+        t_n, t_d = e1.metrics.round_time_ns, e1.metrics.tokens_per_round_micro
+
+        def within_latency(model, t_n=t_n, t_d=t_d, cap=energy_cap):
+            below_energy(model, cap)
+            T = model.get_int_var_from_proto_index(sm.T.index)
+            model.add(T * t_d <= t_n * _expr_in(model, sm))
+
+        st2, d2, o2, _ = minimize_ratio(run, en, within_latency)
+        if d2 is None:
+            return front, "FEASIBLE"
+        proven &= st2 == "OPTIMAL"
+        point = ev.evaluate(d2)
+        front.append(point)
+        energy_cap = (point.metrics.energy_nj_per_round, point.metrics.tokens_per_round_micro)
+        if run.budget.remaining() <= 0:
+            return front, "FEASIBLE"
+
+
+def pareto_front(scenario: Scenario, *, time_limit_s: float = 300.0, workers: int = 1, seed: int = 0,
+                 deterministic: bool = False, catalog: Catalog | None = None) -> list[Evaluation]:
+    """Non-dominated (latency per token, energy per token) designs, sorted by latency."""
+    catalog = catalog or default_catalog()
+    opts = SolverOptions(time_limit_s, workers, seed, deterministic)
+    sm = SpecModel(scenario, catalog, Evaluator(scenario, catalog))
+    front, status = _pareto(sm, _Run(sm, opts))
+    if status == "INFEASIBLE":
+        raise ScenarioError(explain_infeasible(sm, opts))
+    return sorted(front, key=lambda e: e.metrics.latency_fraction())

@@ -1,0 +1,166 @@
+"""`run_heuristic`: budgets, warm starts, objectives, the final selection and the SolveResult.
+
+Objectives. `search_objective` ranks candidates during the search; `select_objective` picks the
+returned design among the best candidates found (the archive's designs within SELECT_TOLERANCE of the
+best search value). SpecPIM guides by latency and selects by EDP; here both default to the scenario's
+objective, because the returned SolveReport states the scenario objective of the returned design and
+an EDP pick could be a few per cent slower than the best design found. Pass `select_objective="edp"`
+(with `search_objective="latency"`) for the paper's behaviour.
+
+Warm start: the initial population holds GPU-SI (`baselines.gpu_si`, the best host-only design on
+plain memory) and the fixed-recipe PIM designs (FC offload, attention offload, everything on PIM),
+each projected into the scenario's restricted space, then random candidates.
+"""
+
+from __future__ import annotations
+
+import hashlib
+import json
+import time
+from dataclasses import asdict, dataclass
+from fractions import Fraction
+
+import numpy as np
+
+from specpim_cp import __version__
+from specpim_cp.baselines import baseline_devices, gpu_si
+from specpim_cp.catalog import Catalog, default_catalog
+from specpim_cp.costs import ArchConfig
+from specpim_cp.designs import build_design, rule_placement
+from specpim_cp.errors import ScenarioError
+from specpim_cp.evaluate import Evaluator
+from specpim_cp.heuristic.ga import GeneticExplorer
+from specpim_cp.heuristic.pricing import INFEASIBLE, DesignKey, Pricer
+from specpim_cp.heuristic.space import Genome, SearchSpace
+from specpim_cp.result import SolveReport, SolveResult, inputs_hash
+from specpim_cp.scenario import Scenario
+
+OBJECTIVES = ("latency", "energy", "edp")
+SELECT_TOLERANCE = 0.05  # select among designs within 5 % of the best search objective
+
+
+@dataclass(frozen=True)
+class Budget:
+    """Search effort: GA generations x population; MCTS leaves per model per dataflow candidate."""
+
+    generations: int
+    population: int
+    mcts_leaves_per_model: int
+
+    def __post_init__(self):
+        if self.generations < 0 or self.population < 2 or self.mcts_leaves_per_model < 0:
+            raise ValueError(f"budget: need generations >= 0, population >= 2, leaves >= 0, got {self}")
+
+    def as_dict(self) -> dict:
+        return asdict(self)
+
+
+BUDGETS = {
+    "quick": Budget(generations=12, population=24, mcts_leaves_per_model=3),
+    "paper": Budget(generations=50, population=1000, mcts_leaves_per_model=10_000),
+}
+
+
+def resolve_budget(budget: str | Budget) -> Budget:
+    if isinstance(budget, Budget):
+        return budget
+    if budget not in BUDGETS:
+        raise ValueError(f"budget: unknown budget {budget!r} (known: {', '.join(BUDGETS)})")
+    return BUDGETS[budget]
+
+
+def _warm_starts(scenario: Scenario, catalog: Catalog, space: SearchSpace) -> list[tuple[Genome, tuple[int, ...]]]:
+    """GPU-SI and the fixed PIM recipes, projected into the restricted space."""
+    designs = []
+    gammas = [g[0] for g in space.gamma_opts]
+    if scenario.drafters:
+        try:
+            si = gpu_si(scenario, catalog).design
+            designs.append(si)
+            gammas = [d.draft_length for d in si.drafters]
+        except ScenarioError:
+            pass
+    devices = baseline_devices(scenario)
+    n = space.n_models
+    for rule, memory, k_of_units in (("fc-offload", "hbm", 0.5), ("attention-offload", "hbm", 0.5),
+                                     ("all-pim", "gddr", 1.0), ("host-only", "hbm", 0.0)):
+        mem = memory if memory in scenario.memory_types else scenario.memory_types[0]
+        k = round(catalog.memory(mem).units_per_group * k_of_units)
+        archs = [ArchConfig(mem, k, d) for d in devices]
+        designs.append(build_design(scenario, archs, [rule_placement(rule, space.levels)] * n, gammas,
+                                    [None] * space.n_drafters, False))
+    return [space.project(d) for d in designs]
+
+
+def _select(explorer: GeneticExplorer, pricer: Pricer, search: str, select: str) -> DesignKey:
+    ranked = sorted(explorer.archive.items(), key=lambda kv: (kv[1][0], kv[0]))
+    if select == search:
+        return ranked[0][0]
+    limit = ranked[0][1][0] * (1 + SELECT_TOLERANCE)
+    candidates = [key for key, (value, _) in ranked if value <= limit]
+    return min(candidates, key=lambda key: (pricer.metrics[key].objective(select), explorer.archive[key][0], key))
+
+
+def _visited_hash(pricer: Pricer) -> str:
+    blob = json.dumps(sorted(repr(k) for k in pricer.values), separators=(",", ":"))
+    return hashlib.sha256(blob.encode()).hexdigest()[:16]
+
+
+def run_heuristic(scenario: Scenario, *, budget: str | Budget = "quick", seed: int = 0,
+                  search_objective: str | None = None, select_objective: str | None = None,
+                  catalog: Catalog | None = None, time_limit_s: float | None = None) -> SolveResult:
+    """SpecPIM's explorer: GA over dataflow, per-model MCTS over architecture; seeded and reproducible.
+
+    `search_objective` and `select_objective` default to `scenario.objective` (see the module
+    docstring); `time_limit_s` stops between candidates (the result then depends on the machine).
+    Raises ScenarioError when no design of the restricted space fits the scenario's devices.
+    """
+    t0 = time.perf_counter()
+    catalog = catalog or default_catalog()
+    bud = resolve_budget(budget)
+    search = search_objective or scenario.objective
+    select = select_objective or scenario.objective
+    for name, value in (("search_objective", search), ("select_objective", select)):
+        if value not in OBJECTIVES:
+            raise ValueError(f"{name}: unknown objective {value!r} (known: {', '.join(OBJECTIVES)})")
+    space = SearchSpace(scenario, catalog)
+    pricer = Pricer(space, catalog, search)
+    rng = np.random.default_rng(seed)
+    deadline = None if time_limit_s is None else t0 + time_limit_s
+    explorer = GeneticExplorer(space, pricer, rng, generations=bud.generations, population=bud.population,
+                               leaves_per_model=bud.mcts_leaves_per_model, deadline=deadline)
+    explorer.run(_warm_starts(scenario, catalog, space))
+    if explorer.best_value == INFEASIBLE or not explorer.archive:
+        raise ScenarioError(f"heuristic: no design of scenario '{scenario.name}' within its [space] fits the "
+                            "devices (every candidate priced was infeasible)")
+    key = _select(explorer, pricer, search, select)
+    design = pricer.design(key)
+    evaluation = Evaluator(scenario, catalog).evaluate(design)
+    outside = space.violations(design)
+    if outside:  # a bug, not a user error: the search only builds in-space designs
+        raise AssertionError(f"heuristic returned a design outside the scenario's space: {outside}")
+    objective: Fraction = evaluation.metrics.objective(scenario.objective)
+    wall_s = time.perf_counter() - t0
+    options = {"method": "heuristic", "budget": bud.as_dict(), "seed": seed, "search_objective": search,
+               "select_objective": select, "time_limit_s": time_limit_s}
+    extra = {
+        "budget": bud.as_dict(),
+        "search_objective": search,
+        "select_objective": select,
+        "evaluations": pricer.evaluations,
+        "unique_designs": pricer.unique_designs,
+        "evaluations_per_s": pricer.evaluations / wall_s,
+        "unique_designs_per_s": pricer.unique_designs / wall_s,
+        "mcts_leaves_priced": dict(zip(space.labels, explorer.leaves_priced)),
+        "time_to_best_s": explorer.archive[key][1],
+        "best_search_value": explorer.best_value,
+        "history": explorer.thinned_history(),
+        "visited_hash": _visited_hash(pricer),
+        "stopped_by": explorer.stopped_by,
+    }
+    report = SolveReport(
+        method="heuristic", objective_name=scenario.objective, status="HEURISTIC", objective=objective,
+        bound=None, wall_s=wall_s, iterations=explorer.generations_run, seed=seed,
+        solver_version=f"specpim-cp {__version__} heuristic", inputs_hash=inputs_hash(scenario, options),
+        extra=extra)
+    return SolveResult(evaluation, report)
