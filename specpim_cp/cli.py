@@ -233,5 +233,82 @@ def simulate(scenario: str, design_path: str, rounds: int, seed: int, as_json: b
                    f"{res.evaluator_tokens:.6f} tokens/round")
 
 
+# ------------------------------------------------------------------------------------------------
+def _warm_start(sc, hint_path, warm_start: bool, seed: int):
+    from specpim_cp.scenario import load_design
+
+    if hint_path:
+        return load_design(hint_path)
+    if not warm_start:
+        return None
+    try:
+        from specpim_cp.heuristic import run_heuristic
+    except ImportError:
+        return None
+    return run_heuristic(sc, budget="quick", seed=seed).design
+
+
+@main.command()
+@click.argument("scenario")
+@click.option("--objective", type=click.Choice(["latency", "energy", "edp"]), help="default: the scenario's")
+@click.option("--time-limit", type=click.FloatRange(0.1), default=60.0, show_default=True,
+              help="seconds (deterministic time units with --deterministic)")
+@click.option("--workers", type=click.IntRange(1, 64), default=1, show_default=True)
+@click.option("--seed", type=int, default=0, show_default=True)
+@click.option("--deterministic", is_flag=True, help="one worker, deterministic time limit: same design every run")
+@click.option("--method", type=click.Choice(["cp-sat", "brute-force"]), default="cp-sat", show_default=True)
+@click.option("--hint", "hint_path", type=click.Path(dir_okay=False), help="design JSON to warm-start from")
+@click.option("--warm-start/--no-warm-start", default=True, show_default=True,
+              help="hint CP-SAT with the heuristic's design (quick budget)")
+@click.option("--json", "as_json", is_flag=True)
+@click.option("-o", "--output", type=click.Path(dir_okay=False))
+@user_errors
+def solve(scenario, objective, time_limit, workers, seed, deterministic, method, hint_path, warm_start, as_json,
+          output) -> None:
+    """The provably best design of SCENARIO (or the best found, its bound and gap)."""
+    from specpim_cp.report_text import format_solve
+
+    sc = load(scenario)
+    if method == "brute-force":
+        from specpim_cp.brute import brute_force
+
+        res = brute_force(sc, objective=objective)
+    else:
+        from specpim_cp.exact import solve as cp_solve
+
+        hint = _warm_start(sc, hint_path, warm_start, seed)
+        res = cp_solve(sc, objective=objective, time_limit_s=time_limit, workers=workers, seed=seed,
+                       deterministic=deterministic, hint=hint)
+    emit(res.to_json() if as_json else format_solve(sc, res), output)
+
+
+@main.command()
+@click.argument("scenario")
+@click.option("--time-limit", type=click.FloatRange(0.1), default=300.0, show_default=True)
+@click.option("--workers", type=click.IntRange(1, 64), default=1, show_default=True)
+@click.option("--seed", type=int, default=0, show_default=True)
+@click.option("--deterministic", is_flag=True)
+@click.option("-o", "--output", type=click.Path(dir_okay=False), help="CSV file (default: stdout)")
+@user_errors
+def pareto(scenario, time_limit, workers, seed, deterministic, output) -> None:
+    """The exact latency-energy Pareto front (per token) as CSV."""
+    import csv
+    import io
+
+    from specpim_cp.exact import pareto_front
+    from specpim_cp.report_text import design_summary
+
+    sc = load(scenario)
+    front = pareto_front(sc, time_limit_s=time_limit, workers=workers, seed=seed, deterministic=deterministic)
+    buf = io.StringIO()
+    w = csv.writer(buf)
+    w.writerow(["latency_ns_per_token", "energy_pj_per_token", "edp", "round_time_ns", "tokens_per_round", "design"])
+    for e in front:
+        m = e.metrics
+        w.writerow([f"{m.latency_ns_per_token:.3f}", f"{m.energy_pj_per_token:.1f}", f"{m.edp:.6g}",
+                    m.round_time_ns, f"{m.tokens_per_round:.6f}", design_summary(sc, e.design)])
+    emit(buf.getvalue().rstrip("\n"), output)
+
+
 if __name__ == "__main__":  # pragma: no cover
     main()

@@ -89,3 +89,27 @@ def format_baselines(sc: Scenario, results) -> str:
                      gam, r.description])
     return f"scenario {sc.name} (objective {sc.objective})\n" + table(
         ["baseline", "us/token", "tokens/s", "mJ/token", "draft len", "recipe"], rows)
+
+
+def design_summary(sc: Scenario, design: Design) -> str:
+    """One line: per model memory type, PIM units, devices, PIM operators, draft length; pipeline."""
+    parts = []
+    for label, md in design.models():
+        pim = [op for op in PLACEABLE_OPS if md.placement[op].engine == "pim"]
+        s = f"{md.model}:{md.devices}x{md.memory_type}-k{md.pim_units}[{'+'.join(pim) or 'host'}]"
+        if md.draft_length is not None:
+            s += f" g={md.draft_length}" + (f"/{md.staging.draft2}:{md.staging.draft_length}" if md.staging else "")
+        parts.append(s)
+    return " | ".join(parts) + (f" | pipeline={'on' if design.pipeline else 'off'}" if design.drafters else "")
+
+
+def format_solve(sc: Scenario, res) -> str:
+    r = res.report
+    unit = {"latency": "ns/token", "energy": "nJ/token", "edp": "ns*nJ/token^2"}[r.objective_name]
+    gap = "n/a" if r.gap is None else f"{100 * r.gap:.3g}%"
+    bound = "n/a" if r.bound is None else f"{float(r.bound):,.1f}"
+    lines = [f"scenario {sc.name}: {r.method} {r.status}, objective {r.objective_name} = {float(r.objective):,.1f} "
+             f"{unit}, bound {bound}, gap {gap}, {r.wall_s:.2f} s, {r.iterations} iterations, seed {r.seed}, "
+             f"{r.solver_version}", "design:", *design_lines(sc, res.design),
+             "metrics: " + format_metrics(res.evaluation.metrics)]
+    return "\n".join(lines)

@@ -1,0 +1,150 @@
+"""Brute-force optimum by enumeration with the evaluator (the oracle the CP-SAT optimum is checked against).
+
+Per model, every (architecture, placement) option is priced; an option is dropped only when another
+option of the same model is at least as good in every quantity the round can depend on (pass time and
+pass energy at every token count the model may run, draft2 step cost, static power, device count) and
+fits whenever it fits. Every objective (latency, energy, EDP per token) is non-decreasing in each of
+those quantities, so the pruning cannot lose the optimum. The surviving options are combined with
+every speculation choice and each complete design is priced by the evaluator.
+"""
+
+from __future__ import annotations
+
+import itertools
+import time
+from fractions import Fraction
+
+from specpim_cp.catalog import Catalog, default_catalog
+from specpim_cp.designs import (
+    arch_options,
+    build_design,
+    model_entries,
+    pipeline_options,
+    rule_allows,
+    speculation_choices,
+)
+from specpim_cp.errors import ScenarioError
+from specpim_cp.evaluate import Evaluation, Evaluator
+from specpim_cp.graph import PLACEABLE_OPS
+from specpim_cp.result import SolveReport, SolveResult, inputs_hash
+from specpim_cp.scenario import ModelDesign, Placement, Scenario, Staging
+
+MAX_OPTIONS_PER_MODEL = 60_000
+MAX_DESIGNS = 400_000
+
+
+def _placements(scenario: Scenario, levels: int, valid: set) -> list[dict[str, Placement]]:
+    per_op = []
+    for op in PLACEABLE_OPS:
+        opts = [p for p in [("host", 0)] + [("pim", s) for s in range(1, levels + 1)]
+                if p in valid and rule_allows(scenario.space.mapping, op, p[0])]
+        per_op.append([Placement(engine=e, share=s) for e, s in opts])
+    return [dict(zip(PLACEABLE_OPS, combo)) for combo in itertools.product(*per_op)]
+
+
+def space_size(scenario: Scenario, catalog: Catalog | None = None) -> int:
+    catalog = catalog or default_catalog()
+    ev = Evaluator(scenario, catalog)
+    total = 1
+    for j in range(len(model_entries(scenario))):
+        n = 0
+        for a in arch_options(scenario, catalog, j):
+            n += len(_placements(scenario, ev.costs.share_levels, set(ev.costs.placements(a))))
+        total *= max(n, 1)
+    return total * sum(1 for _ in speculation_choices(scenario)) * len(pipeline_options(scenario))
+
+
+def _dominates(u: tuple, v: tuple) -> bool:
+    return all(a <= b for a, b in zip(u, v)) and u != v
+
+
+def _pareto(items: list[tuple[tuple, object]]) -> list[object]:
+    items = sorted(items, key=lambda it: it[0])
+    kept: list[tuple[tuple, object]] = []
+    for vec, obj in items:
+        if not any(_dominates(k, vec) or k == vec for k, _ in kept):
+            kept.append((vec, obj))
+    return [obj for _, obj in kept]
+
+
+def brute_force(scenario: Scenario, *, objective: str | None = None, catalog: Catalog | None = None) -> SolveResult:
+    """The optimum of the scenario's (restricted) space by enumeration; refuses when the space is too large."""
+    t0 = time.perf_counter()
+    catalog = catalog or default_catalog()
+    objective = objective or scenario.objective
+    ev = Evaluator(scenario, catalog)
+    choices = list(speculation_choices(scenario))
+    pipes = pipeline_options(scenario)
+    entries = model_entries(scenario)
+    batch = scenario.batch_size
+    # token counts each model may run, and draft2 options per drafter
+    tokens: list[set[int]] = [set() for _ in entries]
+    for gammas, staging in choices:
+        tokens[0].add(batch * (sum(gammas) + 1))
+        for i, st in enumerate(staging):
+            tokens[i + 1].add(batch if st is None else batch * (st.draft_length + 1))
+    draft2_models = [sorted({st.draft2 for _, stg in choices for st in [stg[i]] if st is not None})
+                     for i in range(len(scenario.drafters))]
+    options: list[list[ModelDesign]] = []
+    for j, (label, entry) in enumerate(entries):
+        raw = []
+        for a in arch_options(scenario, catalog, j):
+            places = _placements(scenario, ev.costs.share_levels, set(ev.costs.placements(a)))
+            if len(raw) + len(places) > MAX_OPTIONS_PER_MODEL:
+                raise ScenarioError(f"brute force: {label} has more than {MAX_OPTIONS_PER_MODEL} options; "
+                                    "restrict the space ([space] memory_type, pim_units, mapping, share_levels)")
+            for pl in places:
+                stagings = [None] + (draft2_models[j - 1] if j else [])
+                for d2 in stagings:
+                    md = ModelDesign(model=entry.model, memory_type=a.memory_type, pim_units=a.pim_units,
+                                     devices=a.devices, placement=pl, draft_length=None if j == 0 else 1,
+                                     staging=None if d2 is None else Staging(draft2=d2, draft_length=1))
+                    cap = ev.capacity(md)
+                    if cap.pim_need_kib + cap.host_need_kib > cap.pim_capacity_kib + cap.normal_capacity_kib:
+                        continue
+                    vec = []
+                    for t in sorted(tokens[j]):
+                        p = ev.pass_price(md, t, cap.spill_kib)
+                        vec += [p.time_ns, p.energy_nj]
+                    if d2 is not None:
+                        step = ev.draft2_step(md)
+                        vec += [step.time_ns, step.energy_nj]
+                    vec += [ev.costs.static_power_mw(ev.arch(md)), a.devices]
+                    raw.append(((d2,) + tuple(vec), (md, d2)))
+        # prune within each draft2 class (capacity depends on it)
+        kept = []
+        for d2 in {k[0] for k, _ in raw}:
+            cls = [(k[1:], v) for k, v in raw if k[0] == d2]
+            kept += _pareto(cls)
+        options.append(kept)
+    n_designs = 1
+    for o in options:
+        n_designs *= max(1, len(o))
+    n_designs *= len(choices) * len(pipes)
+    if n_designs > MAX_DESIGNS:
+        raise ScenarioError(f"brute force: {n_designs} designs after pruning exceed {MAX_DESIGNS}; restrict the space")
+    best: Evaluation | None = None
+    evaluated = 0
+    for combo in itertools.product(*options):
+        for gammas, staging in choices:
+            # a drafter option was priced for one draft2 class (None = unstaged)
+            if any(combo[i + 1][1] != (None if st is None else st.draft2) for i, st in enumerate(staging)):
+                continue
+            for pipe in pipes:
+                design = build_design(scenario, [ev.arch(md) for md, _ in combo], [md.placement for md, _ in combo],
+                                      gammas, staging, pipe)
+                try:
+                    e = ev.evaluate(design)
+                except ScenarioError:
+                    continue
+                evaluated += 1
+                if best is None or e.metrics.objective(objective) < best.metrics.objective(objective):
+                    best = e
+    if best is None:
+        raise ScenarioError("brute force: no feasible design in the space")
+    obj: Fraction = best.metrics.objective(objective)
+    report = SolveReport(method="brute-force", objective_name=objective, status="OPTIMAL", objective=obj, bound=obj,
+                         wall_s=time.perf_counter() - t0, iterations=evaluated, seed=None,
+                         solver_version="enumeration", inputs_hash=inputs_hash(scenario, {"objective": objective}),
+                         extra={"designs_evaluated": evaluated, "options_per_model": [len(o) for o in options]})
+    return SolveResult(best, report)

@@ -1,0 +1,145 @@
+"""The exact optimizer: optimum = brute force, claim = evaluator, restrictions and baselines never win."""
+
+from __future__ import annotations
+
+import random
+from fractions import Fraction
+from pathlib import Path
+
+import pytest
+
+from specpim_cp.baselines import run_baselines
+from specpim_cp.brute import brute_force
+from specpim_cp.errors import ScenarioError
+from specpim_cp.evaluate import Evaluator
+from specpim_cp.exact import solve
+from specpim_cp.ladder import ladder_scenarios
+from specpim_cp.scenario import load_scenario, parse_scenario
+
+EXAMPLES = sorted((Path(__file__).parents[1] / "benchmarks" / "examples").glob("*.toml"))
+
+# (verifier, candidate drafters) per family; small models keep brute force fast
+FAMILIES = {
+    "gpt2": ("gpt2-medium", ["gpt2-small", "opt-125m"]),
+    "opt": ("opt-350m", ["opt-125m", "gpt2-small"]),
+    "llama": ("llama-1.3b", ["llama-1.3b", "llama-2.7b"]),
+    "palm": ("palm-2.7b", ["palm-1.3b", "palm-1.3b"]),
+}
+
+
+def small_scenarios(n: int, seed: int = 7) -> list[dict]:
+    """Seeded small scenarios covering every family, 1-3 drafters, pipeline on/off, HBM and GDDR."""
+    rng = random.Random(seed)
+    fams = list(FAMILIES)
+    out = []
+    for k in range(n):
+        fam = fams[k % len(fams)]
+        verifier, pool = FAMILIES[fam]
+        n_drafters = 1 + k % 3
+        mem = ["hbm", "gddr"][(k // 2) % 2]
+        drafters = [{"model": pool[i % len(pool)], "devices": 1, "acceptance": round(rng.uniform(0.5, 0.85), 2)}
+                    for i in range(n_drafters)]
+        space = {"memory_type": mem, "share_levels": 2 if fam == "palm" and n_drafters == 1 else 1,
+                 "pipeline": ["free", "on", "off"][k % 3]}
+        if mem == "hbm" or n_drafters > 1:  # fix the PIM units to keep brute force fast
+            space["pim_units"] = rng.choice([0, 2, 4, 6, 8] if mem == "hbm" else [0, 1, 2, 3, 4])
+        if n_drafters > 1:
+            space["mapping"] = rng.choice(["fc-offload", "attention-offload", "free"])
+        out.append({
+            "name": f"small-{k}-{fam}", "batch_size": rng.choice([1, 2, 4]), "prompt_tokens": 128,
+            "generated_tokens": 64, "objective": ["latency", "energy", "edp"][k % 3] if n_drafters == 1 else "latency",
+            "host": "a100-40gb", "memory_types": ["hbm", "gddr"], "max_draft_length": 3 if n_drafters < 3 else 2,
+            "verifier": {"model": verifier, "devices": 1}, "drafters": drafters, "space": space,
+        })
+    return out
+
+
+@pytest.mark.parametrize("data", small_scenarios(12), ids=lambda d: d["name"])
+def test_cp_sat_optimum_equals_brute_force(data):
+    sc = parse_scenario(data)
+    exact = solve(sc, deterministic=True, time_limit_s=60)
+    brute = brute_force(sc)
+    assert exact.report.status == "OPTIMAL"
+    assert exact.report.objective == brute.report.objective
+    # the returned design is priced identically by the evaluator
+    assert Evaluator(sc).evaluate(exact.design).metrics.objective(sc.objective) == exact.report.objective
+
+
+def test_staged_space_equals_brute_force():
+    sc = parse_scenario({
+        "name": "staged-small", "batch_size": 1, "prompt_tokens": 128, "generated_tokens": 64,
+        "memory_types": ["gddr"], "max_draft_length": 4,
+        "verifier": {"model": "gpt2-medium", "devices": 1},
+        "drafters": [{"model": "gpt2-small", "devices": 1, "acceptance": 0.7,
+                      "staging": {"draft2": ["ngram"], "max_draft_length": 2, "acceptance": {"ngram": 0.6}}}],
+        "space": {"share_levels": 1},
+    })
+    exact = solve(sc, deterministic=True, time_limit_s=60)
+    assert exact.report.status == "OPTIMAL"
+    assert exact.report.objective == brute_force(sc).report.objective
+
+
+@pytest.fixture(scope="module")
+def example_solutions():
+    return {p.stem: (load_scenario(p), solve(load_scenario(p), deterministic=True, time_limit_s=120)) for p in EXAMPLES}
+
+
+def test_examples_solved_and_claim_equals_evaluator(example_solutions):
+    for name, (sc, res) in example_solutions.items():
+        m = res.evaluation.metrics
+        claimed = res.report.extra["claimed"]
+        assert claimed == {"round_time_ns": m.round_time_ns, "energy_nj_per_round": m.energy_nj_per_round,
+                           "tokens_per_round_micro": m.tokens_per_round_micro}, name
+        again = Evaluator(sc).evaluate(res.design).metrics
+        assert again.objective(sc.objective) == res.report.objective, name
+        assert res.report.status == "OPTIMAL", name
+        assert res.report.bound == res.report.objective and res.report.gap == 0.0
+
+
+def test_baselines_never_beat_the_optimum(example_solutions):
+    for name, (sc, res) in example_solutions.items():
+        for b in run_baselines(sc):
+            if b.evaluation is not None and b.name != "GPU-AR":
+                assert b.evaluation.metrics.objective(sc.objective) >= res.report.objective, (name, b.name)
+
+
+def test_restricted_spaces_never_beat_the_free_space(example_solutions):
+    sc, free = example_solutions["opt-13b"]
+    for step, restricted in ladder_scenarios(sc):
+        r = solve(restricted, deterministic=True, time_limit_s=60)
+        assert r.report.objective >= free.report.objective, step
+    fixed = sc.model_copy(update={"space": sc.space.model_copy(update={"draft_lengths": [5], "pipeline": "off"})})
+    r = solve(fixed, deterministic=True, time_limit_s=60)
+    assert r.design.drafters[0].draft_length == 5 and not r.design.pipeline
+    assert r.report.objective >= free.report.objective
+
+
+def test_deterministic_mode_gives_the_same_design_twice():
+    sc = load_scenario(EXAMPLES[0])
+    a = solve(sc, deterministic=True, time_limit_s=30, seed=3)
+    b = solve(sc, deterministic=True, time_limit_s=30, seed=3)
+    assert a.design.key() == b.design.key()
+    assert a.report.objective == b.report.objective
+
+
+def test_a_worse_hint_still_reaches_the_optimum(example_solutions):
+    sc, best = example_solutions["opt-13b"]
+    worst = max((b.evaluation for b in run_baselines(sc) if b.evaluation is not None and b.name != "GPU-AR"),
+                key=lambda e: e.metrics.objective(sc.objective))
+    r = solve(sc, deterministic=True, time_limit_s=60, hint=worst.design)
+    assert r.report.objective == best.report.objective
+
+
+def test_infeasible_scenario_names_the_capacity_family():
+    sc = parse_scenario({"name": "too-big", "batch_size": 1, "prompt_tokens": 256, "generated_tokens": 128,
+                         "memory_types": ["gddr"], "verifier": {"model": "opt-66b", "devices": 1},
+                         "drafters": [{"model": "opt-1.3b", "devices": 1}]})
+    with pytest.raises(ScenarioError, match=r"CAP-1.*verifier"):
+        solve(sc, deterministic=True, time_limit_s=20)
+
+
+def test_latency_per_token_fraction_is_exact():
+    sc = load_scenario(EXAMPLES[0])
+    r = solve(sc, deterministic=True, time_limit_s=30)
+    m = r.evaluation.metrics
+    assert r.report.objective == Fraction(m.round_time_ns * 10**6, m.tokens_per_round_micro)
