@@ -310,5 +310,76 @@ def pareto(scenario, time_limit, workers, seed, deterministic, output) -> None:
     emit(buf.getvalue().rstrip("\n"), output)
 
 
+def _budget(value: str):
+    """'quick', 'paper', or GENERATIONSxPOPULATIONxLEAVES (e.g. 20x200x500)."""
+    if value in ("quick", "paper"):
+        return value
+    from specpim_cp.heuristic import Budget
+
+    try:
+        g, p, leaves = (int(v) for v in value.lower().split("x"))
+    except ValueError:
+        raise ScenarioError(f"--budget: '{value}' is not quick, paper or GENxPOPxLEAVES (e.g. 20x200x500)") from None
+    return Budget(generations=g, population=p, mcts_leaves_per_model=leaves)
+
+
+@main.command()
+@click.argument("scenario")
+@click.option("--budget", default="quick", show_default=True, help="quick | paper | GENxPOPxLEAVES")
+@click.option("--seed", type=int, default=0, show_default=True)
+@click.option("--json", "as_json", is_flag=True)
+@click.option("-o", "--output", type=click.Path(dir_okay=False))
+@user_errors
+def heuristic(scenario, budget, seed, as_json, output) -> None:
+    """The paper's explorer: GA over dataflow + per-model MCTS over architecture (seeded)."""
+    from specpim_cp.heuristic import run_heuristic
+    from specpim_cp.report_text import format_solve
+
+    sc = load(scenario)
+    res = run_heuristic(sc, budget=_budget(budget), seed=seed)
+    emit(res.to_json() if as_json else format_solve(sc, res), output)
+
+
+@main.command()
+@click.argument("scenario")
+@click.option("--budget", default="quick", show_default=True, help="heuristic budget")
+@click.option("--time-limit", type=click.FloatRange(0.1), default=60.0, show_default=True)
+@click.option("--seed", type=int, default=0, show_default=True)
+@user_errors
+def compare(scenario, budget, time_limit, seed) -> None:
+    """Exact optimum (with proof) vs the heuristic (gap, time) vs the baselines, side by side."""
+    from specpim_cp.baselines import run_baselines
+    from specpim_cp.exact import solve as cp_solve
+    from specpim_cp.heuristic import run_heuristic
+    from specpim_cp.report_text import design_lines, table
+
+    sc = load(scenario)
+    heur = run_heuristic(sc, budget=_budget(budget), seed=seed)
+    exact = cp_solve(sc, time_limit_s=time_limit, seed=seed, deterministic=True, hint=heur.design)
+    opt = exact.report.objective
+    obj = sc.objective
+    rows = []
+    for name, res, wall in (("exact (CP-SAT)", exact.evaluation, exact.report.wall_s),
+                            ("heuristic (GA+MCTS)", heur.evaluation, heur.report.wall_s)):
+        v = res.metrics.objective(obj)
+        rows.append([name, float(v), f"{100 * float((v - opt) / opt):.3f}%", f"{wall:.2f}"])
+    for b in run_baselines(sc):
+        if b.evaluation is not None:
+            v = b.evaluation.metrics.objective(obj)
+            rows.append([b.name, float(v), f"{100 * float((v - opt) / opt):.1f}%", ""])
+    status = exact.report.status
+    proof = ("proven optimal (objective = bound)" if status == "OPTIMAL"
+             else f"{status}, bound {float(exact.report.bound or 0):,.1f}, gap {100 * (exact.report.gap or 0):.3g}%")
+    ttb = heur.report.extra.get("time_to_best_s")
+    click.echo(f"scenario {sc.name}, objective {obj}: exact {proof}; heuristic seed {seed}, budget {budget}, "
+               f"{heur.report.extra.get('evaluations', '?')} evaluations, best found after "
+               f"{ttb if ttb is None else round(ttb, 2)} s")
+    click.echo(table(["method", f"{obj} per token", "gap to optimum", "wall s"], rows))
+    click.echo("exact design:")
+    click.echo("\n".join(design_lines(sc, exact.design)))
+    click.echo("heuristic design:")
+    click.echo("\n".join(design_lines(sc, heur.design)))
+
+
 if __name__ == "__main__":  # pragma: no cover
     main()

@@ -164,7 +164,7 @@ class CostModel:
         e_ext = mem.external_energy_pj_per_bit * BITS_PER_BYTE  # pJ per byte
         e_int = mem.internal_energy_pj_per_bit * BITS_PER_BYTE
         if s.kind == "fc":
-            in_dev = s.in_features // n if s.row_parallel else s.in_features
+            in_dev = -(-s.in_features // n) if s.row_parallel else s.in_features
             out_dev = s.out_features if s.row_parallel else -(-s.out_features // n)
             weight_bytes_dev = in_dev * out_dev * bpp
             macs_total = tokens * s.in_features * s.out_features

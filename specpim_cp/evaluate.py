@@ -333,9 +333,10 @@ class Evaluator:
         tokens_micro = spec.expected_tokens_micro(alphas, gammas)
 
         # energy per round: verifier pass + drafting (+ wasted optimistic drafts) + static power
-        waste_q = q if design.pipeline else 0
         draft_nj = []
         for i in range(len(design.drafters)):
+            # pipeline: a drafter whose own draft fails wastes its optimistic drafting and resyncs
+            waste_q = spec.fail_q([alphas[i]], [gammas[i]]) if design.pipeline else 0
             # two-stage rounding keeps every integer product inside the optimizer's int64 range
             rounds_scaled = spec.expected_rounds_scaled(per_drafter_dist[i])
             expected = -(-(rounds_scaled * cycle_energy[i]) // spec.OUTCOME_SCALE)

@@ -41,10 +41,12 @@ def small_scenarios(n: int, seed: int = 7) -> list[dict]:
                     for i in range(n_drafters)]
         space = {"memory_type": mem, "share_levels": 2 if fam == "palm" and n_drafters == 1 else 1,
                  "pipeline": ["free", "on", "off"][k % 3]}
-        if mem == "hbm" or n_drafters > 1:  # fix the PIM units to keep brute force fast
-            space["pim_units"] = rng.choice([0, 2, 4, 6, 8] if mem == "hbm" else [0, 1, 2, 3, 4])
         if n_drafters > 1:
             space["mapping"] = rng.choice(["fc-offload", "attention-offload", "free"])
+        if mem == "hbm" or n_drafters > 1:  # fix the PIM units to keep brute force fast
+            units = 8 if mem == "hbm" else 4
+            lo, hi = (1, units - 1) if space.get("mapping", "free") != "free" else (0, units)
+            space["pim_units"] = rng.randint(lo, hi)
         out.append({
             "name": f"small-{k}-{fam}", "batch_size": rng.choice([1, 2, 4]), "prompt_tokens": 128,
             "generated_tokens": 64, "objective": ["latency", "energy", "edp"][k % 3] if n_drafters == 1 else "latency",
@@ -128,6 +130,15 @@ def test_a_worse_hint_still_reaches_the_optimum(example_solutions):
                 key=lambda e: e.metrics.objective(sc.objective))
     r = solve(sc, deterministic=True, time_limit_s=60, hint=worst.design)
     assert r.report.objective == best.report.objective
+
+
+def test_contradictory_space_is_a_clear_error():
+    sc = parse_scenario({"name": "no-host", "batch_size": 1, "prompt_tokens": 64, "generated_tokens": 64,
+                         "memory_types": ["hbm"], "verifier": {"model": "gpt2-medium", "devices": 1},
+                         "drafters": [{"model": "gpt2-small", "devices": 1}],
+                         "space": {"pim_units": 8, "mapping": "fc-offload"}})
+    with pytest.raises(ScenarioError, match=r"MAP-2"):
+        solve(sc, deterministic=True, time_limit_s=5)
 
 
 def test_infeasible_scenario_names_the_capacity_family():

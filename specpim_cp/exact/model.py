@@ -18,6 +18,7 @@ from __future__ import annotations
 from dataclasses import dataclass
 from fractions import Fraction
 
+import networkx as nx
 from ortools.sat.python import cp_model
 
 from specpim_cp import speculation as spec
@@ -34,7 +35,7 @@ from specpim_cp.designs import (
 )
 from specpim_cp.errors import ScenarioError
 from specpim_cp.evaluate import Evaluator
-from specpim_cp.graph import LAYER_OPS, PLACEABLE_OPS, is_chain, layer_edges, layer_order
+from specpim_cp.graph import LAYER_OPS, PLACEABLE_OPS, is_chain, layer_graph, layer_order
 from specpim_cp.scenario import Design, Placement, Scenario, Staging
 
 Placement_ = tuple[str, int]  # (engine, share)
@@ -44,6 +45,12 @@ def ub(var: cp_model.IntVar) -> int:
     """Upper bound of a variable's domain (positive index: negative indexing is broken in 9.15, G1)."""
     dom = list(var.proto.domain)
     return dom[len(dom) - 1]
+
+
+def add_ceil(m: cp_model.CpModel, target, numerator, denominator: int, enforce) -> None:
+    """target == ceil(numerator / denominator), enforced: two-sided rows leave no slack to shave."""
+    m.add(denominator * target >= numerator).only_enforce_if(enforce)
+    m.add(denominator * target <= numerator + denominator - 1).only_enforce_if(enforce)
 
 
 def ceil_frac(x: Fraction) -> int:
@@ -61,6 +68,7 @@ class SpecChoice:
     q: int  # fail probability x Q_SCALE when pipelined, else 0
     outcomes: tuple[tuple[tuple[int, ...], int], ...]  # (cycles per drafter, probability x OUTCOME_SCALE)
     rounds_scaled: tuple[int, ...]  # expected cycles per drafter x OUTCOME_SCALE
+    drafter_q: tuple[int, ...]  # per drafter: P(its own draft fails) x Q_SCALE (wasted optimistic drafts)
 
 
 class ModelData:
@@ -75,7 +83,15 @@ class ModelData:
         all_places = [("host", 0)] + [("pim", s) for s in range(1, costs.share_levels + 1)]
         self.places: dict[str, list[Placement_]] = {
             op: [p for p in all_places if rule_allows(rule, op, p[0])] for op in PLACEABLE_OPS}
-        self.valid = {a: set(costs.placements(a)) for a in self.archs}
+        valid = {a: set(costs.placements(a)) for a in self.archs}
+        # [MAP-2] an architecture is usable only if every operator has an allowed placement on it
+        self.archs = [a for a in self.archs if all(any(p in valid[a] for p in self.places[op]) for op in PLACEABLE_OPS)]
+        if not self.archs:
+            raise ScenarioError(
+                f"space: no architecture of {self.label} ({entry.model}) can run every operator under mapping "
+                f"'{rule}' (pim_units={scenario.space.pim_units}, memory_type={scenario.space.memory_type}): "
+                "host operators need normal memory units and PIM operators need PIM units [MAP-2]")
+        self.valid = {a: valid[a] for a in self.archs}
 
 
 class SpecModel:
@@ -110,6 +126,7 @@ class SpecModel:
         for gammas in itertools.product(*gam):
             e_micro = spec.expected_tokens_micro(alphas, gammas)
             fq = spec.fail_q(alphas, gammas)
+            own_q = tuple(spec.fail_q([alphas[i]], [gammas[i]]) for i in range(n))
             for staging in itertools.product(*stg):
                 dists = []
                 for i in range(n):
@@ -122,7 +139,7 @@ class SpecModel:
                 rounds = tuple(spec.expected_rounds_scaled(d) for d in dists)
                 for pipe in pipeline_options(sc):
                     out.append(SpecChoice(tuple(gammas), tuple(staging), pipe, e_micro, fq if pipe else 0,
-                                          outcomes, rounds))
+                                          outcomes, rounds, own_q))
         return out
 
     def pass_tokens(self, j: int, c: SpecChoice) -> int:
@@ -295,12 +312,12 @@ class SpecModel:
             m.add(pim_need + host_need <= pim_cap + normal_cap).only_enforce_if([xa, cap_lit])
             sp_pim = m.new_int_var(0, store_ub, f"spill_pim[{j}][{a.label()}]")
             sp_host = m.new_int_var(0, store_ub, f"spill_host[{j}][{a.label()}]")
-            m.add(sp_pim >= pim_need - pim_cap)
-            m.add(sp_host >= host_need - normal_cap)
+            m.add_max_equality(sp_pim, [0, pim_need - pim_cap])    # [CAP-2]
+            m.add_max_equality(sp_host, [0, host_need - normal_cap])
             m.add(spill == sp_pim + sp_host).only_enforce_if(xa)
             ns, nj = c.spill_rates(a)
-            m.add(spill_t * ns.denominator >= spill * ns.numerator).only_enforce_if(xa)
-            m.add(spill_e * nj.denominator >= spill * nj.numerator).only_enforce_if(xa)
+            add_ceil(m, spill_t, spill * ns.numerator, ns.denominator, xa)   # [CAP-3]
+            add_ceil(m, spill_e, spill * nj.numerator, nj.denominator, xa)
         # [PASS-1] pass time; [PASS-2] pass energy
         layers = model.layers
         n_ar = 1 if model.parallel_block else 2
@@ -319,34 +336,57 @@ class SpecModel:
         self.pass_energy.append(pe)
 
     def _add_schedule(self, j: int, model: ModelSpec, dur, ar_d, mk, horizon: int, levels: int) -> None:
-        """Intervals of one layer (parallel block): [SCH-1] host no-overlap, [SCH-2] PIM cumulative,
-        [SCH-3] precedences, [SCH-4] makespan."""
-        m = self.m
-        start, end = {}, {}
-        host_iv, pim_iv, pim_dem = [], [], []
-        for node in layer_order(model.parallel_block):
-            s = m.new_int_var(0, horizon, f"s[{j}][{node}]")
-            e = m.new_int_var(0, horizon, f"e[{j}][{node}]")
-            if node.startswith("allreduce"):
-                m.add(e == s + ar_d)
-            else:
-                m.add(e == s + dur[node])
-                if ("host", 0) in self.y[j][node]:
-                    host_iv.append(m.new_optional_interval_var(s, dur[node], e, self.y[j][node][("host", 0)],
-                                                               f"host[{j}][{node}]"))
-                for p, yp in self.y[j][node].items():
-                    if p[0] == "pim":
-                        pim_iv.append(m.new_optional_interval_var(s, dur[node], e, yp, f"pim[{j}][{node}]{p[1]}"))
-                        pim_dem.append(p[1])
-            start[node], end[node] = s, e
-        m.add_no_overlap(host_iv)                              # [SCH-1]
-        if pim_iv:
-            m.add_cumulative(pim_iv, pim_dem, levels)           # [SCH-2]
-        for u, v in layer_edges(model.parallel_block):          # [SCH-3]
-            m.add(start[v] >= end[u])
-        for e in end.values():
-            m.add(mk >= e)
+        """One layer of a parallel block, with no free start times (so no slack to shave).
 
+        At most two operators of the layer can run at once (the graph's width is 2: one per branch), so
+        the host's unary resource and the PIM units' cumulative resource reduce exactly to pairwise
+        conflicts between incomparable operators u, v: both on the host, or both on PIM with shares
+        summing above `levels`. [SCH-1]/[SCH-2] a conflicting pair is ordered by a Boolean o[u,v] or
+        o[v,u]; a non-conflicting pair is not ordered. [SCH-3] every start is the earliest one: the
+        maximum of its predecessors' ends and the ends of operators ordered before it. [SCH-4] the
+        makespan is the latest end. Every feasible schedule induces such orders and the earliest-start
+        schedule of those orders is no longer, so the minimum over orders is the optimal makespan.
+        """
+        m = self.m
+        g = layer_graph(model)
+        order = layer_order(model.parallel_block)
+        ops = [n for n in order if not n.startswith("allreduce")]
+        reach = {u: nx.descendants(g, u) for u in g.nodes}
+        pairs = [(u, v) for a, u in enumerate(ops) for v in ops[a + 1:] if v not in reach[u] and u not in reach[v]]
+        assert all(len(c) <= 2 for c in nx.antichains(g.subgraph(ops))), "pairwise reduction needs width <= 2"
+        before: dict[str, list] = {n: [] for n in order}  # (order literal, earlier node)
+        for u, v in pairs:
+            o_uv = m.new_bool_var(f"order[{j}][{u}<{v}]")
+            o_vu = m.new_bool_var(f"order[{j}][{v}<{u}]")
+            m.add_bool_or([~o_uv, ~o_vu])
+            for pu, yu in self.y[j][u].items():
+                for pv, yv in self.y[j][v].items():
+                    conflict = (pu[0] == pv[0] == "host") or (pu[0] == pv[0] == "pim" and pu[1] + pv[1] > levels)
+                    if conflict:
+                        m.add_bool_or([~yu, ~yv, o_uv, o_vu])
+                    else:
+                        m.add_bool_or([~yu, ~yv, ~o_uv])
+                        m.add_bool_or([~yu, ~yv, ~o_vu])
+            before[v].append((o_uv, u))
+            before[u].append((o_vu, v))
+        start, end = {}, {}
+        for node in order:  # topological: predecessors' ends exist; ordered partners get their own vars
+            end[node] = m.new_int_var(0, horizon, f"e[{j}][{node}]")
+        for node in order:
+            terms = [end[p] for p in g.predecessors(node)]
+            for lit, u in before[node]:
+                w = m.new_int_var(0, horizon, f"w[{j}][{u}<{node}]")
+                m.add(w == end[u]).only_enforce_if(lit)
+                m.add(w == 0).only_enforce_if(~lit)
+                terms.append(w)
+            s_node = m.new_int_var(0, horizon, f"s[{j}][{node}]")
+            if terms:
+                m.add_max_equality(s_node, terms)
+            else:
+                m.add(s_node == 0)
+            m.add(end[node] == s_node + (ar_d if node.startswith("allreduce") else dur[node]))
+            start[node] = s_node
+        m.add_max_equality(mk, list(end.values()))
 
     def _bound_cuts(self, j: int, tokens: list[int]) -> tuple[dict, dict]:
         """[CUT-1] per architecture and token count, a pass is no faster (no cheaper) than its critical
@@ -381,8 +421,15 @@ class SpecModel:
         self.cycle_t, self.cycle_e = [], []
         for i in range(self.n_drafters):
             j = i + 1
-            steps = {(st, a): self.ev.draft2_step(self._probe_design(j, a, st))
-                     for st in self.stage_lit[i] if st is not None for a in self.x[j]}
+            steps = {}
+            for st in self.stage_lit[i]:
+                for a, xa in self.x[j].items():
+                    if st is None:
+                        continue
+                    try:
+                        steps[(st, a)] = self.ev.draft2_step(self._probe_design(j, a, st))
+                    except ScenarioError:  # a draft2 model cannot run on a host without normal memory
+                        m.add_bool_or([~xa, ~self.stage_lit[i][st]])
             extra_t = max((st.draft_length * v.time_ns for (st, _), v in steps.items()), default=0)
             extra_e = max((st.draft_length * v.energy_nj for (st, _), v in steps.items()), default=0)
             ct = m.new_int_var(0, ub(self.pass_time[j]) + extra_t, f"cycle_ns[{i}]")
@@ -393,6 +440,8 @@ class SpecModel:
                     m.add(ce == self.pass_energy[j]).only_enforce_if(lit)
                     continue
                 for a, xa in self.x[j].items():
+                    if (st, a) not in steps:
+                        continue
                     step = steps[(st, a)]
                     m.add(ct == self.pass_time[j] + st.draft_length * step.time_ns).only_enforce_if([lit, xa])
                     m.add(ce == self.pass_energy[j] + st.draft_length * step.energy_nj).only_enforce_if([lit, xa])
@@ -434,18 +483,16 @@ class SpecModel:
         MX = [m.new_int_var(0, r_ub, f"maxDV[{k}]") for k in range(n_slots)]
         R = [m.new_int_var(0, r_ub, f"R[{k}]") for k in range(n_slots)]
         for k in range(n_slots):
-            m.add(MX[k] >= D[k])
-            m.add(MX[k] >= V)
+            m.add_max_equality(MX[k], [D[k], V])
         for c, z in zip(self.choices, self.z):
             for k, (rs, _prob) in enumerate(c.outcomes):
-                for i, r in enumerate(rs):
-                    m.add(D[k] >= r * self.cycle_t[i]).only_enforce_if(z)          # [RND-1]
+                m.add_max_equality(D[k], [r * self.cycle_t[i] for i, r in enumerate(rs)]).only_enforce_if(z)  # [RND-1]
                 if c.pipeline:                                                      # [RND-2]
-                    m.add(spec.Q_SCALE * R[k] >= (spec.Q_SCALE - c.q) * MX[k] + c.q * (D[k] + V)).only_enforce_if(z)
+                    add_ceil(m, R[k], (spec.Q_SCALE - c.q) * MX[k] + c.q * (D[k] + V), spec.Q_SCALE, z)
                 else:
-                    m.add(R[k] >= D[k] + V).only_enforce_if(z)
-            m.add(spec.OUTCOME_SCALE * (self.T - sync)                               # [RND-3]
-                  >= sum(prob * R[k] for k, (_rs, prob) in enumerate(c.outcomes))).only_enforce_if(z)
+                    m.add(R[k] == D[k] + V).only_enforce_if(z)
+            add_ceil(m, self.T - sync, sum(prob * R[k] for k, (_rs, prob) in enumerate(c.outcomes)),  # [RND-3]
+                     spec.OUTCOME_SCALE, z)
         del sc
 
     # [EN-2] drafting energy (+ wasted optimistic drafts); [EN-3] static; [EN-4] energy per round
@@ -458,14 +505,15 @@ class SpecModel:
             expected = m.new_int_var(0, e_ub, f"draft_expected_nj[{i}]")
             total = m.new_int_var(0, 2 * e_ub, f"draft_nj[{i}]")
             for c, z in zip(self.choices, self.z):
-                m.add(spec.OUTCOME_SCALE * expected >= c.rounds_scaled[i] * self.cycle_e[i]).only_enforce_if(z)
-                m.add(spec.Q_SCALE * total >= (spec.Q_SCALE + c.q) * expected).only_enforce_if(z)
+                add_ceil(m, expected, c.rounds_scaled[i] * self.cycle_e[i], spec.OUTCOME_SCALE, z)
+                waste = c.drafter_q[i] if c.pipeline else 0
+                add_ceil(m, total, (spec.Q_SCALE + waste) * expected, spec.Q_SCALE, z)
             parts.append(total)
         for j in range(len(self.data)):
             p_max = max(self.costs.static_power_mw(a) for a in self.x[j])
             st = m.new_int_var(0, -(-p_max * ub(self.T) // 1000), f"static_nj[{j}]")
             for a, xa in self.x[j].items():
-                m.add(1000 * st >= self.costs.static_power_mw(a) * self.T).only_enforce_if(xa)
+                add_ceil(m, st, self.costs.static_power_mw(a) * self.T, 1000, xa)
             parts.append(st)
         self.energy = m.new_int_var(0, sum(ub(p) for p in parts), "energy_nj")
         m.add(self.energy == sum(parts))
@@ -511,6 +559,11 @@ class SpecModel:
         k = self.choice_index(design)
         out += [(z, int(i == k)) for i, z in enumerate(self.z)]
         return out
+
+    def enforce_families(self, model: cp_model.CpModel) -> None:
+        """Switch on every constraint family that carries an assumption literal (all but diagnosis)."""
+        for v in self.assumption_families.values():
+            model.add(model.get_bool_var_from_proto_index(v.index) == 1)
 
     def min_tokens_micro(self) -> int:
         return min(c.tokens_micro for c in self.choices)

@@ -114,10 +114,22 @@ class _Run:
 def _capped(sm: SpecModel, var, cap: int, name: str) -> tuple[cp_model.CpModel, cp_model.IntVar]:
     """A clone of the model with a copy of `var` whose domain is [0, cap] (keeps objectives in int64)."""
     model = sm.m.clone()
-    v = model.get_int_var_from_proto_index(var.index)
+    sm.enforce_families(model)
+    return model, cap_copy(model, var, cap, name)
+
+
+def cap_copy(model: cp_model.CpModel, var, cap: int, name: str) -> cp_model.IntVar:
+    """A variable equal to `var` (of the original model) with domain [0, cap]: products with it stay in int64."""
     capped = model.new_int_var(0, max(0, cap), name)
-    model.add(capped == v)
-    return model, capped
+    model.add(capped == model.get_int_var_from_proto_index(var.index))
+    return capped
+
+
+def _measure(run: "_Run", ratio: "_Ratio", design: Design) -> tuple[int, int, Design]:
+    """(numerator, denominator, design) of a solution, taken from the evaluator (tight, exact)."""
+    mt = run.sm.ev.evaluate(design).metrics
+    n = mt.round_time_ns if ratio.name == "latency" else mt.energy_nj_per_round
+    return n, mt.tokens_per_round_micro, design
 
 
 def _expr_in(model: cp_model.CpModel, sm: SpecModel):
@@ -137,9 +149,7 @@ def minimize_ratio(run: _Run, ratio: _Ratio, extra=None, start: Evaluation | Non
     d_max = max(c.tokens_micro for c in sm.choices)
     # starting point: the hint if feasible under `extra`, else minimise N alone
     if start is not None:  # a known feasible design: the evaluator's integers are the model's
-        mt = start.metrics
-        n0 = mt.round_time_ns if ratio.name == "latency" else mt.energy_nj_per_round
-        incumbent = (n0, mt.tokens_per_round_micro, start.design)
+        incumbent = _measure(run, ratio, start.design)
         run.hint = sm.decision_literals(start.design)
     else:  # find a first solution (any), then improve it
         model, nvar = _capped(sm, ratio.num, ub(ratio.num), "N")
@@ -151,9 +161,7 @@ def minimize_ratio(run: _Run, ratio: _Ratio, extra=None, start: Evaluation | Non
             return "INFEASIBLE", None, None, Fraction(0)
         if status not in (cp_model.OPTIMAL, cp_model.FEASIBLE):
             return "UNKNOWN", None, None, Fraction(0)
-        design = run.remember(solver)
-        den_val = sum(c.tokens_micro * solver.value(z) for c, z in zip(sm.choices, sm.z))
-        incumbent = (solver.value(nvar), den_val, design)
+        incumbent = _measure(run, ratio, run.remember(solver))
     bound = Fraction(0)
     # Dinkelbach: F(lambda) = min D_prev * N(x) - N_prev * D(x); zero at the optimum
     while True:
@@ -175,11 +183,9 @@ def minimize_ratio(run: _Run, ratio: _Ratio, extra=None, start: Evaluation | Non
         lb = lam + (Fraction(min(f_lb, 0), d_prev * d_min))
         bound = max(bound, lb * ratio.scale, Fraction(0))
         if f_val < 0:
-            design = run.remember(solver)
-            n1 = solver.value(nvar)
-            d1 = sum(c.tokens_micro * solver.value(z) for c, z in zip(sm.choices, sm.z))
-            incumbent = (n1, d1, design)
+            incumbent = _measure(run, ratio, run.remember(solver))
             if status != cp_model.OPTIMAL and run.budget.remaining() <= 0:
+                n1, d1, design = incumbent
                 return "FEASIBLE", design, ratio.value(n1, d1), bound
             continue
         obj = ratio.value(n_prev, d_prev)
@@ -191,6 +197,7 @@ def minimize_ratio(run: _Run, ratio: _Ratio, extra=None, start: Evaluation | Non
 def tight_claim(sm: SpecModel, design: Design, opts: SolverOptions) -> tuple[int, int, int]:
     """(round ns, energy nJ, tokens micro) that CP-SAT computes for `design` with every decision fixed."""
     model = sm.m.clone()
+    sm.enforce_families(model)
     for v, val in sm.decision_literals(design):
         model.add(model.get_bool_var_from_proto_index(v.index) == val)
     T = model.get_int_var_from_proto_index(sm.T.index)
@@ -235,6 +242,7 @@ def explain_infeasible(sm: SpecModel, opts: SolverOptions) -> str:
     model.add_assumptions(list(lits.values()))
     solver = cp_model.CpSolver()
     solver.parameters.num_workers = 1
+    solver.parameters.presolve_inclusion_work_limit = 0  # workaround for the 9.15 presolve bug #5293
     solver.parameters.max_time_in_seconds = max(10.0, opts.time_limit_s)
     status = solver.solve(model)
     if status != cp_model.INFEASIBLE:
@@ -324,15 +332,16 @@ def solve(scenario: Scenario, *, objective: str | None = None, time_limit_s: flo
 def _pareto(sm: SpecModel, run: _Run) -> tuple[list[Evaluation], str]:
     """Exact latency-energy (per token) Pareto front by epsilon-constraint [OBJ-2]."""
     lat, en = _Ratio(sm, "latency"), _Ratio(sm, "energy")
+    d_max = max(c.tokens_micro for c in sm.choices)
     ev = sm.ev
     front: list[Evaluation] = []
     energy_cap: tuple[int, int] | None = None  # (energy numerator, tokens) of the last point: go strictly below
     proven = True
     while True:
         def below_energy(model, cap=energy_cap):
-            if cap is not None:
+            if cap is not None:  # strictly less energy per token than the last point
                 e_n, e_d = cap
-                E = model.get_int_var_from_proto_index(sm.energy.index)
+                E = cap_copy(model, sm.energy, -(-e_n * d_max // e_d), "E_eps")
                 model.add(E * e_d <= e_n * _expr_in(model, sm) - 1)
 
         st1, d1, o1, _ = minimize_ratio(run, lat, below_energy)
@@ -346,7 +355,7 @@ def _pareto(sm: SpecModel, run: _Run) -> tuple[list[Evaluation], str]:
 
         def within_latency(model, t_n=t_n, t_d=t_d, cap=energy_cap):
             below_energy(model, cap)
-            T = model.get_int_var_from_proto_index(sm.T.index)
+            T = cap_copy(model, sm.T, -(-t_n * d_max // t_d), "T_eps")
             model.add(T * t_d <= t_n * _expr_in(model, sm))
 
         st2, d2, o2, _ = minimize_ratio(run, en, within_latency)
