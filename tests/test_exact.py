@@ -117,7 +117,7 @@ def test_restricted_spaces_never_beat_the_free_space(example_solutions):
 
 
 def test_deterministic_mode_gives_the_same_design_twice():
-    sc = load_scenario(EXAMPLES[0])
+    sc = load_scenario(next(p for p in EXAMPLES if p.stem == "palm-8b"))
     a = solve(sc, deterministic=True, time_limit_s=30, seed=3)
     b = solve(sc, deterministic=True, time_limit_s=30, seed=3)
     assert a.design.key() == b.design.key()
@@ -149,8 +149,7 @@ def test_infeasible_scenario_names_the_capacity_family():
         solve(sc, deterministic=True, time_limit_s=20)
 
 
-def test_latency_per_token_fraction_is_exact():
-    sc = load_scenario(EXAMPLES[0])
-    r = solve(sc, deterministic=True, time_limit_s=30)
+def test_latency_per_token_fraction_is_exact(example_solutions):
+    sc, r = example_solutions["llama-13b"]
     m = r.evaluation.metrics
     assert r.report.objective == Fraction(m.round_time_ns * 10**6, m.tokens_per_round_micro)

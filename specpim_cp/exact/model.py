@@ -387,6 +387,20 @@ class SpecModel:
             m.add(end[node] == s_node + (ar_d if node.startswith("allreduce") else dur[node]))
             start[node] = s_node
         m.add_max_equality(mk, list(end.values()))
+        # the same schedule as interval variables: host no-overlap and cumulative PIM shares. They are
+        # implied by the orders above (redundant) and let CP-SAT's scheduling propagators reason on it.
+        host_iv, pim_iv, pim_dem = [], [], []
+        for node in ops:
+            for p, yp in self.y[j][node].items():
+                iv = m.new_optional_interval_var(start[node], dur[node], end[node], yp, f"iv[{j}][{node}]{p}")
+                if p[0] == "host":
+                    host_iv.append(iv)
+                else:
+                    pim_iv.append(iv)
+                    pim_dem.append(p[1])
+        m.add_no_overlap(host_iv)                    # [SCH-1]
+        if pim_iv:
+            m.add_cumulative(pim_iv, pim_dem, levels)  # [SCH-2]
 
     def _bound_cuts(self, j: int, tokens: list[int]) -> tuple[dict, dict]:
         """[CUT-1] per architecture and token count, a pass is no faster (no cheaper) than its critical
