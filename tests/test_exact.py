@@ -153,3 +153,13 @@ def test_latency_per_token_fraction_is_exact(example_solutions):
     sc, r = example_solutions["llama-13b"]
     m = r.evaluation.metrics
     assert r.report.objective == Fraction(m.round_time_ns * 10**6, m.tokens_per_round_micro)
+
+
+def test_autoregressive_scenario_without_drafters_equals_brute_force():
+    sc = parse_scenario({"name": "ar", "batch_size": 2, "prompt_tokens": 128, "generated_tokens": 64,
+                         "memory_types": ["gddr"], "verifier": {"model": "gpt2-medium", "devices": 1},
+                         "space": {"share_levels": 1}})
+    exact = solve(sc, deterministic=True, time_limit_s=30)
+    assert exact.report.status == "OPTIMAL"
+    assert exact.report.objective == brute_force(sc).report.objective
+    assert exact.evaluation.metrics.tokens_per_round_micro == 10**6

@@ -500,7 +500,10 @@ class SpecModel:
             m.add_max_equality(MX[k], [D[k], V])
         for c, z in zip(self.choices, self.z):
             for k, (rs, _prob) in enumerate(c.outcomes):
-                m.add_max_equality(D[k], [r * self.cycle_t[i] for i, r in enumerate(rs)]).only_enforce_if(z)  # [RND-1]
+                if rs:  # [RND-1]
+                    m.add_max_equality(D[k], [r * self.cycle_t[i] for i, r in enumerate(rs)]).only_enforce_if(z)
+                else:  # no drafters: autoregressive rounds
+                    m.add(D[k] == 0).only_enforce_if(z)
                 if c.pipeline:                                                      # [RND-2]
                     add_ceil(m, R[k], (spec.Q_SCALE - c.q) * MX[k] + c.q * (D[k] + V), spec.Q_SCALE, z)
                 else:
