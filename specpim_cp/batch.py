@@ -5,9 +5,10 @@ ablation `ladder`, or the latency-energy `pareto` front of one scenario per mode
 the sha256 of the (possibly restricted) scenario content, the method and the options that change the
 answer. Every finished instance appends its records to `OUT/results.jsonl` in one write, flushed and
 fsynced: one record per result (one per baseline, one per ladder step), each carrying the instance key,
-its `part` name and the instance's record count `parts`. An instance is done when all its parts are in
-the file with a status other than ERROR, so a re-run skips what is done, retries what failed, and a
-killed run loses nothing that had finished. `OUT/results.csv` is regenerated from the JSONL.
+its `part` name, the instance's record count `parts` and the id of the write (`attempt`). Only a key's
+latest attempt counts; it is done when all its parts are there and none is an ERROR, so a re-run skips
+what is done, retries what failed or was cut off, and a killed run loses nothing that had finished.
+`OUT/results.csv` is regenerated from the JSONL.
 
 Nothing here prints: progress goes to an optional `BatchProgress` hook (the CLI draws a tqdm bar).
 """
@@ -20,25 +21,28 @@ import hashlib
 import io
 import json
 import os
-import tempfile
 import time
 import traceback
 from collections.abc import Callable, Iterable, Sequence
+from concurrent.futures.process import BrokenProcessPool
 from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Protocol
 
 from specpim_cp.catalog import Catalog, default_catalog
+from specpim_cp.files import write_atomic
 from specpim_cp.errors import ScenarioError
 from specpim_cp.scenario import Design, Scenario, load_scenario, parse_scenario
 
 METHODS = ("exact", "heuristic", "baselines", "ladder")
 INTERNAL_METHODS = ("pareto",)  # added when `exact` runs: one front per model family
-METHOD_ORDER = ("baselines", "heuristic", "exact", "ladder", "pareto")  # cheap results first
+METHOD_ORDER = ("baselines", "heuristic", "exact", "pareto", "ladder")  # headline results first
 NOT_DONE = ("ERROR",)  # statuses that a re-run retries
+PARETO_BUDGET = 5  # time limit of a Pareto front, in single-solve time limits
 RESULTS_JSONL = "results.jsonl"
 RESULTS_CSV = "results.csv"
 PARETO_DIR = "pareto"
+OBJECTIVE_METRIC = {"latency": "latency_ns_per_token", "energy": "energy_pj_per_token", "edp": "edp"}
 METRIC_KEYS = ("latency_ns_per_token", "energy_pj_per_token", "throughput_tokens_per_s", "tokens_per_round",
                "round_time_ns", "edp")
 
@@ -59,9 +63,11 @@ class BatchOptions:
 
     def method_options(self, method: str) -> dict:
         """The options that change a method's answer (part of the instance key)."""
-        solver = {"time_limit_s": self.time_limit_s, "workers": self.workers, "seed": self.seed,
+        solver = {"time_limit_s": float(self.time_limit_s), "workers": self.workers, "seed": self.seed,
                   "deterministic": self.deterministic}
-        if method in ("exact", "ladder", "pareto"):
+        if method == "pareto":  # a front is many solves: it gets PARETO_BUDGET time limits in all
+            return {**solver, "time_limit_s": PARETO_BUDGET * self.time_limit_s}
+        if method in ("exact", "ladder"):
             return solver
         if method == "heuristic":
             return {"budget": self.heuristic_budget, "seed": self.seed}
@@ -113,7 +119,7 @@ class BatchProgress(Protocol):
 # Inputs
 # ------------------------------------------------------------------------------------------------
 def resolve_inputs(target: str | None, sets: dict[str, Path]) -> tuple[str, list[Path]]:
-    """(batch name, scenario files) of a built-in set name (`sets`), a scenario file or a directory of them."""
+    """(batch name, scenario files) of a built-in set (in `sets`), a scenario file or a directory."""
     if target is None:
         target = "paper"
     p = Path(target)
@@ -187,7 +193,8 @@ def plan(scenarios: Sequence[tuple[Path, Scenario]], options: BatchOptions,
     catalog = catalog or default_catalog()
     unknown = [m for m in options.methods if m not in METHODS]
     if unknown:
-        raise ScenarioError(f"--methods: unknown method(s) {', '.join(unknown)} (known: {', '.join(METHODS)})")
+        raise ScenarioError(f"--methods: unknown method(s) {', '.join(unknown)} "
+                            f"(known: {', '.join(METHODS)})")
     methods = list(dict.fromkeys(options.methods))
     if options.pareto and "exact" in methods:
         methods.append("pareto")
@@ -205,8 +212,9 @@ def plan(scenarios: Sequence[tuple[Path, Scenario]], options: BatchOptions,
         opts = options.method_options(method)
         for path, sc in scenarios:
             data = sc.model_dump(mode="json")
-            common = {"scenario_name": sc.name, "scenario_file": str(path), "scenario_hash": sc.content_hash(),
-                      "family": catalog.models[sc.verifier.model].family, "options": opts}
+            common = {"scenario_name": sc.name, "scenario_file": str(path),
+                      "scenario_hash": sc.content_hash(), "family": catalog.models[sc.verifier.model].family,
+                      "options": opts}
             if method == "ladder":
                 exact_key = instance_key(data, "exact", options.method_options("exact"))
                 for step, restricted in ladder_scenarios(sc, catalog):
@@ -250,9 +258,11 @@ def _version() -> str:
 
 
 def _base_record(inst: Instance, part: str, parts: int) -> dict:
+    objective = inst.scenario_data["objective"]
     return {"key": inst.key, "scenario": inst.scenario_name, "scenario_file": inst.scenario_file,
             "scenario_hash": inst.scenario_hash, "family": inst.family,
-            "batch_size": inst.scenario_data["batch_size"], "objective_name": inst.scenario_data["objective"],
+            "batch_size": inst.scenario_data["batch_size"], "scenario_objective": objective,
+            "objective_name": objective,
             "method": inst.method, "part": part, "parts": parts, "step": inst.step,
             "status": None, "objective": None, "objective_exact": None, "bound": None, "gap": None,
             "wall_s": None, "metrics": None, "design": None, "pim": None,
@@ -277,9 +287,9 @@ def solve_record(inst: Instance, result, catalog: Catalog, part: str, parts: int
     rec.update(_evaluation_fields(result.evaluation, catalog))
     rec.update(_objective_fields(rep.objective))
     rec.update({"objective_name": rep.objective_name, "status": rep.status,
-                "bound": None if rep.bound is None else float(rep.bound), "gap": rep.gap, "wall_s": rep.wall_s,
-                "seed": rep.seed, "solver_version": rep.solver_version, "inputs_hash": rep.inputs_hash,
-                "iterations": rep.iterations})
+                "bound": None if rep.bound is None else float(rep.bound), "gap": rep.gap,
+                "wall_s": rep.wall_s, "seed": rep.seed, "solver_version": rep.solver_version,
+                "inputs_hash": rep.inputs_hash, "iterations": rep.iterations})
     return rec
 
 
@@ -344,10 +354,8 @@ def _run_pareto(inst: Instance, sc: Scenario, catalog: Catalog) -> list[dict]:
     rec = _base_record(inst, "front", 1)
     points = []
     for ev in front:
-        m = ev.metrics
-        points.append({"latency_ns_per_token": m.latency_ns_per_token, "energy_pj_per_token": m.energy_pj_per_token,
-                       "throughput_tokens_per_s": m.throughput_tokens_per_s, "tokens_per_round": m.tokens_per_round,
-                       "design": ev.design.model_dump(mode="json"), "pim": pim_allocation(ev.design, catalog)})
+        point = _evaluation_fields(ev, catalog)
+        points.append({**point.pop("metrics"), **point})
     rec.update({"status": "FRONT", "wall_s": wall, "front": points, "solver_version": solver_version(),
                 "inputs_hash": inputs_hash(sc, o)})
     return [rec]
@@ -426,7 +434,9 @@ class ResultStore:
         return {k for k, recs in self.by_key().items() if is_done(recs)}
 
     def append(self, records: Iterable[dict]) -> None:
-        records = list(records)
+        """Append one instance's records in one write, flushed and fsynced, under a fresh attempt id."""
+        attempt = f"{time.time_ns():x}-{os.getpid()}"
+        records = [{**r, "attempt": attempt} for r in records]
         text = "".join(json.dumps(r, sort_keys=True) + "\n" for r in records)
         self.path.parent.mkdir(parents=True, exist_ok=True)
         with open(self.path, "a") as fh:
@@ -437,22 +447,22 @@ class ResultStore:
 
 
 def latest_records(records: Iterable[dict]) -> list[dict]:
-    """The last record of every (key, part), in first-seen order."""
+    """The records of every key's latest attempt (one append), in first-seen order."""
+    records = [r for r in records if "key" in r and "part" in r]
+    last_attempt = {r["key"]: r.get("attempt") for r in records}
     latest: dict[tuple[str, str], dict] = {}
     for r in records:
-        if "key" in r and "part" in r:
-            latest.pop((r["key"], r["part"]), None)
+        if r.get("attempt") == last_attempt[r["key"]]:
             latest[(r["key"], r["part"])] = r
     return list(latest.values())
 
 
 def is_done(records: list[dict]) -> bool:
+    """All parts of the instance's latest attempt are present and none is an ERROR."""
     if not records:
         return False
-    parts = records[0].get("parts", 1)
-    # a re-run may change the number of parts (e.g. an ERROR record replaced by one per baseline)
-    current = [r for r in records if r.get("parts", 1) == parts]
-    return len({r["part"] for r in current}) >= parts and all(r["status"] not in NOT_DONE for r in current)
+    return (len({r["part"] for r in records}) >= records[0].get("parts", 1)
+            and all(r["status"] not in NOT_DONE for r in records))
 
 
 def read_records(out: Path) -> list[dict]:
@@ -471,6 +481,10 @@ CSV_COLUMNS = ("scenario", "family", "batch_size", "method", "part", "status", "
                "seed", "solver_version", "inputs_hash", "key", "error")
 
 
+def pim_summary(pim: Sequence[dict]) -> str:
+    return " ".join(f"{p['model']}:{p['memory_type']}:{p['pim_units']}/{p['units_per_group']}" for p in pim)
+
+
 def _csv_row(r: dict) -> dict:
     row = {c: r.get(c) for c in CSV_COLUMNS}
     for k in METRIC_KEYS:
@@ -479,8 +493,7 @@ def _csv_row(r: dict) -> dict:
     if d:
         row["draft_lengths"] = " ".join(str(x["draft_length"]) for x in d["drafters"])
         row["pipeline"] = d["pipeline"]
-    row["pim_allocation"] = " ".join(f"{p['model']}:{p['memory_type']}:{p['pim_units']}/{p['units_per_group']}"
-                                     for p in r.get("pim") or [])
+    row["pim_allocation"] = pim_summary(r.get("pim") or [])
     return row
 
 
@@ -506,24 +519,9 @@ def pareto_csv(record: dict) -> str:
     for p in record.get("front") or []:
         d = p["design"]
         w.writerow([p["latency_ns_per_token"], p["energy_pj_per_token"], p["throughput_tokens_per_s"],
-                    p["tokens_per_round"], " ".join(str(x["draft_length"]) for x in d["drafters"]), d["pipeline"],
-                    " ".join(f"{q['model']}:{q['memory_type']}:{q['pim_units']}/{q['units_per_group']}"
-                             for q in p["pim"])])
+                    p["tokens_per_round"], " ".join(str(x["draft_length"]) for x in d["drafters"]),
+                    d["pipeline"], pim_summary(p["pim"])])
     return buf.getvalue()
-
-
-def write_atomic(path: str | Path, text: str) -> None:
-    """Temporary file + rename, so a killed run never leaves a half-written file (as `cli.write_atomic`)."""
-    path = Path(path)
-    path.parent.mkdir(parents=True, exist_ok=True)
-    fd, tmp = tempfile.mkstemp(dir=path.parent, prefix=f".{path.name}.", suffix=".tmp")
-    try:
-        with os.fdopen(fd, "w") as fh:
-            fh.write(text)
-        os.replace(tmp, path)
-    except BaseException:
-        Path(tmp).unlink(missing_ok=True)
-        raise
 
 
 def write_derived_files(out: Path, records: Sequence[dict] | None = None) -> list[Path]:
@@ -548,6 +546,7 @@ def run_batch(files: Sequence[Path], out: str | Path, options: BatchOptions = Ba
     """Run every missing instance of the scenario files into `out`, then regenerate the CSV files."""
     t0 = time.perf_counter()
     catalog = catalog or default_catalog()
+    progress = progress or _NoProgress()
     out = Path(out)
     scenarios = load_scenarios(files, catalog)
     instances, notes = plan(scenarios, options, catalog)
@@ -562,75 +561,83 @@ def run_batch(files: Sequence[Path], out: str | Path, options: BatchOptions = Ba
 
     # aliased ladder steps wait for their source instance (copied at once if it is already done)
     waiting: dict[str, list[Instance]] = {}
-    runnable = []
     for inst in todo:
         if inst.alias_of is not None:
             waiting.setdefault(inst.alias_of, []).append(inst)
-        else:
-            runnable.append(inst)
-
-    if progress is not None:
-        progress.start(summary.total, summary.skipped)
+    runnable = [i for i in todo if i.alias_of is None]
 
     def finish(inst: Instance, records: list[dict]) -> None:
         store.append(records)
         summary.ran += 1
         if not is_done(records):
             summary.failed.append(inst.label)
-        if progress is not None:
-            progress.end(inst.label, records)
+        progress.end(inst.label, records)
         for alias in waiting.pop(inst.key, []):
-            if progress is not None:
-                progress.begin(alias.label)
+            progress.begin(alias.label)
             if is_done(records):
                 finish(alias, alias_records(alias, records))
             else:
                 summary.failed.append(alias.label)
-                if progress is not None:
-                    progress.end(alias.label, [])
+                progress.end(alias.label, [])
 
-    by_key = store.by_key()
-    for source in [k for k in waiting if k in done]:
-        for alias in waiting.pop(source):
-            if progress is not None:
-                progress.begin(alias.label)
-            finish(alias, alias_records(alias, by_key[source]))
-
+    progress.start(summary.total, summary.skipped)
     try:
+        by_key = store.by_key()
+        for source in [k for k in waiting if k in done]:
+            for alias in waiting.pop(source):
+                progress.begin(alias.label)
+                finish(alias, alias_records(alias, by_key[source]))
         if options.jobs <= 1:
             for inst in runnable:
-                if progress is not None:
-                    progress.begin(inst.label)
+                progress.begin(inst.label)
                 finish(inst, run_instance(inst))
         else:
             _run_pool(runnable, options.jobs, finish, progress)
     finally:
-        if progress is not None:
-            progress.close()
+        progress.close()
         write_derived_files(out, store.records())
     summary.wall_s = time.perf_counter() - t0
     return summary
 
 
+class _NoProgress:
+    def start(self, total: int, done: int) -> None: ...
+
+    def begin(self, label: str) -> None: ...
+
+    def end(self, label: str, records: list[dict]) -> None: ...
+
+    def close(self) -> None: ...
+
+
 def _run_pool(instances: Sequence[Instance], jobs: int, finish: Callable[[Instance, list[dict]], None],
-              progress: BatchProgress | None) -> None:
-    """At most `jobs` instances in flight (so the progress hook knows which are running)."""
+              progress: BatchProgress) -> None:
+    """At most `jobs` instances in flight (so the progress hook knows which are running).
+
+    A worker that dies (killed, out of memory) breaks the pool: the instances in flight get ERROR
+    records (a re-run retries them) and the rest continue in a fresh pool.
+    """
     queue = list(reversed(instances))
-    with cf.ProcessPoolExecutor(max_workers=jobs) as pool:
-        running: dict[cf.Future, Instance] = {}
-        try:
-            while queue or running:
-                while queue and len(running) < jobs:
-                    inst = queue.pop()
-                    if progress is not None:
+    while queue:
+        with cf.ProcessPoolExecutor(max_workers=jobs) as pool:
+            running: dict[cf.Future, Instance] = {}
+            broken = False
+            try:
+                while running or (queue and not broken):
+                    while queue and not broken and len(running) < jobs:
+                        inst = queue.pop()
                         progress.begin(inst.label)
-                    running[pool.submit(run_instance, inst)] = inst
-                finished, _ = cf.wait(running, return_when=cf.FIRST_COMPLETED)
-                for fut in finished:
-                    inst = running.pop(fut)
-                    finish(inst, fut.result())
-        except BaseException:
-            for fut in running:
-                fut.cancel()
-            pool.shutdown(wait=False, cancel_futures=True)
-            raise
+                        running[pool.submit(run_instance, inst)] = inst
+                    finished, _ = cf.wait(running, return_when=cf.FIRST_COMPLETED)
+                    for fut in finished:
+                        inst = running.pop(fut)
+                        try:
+                            records = fut.result()
+                        except BrokenProcessPool:
+                            broken = True
+                            records = [_failed_record(inst, inst.step or inst.method, "ERROR",
+                                                      "worker process died (killed or out of memory)", 0.0)]
+                        finish(inst, records)
+            except BaseException:
+                pool.shutdown(wait=False, cancel_futures=True)
+                raise

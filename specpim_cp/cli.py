@@ -8,15 +8,14 @@ from __future__ import annotations
 
 import functools
 import json
-import os
 import sys
-import tempfile
 from importlib import resources
 from pathlib import Path
 
 import click
 
 from specpim_cp.errors import ScenarioError
+from specpim_cp.files import write_atomic
 
 
 def _fail(msg: str) -> None:
@@ -37,19 +36,6 @@ def user_errors(fn):
             _fail(f"{exc.filename}: {exc.strerror}")
 
     return wrapper
-
-
-def write_atomic(path: str | Path, text: str) -> None:
-    path = Path(path)
-    path.parent.mkdir(parents=True, exist_ok=True)
-    fd, tmp = tempfile.mkstemp(dir=path.parent, prefix=f".{path.name}.", suffix=".tmp")
-    try:
-        with os.fdopen(fd, "w") as fh:
-            fh.write(text)
-        os.replace(tmp, path)
-    except BaseException:
-        Path(tmp).unlink(missing_ok=True)
-        raise
 
 
 def builtin_sets() -> dict[str, Path]:
@@ -380,6 +366,12 @@ def compare(scenario, budget, time_limit, seed) -> None:
     click.echo("heuristic design:")
     click.echo("\n".join(design_lines(sc, heur.design)))
 
+
+# batch, report and sweep live in cli_batch (they import the helpers above)
+from specpim_cp.cli_batch import batch, report, sweep  # noqa: E402
+
+for _cmd in (batch, report, sweep):
+    main.add_command(_cmd)
 
 if __name__ == "__main__":  # pragma: no cover
     main()

@@ -90,6 +90,8 @@ class _Run:
         self.budget = _Budget(opts)
         self.iterations = 0
         self.hint: list[tuple[cp_model.IntVar, int]] | None = None
+        self.t0 = time.perf_counter()
+        self.trajectory: list[tuple[float, float]] = []  # (wall s, objective) of every new incumbent
 
     def solve(self, model: cp_model.CpModel, first_solution: bool = False) -> tuple[int, cp_model.CpSolver]:
         if self.hint is not None:
@@ -129,6 +131,7 @@ def _measure(run: "_Run", ratio: "_Ratio", design: Design) -> tuple[int, int, De
     """(numerator, denominator, design) of a solution, taken from the evaluator (tight, exact)."""
     mt = run.sm.ev.evaluate(design).metrics
     n = mt.round_time_ns if ratio.name == "latency" else mt.energy_nj_per_round
+    run.trajectory.append((time.perf_counter() - run.t0, float(ratio.value(n, mt.tokens_per_round_micro))))
     return n, mt.tokens_per_round_micro, design
 
 
@@ -325,7 +328,8 @@ def solve(scenario: Scenario, *, objective: str | None = None, time_limit_s: flo
     assert evaluation.metrics.objective(objective) == obj, "claimed objective differs from the evaluator's"
     rep = _report("cp-sat", objective, status, obj, bound, t0, run, scenario, opts,
                   {"claimed": claim, "model_size": {"variables": len(sm.m.proto.variables),
-                                                    "constraints": len(sm.m.proto.constraints)}})
+                                                    "constraints": len(sm.m.proto.constraints)},
+                   "trajectory": run.trajectory})
     return SolveResult(evaluation, rep)
 
 

@@ -2,31 +2,26 @@
 
 One generation: keep the elite, breed the rest by tournament selection, uniform crossover and
 per-gene mutation of the dataflow genes (draft lengths, staging, pipeline, per-operator engine and
-PIM share), and hand every child to `fill`, which
+PIM share; architectures are inherited per model from either parent), then hand every new candidate
+to the filler (`fill.Filler`: capacity repair, then per-model MCTS over architectures). The fitness
+of a candidate is the search objective of its best completion. After the generation, the fills' MCTS
+backups are merged into the persistent trees and their best designs into a bounded archive, from
+which the final design is selected.
 
-1. starts from the architectures the child inherits (per model, from either parent);
-2. runs the capacity checker: a model that does not fit its devices gets the nearest architecture
-   that holds it (same memory type and close k first, then more devices, then another memory type);
-   a child that still cannot be held (or breaks the device budget) is discarded (infinite cost);
-3. for each model in turn (verifier first), runs that model's MCTS over architectures, the other
-   models fixed, each leaf completed with the child's placements repaired for the leaf's architecture
-   and priced by the evaluator; the best architecture found is written back into the child
-   (Lamarckian for architectures; placement genes stay as bred, their repair is a function of the
-   architecture).
-
-The fitness of a child is the search objective of its best completion. Every priced design also
-enters a bounded archive of the best designs, from which the final design is selected.
+All randomness of the GA comes from one seeded numpy Generator; each fill gets its own generator
+seeded by (seed, generation, index), so the run is reproducible and independent of the number of
+worker processes.
 """
 
 from __future__ import annotations
 
 import time
-from dataclasses import dataclass
 
 import numpy as np
 
+from specpim_cp.heuristic.fill import FillJob, FillResult, Individual, SerialFiller
 from specpim_cp.heuristic.mcts import ArchTree
-from specpim_cp.heuristic.pricing import INFEASIBLE, DesignKey, Pricer
+from specpim_cp.heuristic.pricing import INFEASIBLE, DesignKey
 from specpim_cp.heuristic.space import HOST, PIM, Genome, SearchSpace
 
 TOURNAMENT_SIZE = 3
@@ -35,126 +30,100 @@ MUTATED_GENES = 1.5  # expected number of genes a child mutates
 ELITE_FRACTION = 0.02
 ARCHIVE_SIZE = 64
 DUPLICATE_RETRIES = 3
-
-
-@dataclass(frozen=True)
-class Individual:
-    genome: Genome
-    archs: tuple[int, ...]
-    value: float  # search objective of the best completion (INFEASIBLE: discarded)
-    key: DesignKey | None
+MAX_HISTORY = 200
+POLISH_STREAM = 1 << 30  # random stream index of the elite's polish (fills use 0, 1, ...)
 
 
 class GeneticExplorer:
-    """The GA + per-model MCTS explorer of one scenario (one seeded run)."""
+    """The GA of one seeded run; `filler` (serial or a process pool) fills candidates' architectures."""
 
-    def __init__(self, space: SearchSpace, pricer: Pricer, rng: np.random.Generator, *, generations: int,
-                 population: int, leaves_per_model: int, deadline: float | None = None):
+    def __init__(self, space: SearchSpace, filler, rng: np.random.Generator, seed: int, *, generations: int,
+                 population: int, deadline: float | None = None, polish: bool = True):
         self.space = space
-        self.pricer = pricer
+        self.filler = filler
         self.rng = rng
+        self.seed = seed
         self.generations = generations
         self.population = population
-        self.leaves_per_model = leaves_per_model
-        self.deadline = deadline
+        self.deadline = deadline  # time.monotonic() value
+        self.polish = polish
         self.start = time.perf_counter()
-        self.trees = [ArchTree(space.model_archs[j], space.archs, rng) for j in range(space.n_models)]
+        self.trees = [ArchTree(space.model_archs[j], space.archs) for j in range(space.n_models)]
         self.leaves_priced = [0] * space.n_models
+        self.evaluations = 0
+        self.priced = 0
         self.best_value = INFEASIBLE
         self.best_key: DesignKey | None = None
-        self.archive: dict[DesignKey, tuple[float, float]] = {}  # key -> (value, seconds when first priced)
+        self.archive: dict[DesignKey, tuple[float, float]] = {}  # key -> (value, seconds when found)
         self._archive_cut = INFEASIBLE
         self.history: list[tuple[int, float]] = []
+        self.visited: set[DesignKey] = set()  # best completion of every candidate filled
         self.generations_run = 0
         self.stopped_by = "budget"
-        self._fill_cache: dict[tuple[Genome, tuple[int, ...]], Individual] = {}
-        n = space.n_models
+        self._filled: dict[tuple[Genome, tuple[int, ...]], Individual] = {}
+        self._polished: dict[tuple[Genome, tuple[int, ...]], Individual] = {}
         self._rate = MUTATED_GENES / max(1, space.mutable_genes)
-        self._n_slots = 2 * space.n_drafters + 1 + 2 * n * len(space.engine_opts)
-
-    # -- pricing and bookkeeping -------------------------------------------------------------
-    def _price(self, genome: Genome, archs: tuple[int, ...]) -> tuple[float, DesignKey | None]:
-        seen = self.pricer.unique_designs
-        value, key = self.pricer.complete(genome, archs)
-        if key is not None and self.pricer.unique_designs > seen:
-            self._record(key, value)
-        return value, key
-
-    def _record(self, key: DesignKey, value: float) -> None:
-        if key in self.archive:
-            return
-        if value < self.best_value:
-            self.best_value, self.best_key = value, key
-            self.history.append((self.pricer.evaluations, value))
-        if value < self._archive_cut:
-            self.archive[key] = (value, time.perf_counter() - self.start)
-            if len(self.archive) >= 2 * ARCHIVE_SIZE:  # keep the best ARCHIVE_SIZE, then admit only better
-                kept = sorted(self.archive.items(), key=lambda kv: (kv[1][0], kv[0]))[:ARCHIVE_SIZE]
-                self.archive = dict(kept)
-                self._archive_cut = kept[-1][1][0]
-
-    def _reward(self, value: float) -> float:
-        if value == INFEASIBLE:
-            return 0.0
-        return min(1.0, self.best_value / value)
+        self._n_slots = 2 * space.n_drafters + 1 + 2 * space.n_models * len(space.engine_opts)
 
     def out_of_time(self) -> bool:
-        return self.deadline is not None and time.perf_counter() > self.deadline
+        return self.deadline is not None and time.monotonic() > self.deadline
 
-    # -- capacity checker: architecture repair -----------------------------------------------
-    def _repair_archs(self, genome: Genome, archs: tuple[int, ...]) -> tuple[int, ...] | None:
-        sp, pr = self.space, self.pricer
-        out = list(archs)
-        for j in range(sp.n_models):
-            if not pr.arch_holds(genome, j, out[j]):
-                holding = next((a for a in sp.nearest_archs(j, out[j]) if pr.arch_holds(genome, j, a)), None)
-                if holding is None:
-                    return None
-                out[j] = holding
-        for j in reversed(range(sp.n_models)):  # device budget: shrink drafters first
-            if sp.devices_ok(out):
-                break
-            fewer = [a for a in sp.nearest_archs(j, out[j])
-                     if sp.archs[a].devices < sp.archs[out[j]].devices and pr.arch_holds(genome, j, a)]
-            if fewer:
-                out[j] = min(fewer, key=lambda a: sp.archs[a].devices)
-        return tuple(out) if sp.devices_ok(out) else None
+    # -- filling a batch of candidates -------------------------------------------------------
+    def _fill(self, candidates: list[tuple[Genome, tuple[int, ...]]], generation: int) -> list[Individual | None]:
+        """Individuals for candidates (None: not filled before the deadline), new ones filled as a batch."""
+        todo: dict[tuple[Genome, tuple[int, ...]], int] = {}
+        for c in candidates:
+            if c not in self._filled and c not in todo:
+                todo[c] = len(todo)
+        jobs = [FillJob(g, a, (self.seed, generation, i)) for (g, a), i in todo.items()]
+        stats = [t.stats() for t in self.trees]
+        results = self.filler.run(jobs, stats, self.best_value, self.deadline)
+        for c, result in zip(todo, results):
+            if result is not None:
+                self._merge(result)
+                self._filled[c] = result.individual
+        return [self._filled.get(c) for c in candidates]
 
-    # -- the GA's call into the MCTS ----------------------------------------------------------
-    def fill(self, genome: Genome, archs: tuple[int, ...]) -> Individual:
-        """Architectures for one dataflow candidate: capacity repair, then per-model MCTS."""
-        cache_key = (genome, archs)
-        hit = self._fill_cache.get(cache_key)
-        if hit is not None:
-            return hit
-        repaired = self._repair_archs(genome, archs)
-        if repaired is None:
-            ind = Individual(genome, archs, INFEASIBLE, None)
-            self._fill_cache[cache_key] = ind
+    def _polish(self, ind: Individual, generation: int) -> Individual:
+        """The elite's architectures re-searched with every MCTS leaf, sweeps until nothing changes."""
+        key = (ind.genome, ind.archs)
+        if not self.polish or key in self._polished or ind.key is None:
+            return self._polished.get(key, ind)
+        job = FillJob(ind.genome, ind.archs, (self.seed, generation, POLISH_STREAM), polish=True)
+        result = self.filler.run([job], [t.stats() for t in self.trees], self.best_value, self.deadline)[0]
+        if result is None:
             return ind
-        current = list(repaired)
-        value, key = self._price(genome, repaired)
-        sp = self.space
-        for j in range(sp.n_models):
-            best = [value, key, current[j]]
+        self._merge(result)
+        better = result.individual if result.individual.value <= ind.value else ind
+        self._polished[key] = self._polished[(better.genome, better.archs)] = better
+        return better
+
+    def _merge(self, result: FillResult) -> None:
+        for j, backups in enumerate(result.backups):
             tree = self.trees[j]
-            tree.backup(current[j], self._reward(value))
+            for aid, reward in backups:
+                tree.backup(aid, reward)
+        for j, n in enumerate(result.leaves):
+            self.leaves_priced[j] += n
+        self.evaluations += result.evaluations
+        self.priced += result.priced
+        ind = result.individual
+        if ind.key is not None:
+            self.visited.add(ind.key)
+        for value, key in result.candidates:
+            self._record(key, value)
 
-            def price_leaf(aid: int, j: int = j, best: list = best) -> float:
-                trial = tuple(current[:j] + [aid] + current[j + 1:])
-                v, k = self._price(genome, trial)
-                if v < best[0]:
-                    best[0], best[1], best[2] = v, k, aid
-                return self._reward(v)
-
-            def allowed(aid: int, j: int = j) -> bool:
-                return sp.devices_ok(current[:j] + [aid] + current[j + 1:])
-
-            self.leaves_priced[j] += tree.search(self.leaves_per_model, price_leaf, allowed, solved=(current[j],))
-            value, key, current[j] = best
-        ind = Individual(genome, tuple(current), value, key)
-        self._fill_cache[cache_key] = ind
-        return ind
+    def _record(self, key: DesignKey, value: float) -> None:
+        if value < self.best_value:
+            self.best_value, self.best_key = value, key
+            self.history.append((self.evaluations, value))
+        if key in self.archive or value >= self._archive_cut:
+            return
+        self.archive[key] = (value, time.perf_counter() - self.start)
+        if len(self.archive) >= 2 * ARCHIVE_SIZE:  # keep the best ARCHIVE_SIZE, then admit only better
+            kept = sorted(self.archive.items(), key=lambda kv: (kv[1][0], kv[0]))[:ARCHIVE_SIZE]
+            self.archive = dict(kept)
+            self._archive_cut = kept[-1][1][0]
 
     # -- variation ---------------------------------------------------------------------------
     def _tournament(self, pop: list[Individual]) -> Individual:
@@ -208,49 +177,55 @@ class GeneticExplorer:
                 if len(sp.engine_opts[(pos - 2 * nd - 1) % k]) > 1:
                     flat[pos] = PIM if flat[pos] == HOST else HOST
             else:
-                flat[pos] = int(rng.integers(1, sp.levels + 1))
+                flat[pos] = sp.random_share(rng)
         return self._unflatten(flat)
 
-    # -- the run -----------------------------------------------------------------------------
-    def initial_population(self, seeds: list[tuple[Genome, tuple[int, ...]]]) -> list[Individual]:
-        pop = []
-        for genome, archs in seeds[: self.population]:
-            pop.append(self.fill(genome, archs))
-        while len(pop) < self.population and not self.out_of_time():
-            pop.append(self.fill(self.space.random_genome(self.rng), self.space.random_archs(self.rng)))
-        return pop
+    def _children(self, pop: list[Individual], n: int, seen: set) -> list[tuple[Genome, tuple[int, ...]]]:
+        out = []
+        for _ in range(n):
+            a, b = self._tournament(pop), self._tournament(pop)
+            genome, archs = self._crossover(a, b) if self.rng.random() < CROSSOVER_RATE else (a.genome, a.archs)
+            genome = self._mutate(genome)
+            for _ in range(DUPLICATE_RETRIES):
+                if (genome, archs) not in seen:
+                    break
+                genome = self._mutate(genome)
+            seen.add((genome, archs))
+            out.append((genome, archs))
+        return out
 
+    # -- the run -----------------------------------------------------------------------------
     def run(self, seeds: list[tuple[Genome, tuple[int, ...]]]) -> list[Individual]:
-        pop = self.initial_population(seeds)
+        initial = list(seeds[: self.population])
+        while len(initial) < self.population:
+            initial.append((self.space.random_genome(self.rng), self.space.random_archs(self.rng)))
+        pop = [ind for ind in self._fill(initial, 0) if ind is not None]
         n_elite = max(1, round(ELITE_FRACTION * self.population))
-        for _ in range(self.generations):
-            if self.out_of_time():
+        for generation in range(1, self.generations + 1):
+            if self.out_of_time() or not pop:
                 self.stopped_by = "time_limit"
                 break
             pop.sort(key=lambda ind: ind.value)
-            nxt = pop[:n_elite]
-            seen = {(ind.genome, ind.archs) for ind in nxt}
-            while len(nxt) < self.population:
-                a, b = self._tournament(pop), self._tournament(pop)
-                genome, archs = self._crossover(a, b) if self.rng.random() < CROSSOVER_RATE else (a.genome, a.archs)
-                genome = self._mutate(genome)
-                for _ in range(DUPLICATE_RETRIES):
-                    if (genome, archs) not in seen:
-                        break
-                    genome = self._mutate(genome)
-                seen.add((genome, archs))
-                nxt.append(self.fill(genome, archs))
-                if self.out_of_time():
-                    break
-            pop = nxt
+            pop[0] = self._polish(pop[0], generation)
+            elite = pop[:n_elite]
+            children = self._children(pop, self.population - n_elite, {(i.genome, i.archs) for i in elite})
+            filled = [ind for ind in self._fill(children, generation) if ind is not None]
+            pop = elite + filled
+            if len(filled) < len(children):
+                self.stopped_by = "time_limit"
+                break
             self.generations_run += 1
-        if self.out_of_time():
-            self.stopped_by = "time_limit"
+        if pop and not self.out_of_time():
+            pop.sort(key=lambda ind: ind.value)
+            pop[0] = self._polish(pop[0], self.generations + 1)
         return pop
 
-    def thinned_history(self, max_points: int = 200) -> list[tuple[int, float]]:
-        h = self.history + [(self.pricer.evaluations, self.best_value)]
-        if len(h) <= max_points:
+    def thinned_history(self) -> list[tuple[int, float]]:
+        h = self.history + [(self.evaluations, self.best_value)]
+        if len(h) <= MAX_HISTORY:
             return h
-        step = (len(h) - 1) / (max_points - 1)
-        return [h[round(i * step)] for i in range(max_points)]
+        step = (len(h) - 1) / (MAX_HISTORY - 1)
+        return [h[round(i * step)] for i in range(MAX_HISTORY)]
+
+
+__all__ = ["GeneticExplorer", "Individual", "SerialFiller"]

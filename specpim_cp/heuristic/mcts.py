@@ -2,16 +2,20 @@
 
 The tree has three levels of decisions: memory type, PIM units k, device count; its leaves are the
 model's architecture configs (`designs.arch_options`, restricted by the scenario's `[space]`). The GA
-calls `ArchTree.search` to fill in the architecture of one model for one dataflow candidate: each
-descent picks a leaf by UCT, the caller completes it with the candidate's placements (repaired for
-that architecture) and prices it with the evaluator, and the reward is backed up the path.
+calls the search to fill in the architecture of one model for one dataflow candidate: each descent
+picks a leaf by UCT, the caller completes it with the candidate's placements (repaired for that
+architecture) and prices it with the evaluator, and the reward is backed up the path.
 
-The tree is persistent over the whole run, so its statistics carry what earlier dataflow candidates
-taught about each memory type and k (a prior for the next candidate). Rewards are deterministic for a
-given candidate, so within one call a leaf already priced is *solved* (MCTS-Solver): descents skip
-solved subtrees and the call ends when the tree is exhausted. A leaf budget at least the number of
-leaves (the paper's 10,000 against at most a few dozen configs) therefore enumerates the model's
-architectures, and a smaller one lets UCT decide which to try.
+The statistics persist over the whole run, so what earlier dataflow candidates taught about each
+memory type and k guides the next candidate. Within a generation every candidate searches a *fork* of
+the statistics as they stood when the generation began, and the forks' backups are merged in
+candidate order when it ends (batch-parallel MCTS): the result does not depend on how candidates are
+spread over worker processes.
+
+Rewards are deterministic for a given candidate, so within one search a leaf already priced is
+*solved* (MCTS-Solver): descents skip solved subtrees and the search ends when the tree is exhausted.
+A leaf budget at least the number of leaves (the paper's 10,000 against at most a few dozen configs)
+therefore enumerates the model's architectures; a smaller one lets UCT decide which to try.
 """
 
 from __future__ import annotations
@@ -28,18 +32,14 @@ UCT_C = math.sqrt(2.0)
 
 
 class ArchTree:
-    """UCT tree over one model's architecture ids; nodes are integer indices into flat arrays."""
+    """UCT tree over one model's architecture ids; nodes are integer indices into flat lists."""
 
-    def __init__(self, arch_ids: Iterable[int], archs: list[ArchConfig], rng: np.random.Generator,
-                 c: float = UCT_C):
-        self.rng = rng
+    def __init__(self, arch_ids: Iterable[int], archs: list[ArchConfig], c: float = UCT_C):
         self.c = c
         self.children: list[list[int]] = [[]]
-        self.parent: list[int] = [-1]
         self.leaf_arch: list[int] = [-1]
-        self.visits: list[int] = [0]
-        self.value: list[float] = [0.0]
         self.leaf_of: dict[int, int] = {}  # arch id -> leaf node
+        parent = [-1]
         index: dict[tuple, int] = {(): 0}
         for aid in arch_ids:
             a = archs[aid]
@@ -48,86 +48,88 @@ class ArchTree:
             for label in (a.memory_type, a.pim_units, a.devices):
                 path = path + (label,)
                 if path not in index:
-                    index[path] = self._new(node)
+                    index[path] = len(self.children)
+                    self.children.append([])
+                    self.leaf_arch.append(-1)
+                    parent.append(node)
+                    self.children[node].append(index[path])
                 node = index[path]
             self.leaf_arch[node] = aid
             self.leaf_of[aid] = node
-        self.n_leaves = len(self.leaf_of)
-        self._leaves_under = [0] * len(self.children)
+        self.paths: dict[int, tuple[int, ...]] = {}
         for leaf in self.leaf_of.values():
-            for n in self._path(leaf):
-                self._leaves_under[n] += 1
+            path_nodes, n = [], leaf
+            while n != -1:
+                path_nodes.append(n)
+                n = parent[n]
+            self.paths[leaf] = tuple(path_nodes)
+        self.leaves_under = [0] * len(self.children)
+        for path_nodes in self.paths.values():
+            for n in path_nodes:
+                self.leaves_under[n] += 1
+        self.visits = [0] * len(self.children)
+        self.value = [0.0] * len(self.children)
 
-    def _new(self, parent: int) -> int:
-        node = len(self.children)
-        self.children.append([])
-        self.parent.append(parent)
-        self.leaf_arch.append(-1)
-        self.visits.append(0)
-        self.value.append(0.0)
-        self.children[parent].append(node)
-        return node
+    @property
+    def n_leaves(self) -> int:
+        return len(self.leaf_of)
 
-    def _path(self, node: int) -> list[int]:
-        out = []
-        while node != -1:
-            out.append(node)
-            node = self.parent[node]
-        return out
+    def stats(self) -> tuple[list[int], list[float]]:
+        return list(self.visits), list(self.value)
+
+    def set_stats(self, stats: tuple[list[int], list[float]]) -> None:
+        self.visits, self.value = list(stats[0]), list(stats[1])
 
     def backup(self, arch_id: int, reward: float) -> None:
-        for n in self._path(self.leaf_of[arch_id]):
-            self.visits[n] += 1
-            self.value[n] += reward
+        visits, value = self.visits, self.value
+        for n in self.paths[self.leaf_of[arch_id]]:
+            visits[n] += 1
+            value[n] += reward
 
-    def best_arch(self, allowed: Callable[[int], bool] = lambda a: True) -> int | None:
-        """The allowed leaf with the highest mean reward (unvisited leaves last)."""
-        best, best_mean = None, -1.0
-        for aid, leaf in self.leaf_of.items():
-            if not allowed(aid):
-                continue
-            mean = self.value[leaf] / self.visits[leaf] if self.visits[leaf] else -0.5
-            if mean > best_mean:
-                best, best_mean = aid, mean
-        return best
-
-    def search(self, leaf_budget: int, price_leaf: Callable[[int], float],
-               allowed: Callable[[int], bool] = lambda a: True, solved: Iterable[int] = ()) -> int:
+    def search(self, rng: np.random.Generator, leaf_budget: int, price_leaf: Callable[[int], float],
+               allowed: Callable[[int], bool] | None = None, solved: Iterable[int] = ()) -> list[tuple[int, float]]:
         """Up to `leaf_budget` UCT descents, each pricing one new leaf with `price_leaf(arch_id)`
-        (a reward in [0, 1], 0 for infeasible). Leaves in `solved` (already priced by the caller) and
-        leaves not `allowed` are skipped. Returns the number of leaves priced."""
-        done = [0] * len(self.children)  # solved leaves under each node, this call
+        (a reward in [0, 1], 0 for infeasible) and backing it up. Leaves in `solved` (already priced
+        by the caller) and leaves not `allowed` are skipped. Returns the (arch id, reward) backups."""
+        done = [0] * len(self.children)  # solved leaves under each node, this search
+        paths = self.paths
 
         def mark(leaf: int) -> None:
-            for n in self._path(leaf):
+            for n in paths[leaf]:
                 done[n] += 1
 
-        for aid, leaf in self.leaf_of.items():
-            if not allowed(aid):
-                mark(leaf)
+        if allowed is not None:
+            for aid, leaf in self.leaf_of.items():
+                if not allowed(aid):
+                    mark(leaf)
         for aid in solved:
-            if aid in self.leaf_of and done[self.leaf_of[aid]] == 0:
-                mark(self.leaf_of[aid])
-        priced = 0
-        while priced < leaf_budget and done[0] < self._leaves_under[0]:
+            leaf = self.leaf_of.get(aid)
+            if leaf is not None and done[leaf] == 0:
+                mark(leaf)
+        backups = []
+        total = self.leaves_under[0]
+        while len(backups) < leaf_budget and done[0] < total:
             node = 0
             while self.children[node]:
-                node = self._select(node, done)
-            reward = price_leaf(self.leaf_arch[node])
-            self.backup(self.leaf_arch[node], reward)
+                node = self._select(rng, node, done)
+            aid = self.leaf_arch[node]
+            reward = price_leaf(aid)
+            self.backup(aid, reward)
+            backups.append((aid, reward))
             mark(node)
-            priced += 1
-        return priced
+        return backups
 
-    def _select(self, node: int, done: list[int]) -> int:
+    def _select(self, rng: np.random.Generator, node: int, done: list[int]) -> int:
         """UCT over the children with unsolved leaves; unvisited children first, ties at random."""
-        open_children = [ch for ch in self.children[node] if done[ch] < self._leaves_under[ch]]
-        fresh = [ch for ch in open_children if self.visits[ch] == 0]
+        under, visits, value = self.leaves_under, self.visits, self.value
+        open_children = [ch for ch in self.children[node] if done[ch] < under[ch]]
+        if len(open_children) == 1:
+            return open_children[0]
+        fresh = [ch for ch in open_children if visits[ch] == 0]
         if fresh:
-            return fresh[int(self.rng.integers(len(fresh)))]
-        log_n = math.log(max(1, self.visits[node]))
-        scores = [self.value[ch] / self.visits[ch] + self.c * math.sqrt(log_n / self.visits[ch])
-                  for ch in open_children]
+            return fresh[int(rng.integers(len(fresh)))] if len(fresh) > 1 else fresh[0]
+        c_log_n = self.c * self.c * math.log(max(1, visits[node]))
+        scores = [value[ch] / visits[ch] + math.sqrt(c_log_n / visits[ch]) for ch in open_children]
         top = max(scores)
         ties = [ch for ch, s in zip(open_children, scores) if s >= top - 1e-12]
-        return ties[int(self.rng.integers(len(ties)))] if len(ties) > 1 else ties[0]
+        return ties[int(rng.integers(len(ties)))] if len(ties) > 1 else ties[0]

@@ -7,6 +7,11 @@ objective, because the returned SolveReport states the scenario objective of the
 an EDP pick could be a few per cent slower than the best design found. Pass `select_objective="edp"`
 (with `search_objective="latency"`) for the paper's behaviour.
 
+Polish (an addition to the paper's explorer, on by default, `polish=False` turns it off): the best
+candidate of every generation has its architectures re-searched with every MCTS leaf of every model,
+then its genome hill-climbed one gene at a time at fixed architectures, repeated while it improves
+(a memetic step; it closes most of the gap the quick budget leaves on the examples).
+
 Warm start: the initial population holds GPU-SI (`baselines.gpu_si`, the best host-only design on
 plain memory) and the fixed-recipe PIM designs (FC offload, attention offload, everything on PIM),
 each projected into the scenario's restricted space, then random candidates.
@@ -28,7 +33,8 @@ from specpim_cp.catalog import Catalog, default_catalog
 from specpim_cp.costs import ArchConfig
 from specpim_cp.designs import build_design, rule_placement
 from specpim_cp.errors import ScenarioError
-from specpim_cp.evaluate import Evaluator
+from specpim_cp.evaluate import Evaluator, Metrics
+from specpim_cp.heuristic.fill import Filler, PoolFiller, SerialFiller
 from specpim_cp.heuristic.ga import GeneticExplorer
 from specpim_cp.heuristic.pricing import INFEASIBLE, DesignKey, Pricer
 from specpim_cp.heuristic.space import Genome, SearchSpace
@@ -49,7 +55,7 @@ class Budget:
 
     def __post_init__(self):
         if self.generations < 0 or self.population < 2 or self.mcts_leaves_per_model < 0:
-            raise ValueError(f"budget: need generations >= 0, population >= 2, leaves >= 0, got {self}")
+            raise ScenarioError(f"budget: need generations >= 0, population >= 2, leaves >= 0, got {self}")
 
     def as_dict(self) -> dict:
         return asdict(self)
@@ -65,7 +71,7 @@ def resolve_budget(budget: str | Budget) -> Budget:
     if isinstance(budget, Budget):
         return budget
     if budget not in BUDGETS:
-        raise ValueError(f"budget: unknown budget {budget!r} (known: {', '.join(BUDGETS)})")
+        raise ScenarioError(f"budget: unknown budget {budget!r} (known: {', '.join(BUDGETS)})")
     return BUDGETS[budget]
 
 
@@ -92,28 +98,37 @@ def _warm_starts(scenario: Scenario, catalog: Catalog, space: SearchSpace) -> li
     return [space.project(d) for d in designs]
 
 
-def _select(explorer: GeneticExplorer, pricer: Pricer, search: str, select: str) -> DesignKey:
-    ranked = sorted(explorer.archive.items(), key=lambda kv: (kv[1][0], kv[0]))
+def _select(reference: dict[DesignKey, Metrics], search: str, select: str) -> DesignKey:
+    """Best design by the search objective, or with another select objective the best of it among
+    the designs within SELECT_TOLERANCE of the best search value; exact evaluator prices throughout."""
+    ranked = sorted(reference, key=lambda key: (reference[key].objective(search), key))
     if select == search:
-        return ranked[0][0]
-    limit = ranked[0][1][0] * (1 + SELECT_TOLERANCE)
-    candidates = [key for key, (value, _) in ranked if value <= limit]
-    return min(candidates, key=lambda key: (pricer.metrics[key].objective(select), explorer.archive[key][0], key))
+        return ranked[0]
+    limit = reference[ranked[0]].objective(search) * (1 + Fraction(str(SELECT_TOLERANCE)))
+    candidates = [key for key in ranked if reference[key].objective(search) <= limit]
+    return min(candidates, key=lambda key: (reference[key].objective(select), reference[key].objective(search), key))
 
 
-def _visited_hash(pricer: Pricer) -> str:
-    blob = json.dumps(sorted(repr(k) for k in pricer.values), separators=(",", ":"))
+def _visited_hash(visited) -> str:
+    """A fingerprint of the set of designs a run visited (the best completion of every candidate)."""
+    blob = json.dumps(sorted(repr(k) for k in visited), separators=(",", ":"))
     return hashlib.sha256(blob.encode()).hexdigest()[:16]
 
 
 def run_heuristic(scenario: Scenario, *, budget: str | Budget = "quick", seed: int = 0,
                   search_objective: str | None = None, select_objective: str | None = None,
-                  catalog: Catalog | None = None, time_limit_s: float | None = None) -> SolveResult:
+                  catalog: Catalog | None = None, time_limit_s: float | None = None,
+                  workers: int = 1, polish: bool = True) -> SolveResult:
     """SpecPIM's explorer: GA over dataflow, per-model MCTS over architecture; seeded and reproducible.
 
     `search_objective` and `select_objective` default to `scenario.objective` (see the module
-    docstring); `time_limit_s` stops between candidates (the result then depends on the machine).
-    Raises ScenarioError when no design of the restricted space fits the scenario's devices.
+    docstring). `polish` (not in the paper) refines the best candidate of every generation: every
+    architecture of every model, then one-gene hill climbing, repeated; False gives the paper's
+    GA + MCTS alone. `workers` > 1 fills candidates in that many processes; the result is the same as
+    with one (only `unique_designs` counts a design once per process that priced it).
+    `time_limit_s` stops between candidates (the result then depends on the machine).
+    Raises ScenarioError for an invalid option or when no design of the restricted space fits the
+    scenario's devices.
     """
     t0 = time.perf_counter()
     catalog = catalog or default_catalog()
@@ -122,18 +137,30 @@ def run_heuristic(scenario: Scenario, *, budget: str | Budget = "quick", seed: i
     select = select_objective or scenario.objective
     for name, value in (("search_objective", search), ("select_objective", select)):
         if value not in OBJECTIVES:
-            raise ValueError(f"{name}: unknown objective {value!r} (known: {', '.join(OBJECTIVES)})")
+            raise ScenarioError(f"{name}: unknown objective {value!r} (known: {', '.join(OBJECTIVES)})")
+    if not isinstance(seed, int) or seed < 0:
+        raise ScenarioError(f"seed: need a non-negative integer, got {seed!r}")
+    if workers < 1:
+        raise ScenarioError(f"workers: need at least 1, got {workers}")
     space = SearchSpace(scenario, catalog)
     pricer = Pricer(space, catalog, search)
-    rng = np.random.default_rng(seed)
-    deadline = None if time_limit_s is None else t0 + time_limit_s
-    explorer = GeneticExplorer(space, pricer, rng, generations=bud.generations, population=bud.population,
-                               leaves_per_model=bud.mcts_leaves_per_model, deadline=deadline)
-    explorer.run(_warm_starts(scenario, catalog, space))
+    if workers == 1:
+        filler = SerialFiller(Filler(space, pricer, bud.mcts_leaves_per_model))
+    else:
+        filler = PoolFiller(workers, scenario, catalog, search, bud.mcts_leaves_per_model)
+    deadline = None if time_limit_s is None else time.monotonic() + time_limit_s
+    explorer = GeneticExplorer(space, filler, np.random.default_rng(seed), seed, generations=bud.generations,
+                               population=bud.population, deadline=deadline, polish=polish)
+    try:
+        explorer.run(_warm_starts(scenario, catalog, space))
+    finally:
+        filler.close()
     if explorer.best_value == INFEASIBLE or not explorer.archive:
         raise ScenarioError(f"heuristic: no design of scenario '{scenario.name}' within its [space] fits the "
                             "devices (every candidate priced was infeasible)")
-    key = _select(explorer, pricer, search, select)
+    reference = pricer.reference_metrics(explorer.archive)  # plain Evaluator prices of the best designs
+    mismatches = len(pricer.cross_check(reference, reference))
+    key = _select(reference, search, select)
     design = pricer.design(key)
     evaluation = Evaluator(scenario, catalog).evaluate(design)
     outside = space.violations(design)
@@ -142,21 +169,26 @@ def run_heuristic(scenario: Scenario, *, budget: str | Budget = "quick", seed: i
     objective: Fraction = evaluation.metrics.objective(scenario.objective)
     wall_s = time.perf_counter() - t0
     options = {"method": "heuristic", "budget": bud.as_dict(), "seed": seed, "search_objective": search,
-               "select_objective": select, "time_limit_s": time_limit_s}
+               "select_objective": select, "time_limit_s": time_limit_s, "polish": polish}
     extra = {
         "budget": bud.as_dict(),
         "search_objective": search,
         "select_objective": select,
-        "evaluations": pricer.evaluations,
-        "unique_designs": pricer.unique_designs,
-        "evaluations_per_s": pricer.evaluations / wall_s,
-        "unique_designs_per_s": pricer.unique_designs / wall_s,
+        "workers": workers,
+        "polish": polish,
+        "evaluations": explorer.evaluations,
+        "unique_designs": explorer.priced,
+        "evaluations_per_s": explorer.evaluations / wall_s,
+        "unique_designs_per_s": explorer.priced / wall_s,
         "mcts_leaves_priced": dict(zip(space.labels, explorer.leaves_priced)),
         "time_to_best_s": explorer.archive[key][1],
         "best_search_value": explorer.best_value,
         "history": explorer.thinned_history(),
-        "visited_hash": _visited_hash(pricer),
+        "visited_hash": _visited_hash(explorer.visited),
         "stopped_by": explorer.stopped_by,
+        "pricing": "pieces" if pricer.fast else "evaluator",
+        "pricing_note": pricer.fast_disagreement,
+        "archive_mismatches": mismatches,
     }
     report = SolveReport(
         method="heuristic", objective_name=scenario.objective, status="HEURISTIC", objective=objective,

@@ -32,6 +32,7 @@ from specpim_cp.scenario import Design, Scenario, Staging
 
 HOST, PIM = 0, 1
 N_OPS = len(PLACEABLE_OPS)
+FULL_SHARE_PROBABILITY = 0.5
 
 #: A phenotype placement of one model: per operator 0 (host) or the PIM share 1..share_levels.
 Place = tuple[int, ...]
@@ -151,6 +152,43 @@ class SearchSpace:
             place = self._place_memo[key] = tuple(out)
         return place
 
+    # -- local search ------------------------------------------------------------------------
+    def normalized(self, genome: Genome, archs: tuple[int, ...]) -> Genome:
+        """The genome with each engine gene set to the engine its operator runs on with `archs` (same
+        designs on `archs`; on other architectures it keeps the placement rather than latent genes)."""
+        engines = tuple(tuple(HOST if p == 0 else PIM for p in self.placement(genome, j, archs[j]))
+                        for j in range(self.n_models))
+        return genome._replace(engines=engines)
+
+    def neighbours(self, genome: Genome, archs: tuple[int, ...]) -> list[Genome]:
+        """Genomes one gene away whose designs on `archs` differ: a draft length one step away, another
+        staging option, the other pipeline mode, an operator's other engine, a PIM operator's other
+        shares."""
+        out = []
+        for i, opts in enumerate(self.gamma_opts):
+            at = opts.index(genome.gammas[i])
+            for k in (at - 1, at + 1):
+                if 0 <= k < len(opts):
+                    out.append(genome._replace(gammas=_set(genome.gammas, i, opts[k])))
+        for i, opts in enumerate(self.staging_opts):
+            for k in range(len(opts)):
+                if k != genome.staging[i]:
+                    out.append(genome._replace(staging=_set(genome.staging, i, k)))
+        if len(self.pipeline_opts) > 1:
+            out.append(genome._replace(pipeline=not genome.pipeline))
+        for j in range(self.n_models):
+            offered = self._offered[archs[j]]
+            place = self.placement(genome, j, archs[j])
+            for o in range(N_OPS):
+                flipped = PIM if place[o] == 0 else HOST
+                if flipped in offered and flipped in self.engine_opts[o]:
+                    out.append(genome._replace(engines=_set(genome.engines, j, _set(genome.engines[j], o, flipped))))
+                if place[o] > 0:
+                    for share in range(1, self.levels + 1):
+                        if share != place[o]:
+                            out.append(genome._replace(shares=_set(genome.shares, j, _set(genome.shares[j], o, share))))
+        return out
+
     # -- random individuals ------------------------------------------------------------------
     def random_genome(self, rng: np.random.Generator) -> Genome:
         gammas = tuple(int(g[rng.integers(len(g))]) for g in self.gamma_opts)
@@ -158,9 +196,13 @@ class SearchSpace:
         pipeline = bool(self.pipeline_opts[rng.integers(len(self.pipeline_opts))])
         engines = tuple(tuple(int(opts[rng.integers(len(opts))]) for opts in self.engine_opts)
                         for _ in range(self.n_models))
-        shares = tuple(tuple(int(s) for s in rng.integers(1, self.levels + 1, size=N_OPS))
-                       for _ in range(self.n_models))
+        shares = tuple(tuple(self.random_share(rng) for _ in range(N_OPS)) for _ in range(self.n_models))
         return Genome(gammas, staging, pipeline, engines, shares)
+
+    def random_share(self, rng: np.random.Generator) -> int:
+        """A PIM share: all units half of the time (an operator alone on PIM wants them all; smaller
+        shares pay off only when PIM operators overlap), otherwise uniform."""
+        return self.levels if rng.random() < FULL_SHARE_PROBABILITY else int(rng.integers(1, self.levels + 1))
 
     def random_archs(self, rng: np.random.Generator) -> tuple[int, ...]:
         """One architecture per model, within the device budget."""
@@ -225,3 +267,7 @@ class SearchSpace:
         if self.device_budget is not None and sum(md.devices for md in models) > self.device_budget:
             out.append("device budget exceeded")
         return out
+
+
+def _set(t: tuple, i: int, v) -> tuple:
+    return t[:i] + (v,) + t[i + 1:]

@@ -1,0 +1,524 @@
+"""Reports of a batch directory: tables (terminal and `summary.md`), CSV files and PNG plots.
+
+Everything is derived from `results.jsonl` (see `batch.py`), so `specpim-cp report DIR` can be re-run
+at any time, also on a batch that is still running or was killed. Sections:
+
+- latency and energy per token of GPU-AR, GPU-SI, FC-offload, attention-offload, heuristic and exact per
+  scenario; the exact design's speedup and energy efficiency over GPU-SI and over the better fixed-recipe
+  PIM baseline (FC-offload or attention-offload, whichever has the better objective); geometric means;
+  the status and proven gap of every exact result;
+- the ablation ladder per model family as factors (each step's optimum over the previous step's);
+- where the PIM goes: per scenario and model, the fraction of memory units that are PIM units;
+- plots (matplotlib Agg, no pyplot state): speedup, energy efficiency, ladder, PIM allocation, Pareto fronts.
+"""
+
+from __future__ import annotations
+
+import math
+from collections.abc import Callable, Sequence
+from dataclasses import dataclass, field
+from pathlib import Path
+
+from specpim_cp.batch import OBJECTIVE_METRIC, read_records, sort_key, write_derived_files
+from specpim_cp.files import write_atomic
+from specpim_cp.ladder import LADDER_STEPS
+from specpim_cp.report_text import table
+
+BASELINE_COLUMNS = ("GPU-AR", "GPU-SI", "FC-offload", "attention-offload")
+PIM_BASELINES = ("FC-offload", "attention-offload")
+COMPARED = (*BASELINE_COLUMNS, "heuristic", "exact")  # latency/energy table columns and plot bars
+PLOTS = ("speedup.png", "energy_efficiency.png", "ladder.png", "pim_allocation.png", "pareto.png")
+MEMORY_COLORS = {"hbm": "#1f77b4", "gddr": "#ff7f0e"}
+METHOD_COLORS = {"GPU-AR": "#7f7f7f", "FC-offload": "#2ca02c", "attention-offload": "#9467bd",
+                 "heuristic": "#ff7f0e", "exact": "#d62728"}
+STEP_COLORS = ("#c7c7c7", "#9467bd", "#2ca02c", "#17becf", "#d62728")
+
+
+# ------------------------------------------------------------------------------------------------
+# Records grouped by scenario
+# ------------------------------------------------------------------------------------------------
+@dataclass
+class ScenarioResults:
+    name: str
+    family: str
+    batch_size: int
+    objective_name: str
+    by_method: dict[str, dict] = field(default_factory=dict)  # baseline names, "heuristic", "exact"
+    ladder: dict[str, dict] = field(default_factory=dict)  # step name -> record
+    pareto: dict | None = None
+
+    def solved(self, name: str) -> dict | None:
+        """The record of a method or baseline if it produced a design (None if missing or infeasible)."""
+        r = self.by_method.get(name)
+        return r if r is not None and r.get("metrics") else None
+
+    def latency(self, name: str) -> float | None:
+        r = self.solved(name)
+        return None if r is None else r["metrics"]["latency_ns_per_token"]
+
+    def energy(self, name: str) -> float | None:
+        r = self.solved(name)
+        return None if r is None else r["metrics"]["energy_pj_per_token"]
+
+    def objective(self, name: str) -> float | None:
+        """The scenario's objective (latency, energy or EDP per token) of a method's design."""
+        r = self.solved(name)
+        return None if r is None else r["metrics"][OBJECTIVE_METRIC[self.objective_name]]
+
+    def best_pim_baseline(self) -> str | None:
+        """The better fixed-recipe PIM baseline by the scenario's objective."""
+        cands = [n for n in PIM_BASELINES if self.solved(n) is not None]
+        return min(cands, key=self.objective) if cands else None
+
+    def best_design(self) -> dict | None:
+        return self.solved("exact") or self.solved("heuristic")
+
+
+def group(records: Sequence[dict]) -> list[ScenarioResults]:
+    out: dict[str, ScenarioResults] = {}
+    for r in sorted(records, key=sort_key):
+        s = out.get(r["scenario"])
+        if s is None:
+            s = ScenarioResults(r["scenario"], r["family"], r["batch_size"], r["scenario_objective"])
+            out[r["scenario"]] = s
+        if r["method"] == "ladder":
+            s.ladder[r["part"]] = r
+        elif r["method"] == "pareto":
+            s.pareto = r
+        else:
+            s.by_method[r["part"]] = r  # baselines are keyed by their name, solvers by method
+    return sorted(out.values(), key=lambda s: (s.family, s.batch_size, s.name))
+
+
+def ratio(num: float | None, den: float | None) -> float | None:
+    return None if num is None or den is None or den == 0 else num / den
+
+
+def geomean(values: Sequence[float | None]) -> float | None:
+    vals = [v for v in values if v is not None and v > 0]
+    return math.exp(sum(math.log(v) for v in vals) / len(vals)) if vals else None
+
+
+def scaled(v: float | None, factor: float) -> float | None:
+    return None if v is None else v * factor
+
+
+def fmt(v: float | None, digits: int = 3) -> str:
+    if v is None:
+        return "-"
+    return f"{v:,.{digits}g}" if abs(v) < 10 ** digits else f"{v:,.0f}"
+
+
+def fmt_excess(r: float | None) -> str:
+    """A ratio >= 1 as the percentage above 1 (how far a heuristic is from the optimum)."""
+    if r is None:
+        return "-"
+    return "0%" if r == 1 else f"{100 * (r - 1):.2g}%"
+
+
+def fmt_gap(r: dict | None) -> str:
+    if r is None or r.get("gap") is None:
+        return "-"
+    return "0%" if r["gap"] == 0 else f"{100 * r['gap']:.2g}%"
+
+
+# ------------------------------------------------------------------------------------------------
+# Tables: (title, headers, rows of strings), formatted for the terminal and for Markdown
+# ------------------------------------------------------------------------------------------------
+Table = tuple[str, list[str], list[list[str]]]
+
+
+def latency_energy_tables(groups: Sequence[ScenarioResults]) -> list[Table]:
+    lat = [[s.name, *(fmt(scaled(s.latency(m), 1e-3)) for m in COMPARED)] for s in groups]
+    en = [[s.name, *(fmt(scaled(s.energy(m), 1e-9)) for m in COMPARED)] for s in groups]
+    return [("Latency per generated token (us; '-': infeasible or not run)", ["scenario", *COMPARED], lat),
+            ("Energy per generated token (mJ; batch total / tokens)", ["scenario", *COMPARED], en)]
+
+
+def speedup_table(groups: Sequence[ScenarioResults]) -> Table:
+    rows, cols = [], {k: [] for k in ("si_s", "pim_s", "si_e", "pim_e", "heur")}
+    for s in groups:
+        ex = s.solved("exact")
+        pim = s.best_pim_baseline()
+        vals = {"si_s": ratio(s.latency("GPU-SI"), s.latency("exact")),
+                "pim_s": ratio(s.latency(pim) if pim else None, s.latency("exact")),
+                "si_e": ratio(s.energy("GPU-SI"), s.energy("exact")),
+                "pim_e": ratio(s.energy(pim) if pim else None, s.energy("exact")),
+                "heur": ratio(s.objective("heuristic"), s.objective("exact"))}
+        for k, v in vals.items():
+            cols[k].append(v)
+        status = s.by_method["exact"]["status"] if "exact" in s.by_method else "-"
+        rows.append([s.name, status, fmt_gap(ex), fmt(vals["si_s"]), fmt(vals["pim_s"]), pim or "-",
+                     fmt(vals["si_e"]), fmt(vals["pim_e"]), fmt_excess(vals["heur"])])
+    rows.append(["geometric mean", "", "", *(fmt(geomean(cols[k])) for k in ("si_s", "pim_s")), "",
+                 *(fmt(geomean(cols[k])) for k in ("si_e", "pim_e")), fmt_excess(geomean(cols["heur"]))])
+    headers = ["scenario", "exact status", "proven gap", "speedup vs GPU-SI", "speedup vs PIM",
+               "PIM baseline", "energy eff. vs GPU-SI", "energy eff. vs PIM", "heuristic above exact"]
+    return ("Exact design vs baselines (factors; PIM = the better of FC-offload and attention-offload)",
+            headers, rows)
+
+
+def ladder_latencies(s: ScenarioResults) -> list[float | None]:
+    return [s.ladder[st]["metrics"]["latency_ns_per_token"] if s.ladder.get(st, {}).get("metrics") else None
+            for st in LADDER_STEPS]
+
+
+def ladder_factors(s: ScenarioResults) -> list[float | None]:
+    """Speedup of each ladder step over the previous one (the first step, GPU-SI, is 1)."""
+    lat = ladder_latencies(s)
+    return [1.0 if lat[0] is not None else None] + [ratio(lat[i - 1], lat[i]) for i in range(1, len(lat))]
+
+
+def ladder_cumulative(s: ScenarioResults) -> list[float | None]:
+    """Speedup of each ladder step over GPU-SI (the last one is the ladder's total)."""
+    lat = ladder_latencies(s)
+    return [ratio(lat[0], x) for x in lat]
+
+
+def family_ladders(groups: Sequence[ScenarioResults]) -> dict[str, list[ScenarioResults]]:
+    fams: dict[str, list[ScenarioResults]] = {}
+    for s in groups:
+        if s.ladder:
+            fams.setdefault(s.family, []).append(s)
+    return dict(sorted(fams.items()))
+
+
+def ladder_table(groups: Sequence[ScenarioResults]) -> Table | None:
+    rows = []
+    for fam, members in family_ladders(groups).items():
+        for s in members:
+            lat0 = ladder_latencies(s)[0]
+            rows.append([fam, s.name, fmt(scaled(lat0, 1e-3)), *(fmt(x) for x in ladder_factors(s)[1:]),
+                         fmt(ladder_cumulative(s)[-1])])
+        means = [geomean([ladder_factors(s)[i] for s in members]) for i in range(1, len(LADDER_STEPS))]
+        rows.append([fam, "geometric mean", "", *(fmt(x) for x in means),
+                     fmt(geomean([ladder_cumulative(s)[-1] for s in members]))])
+    if not rows:
+        return None
+    headers = ["family", "scenario", "GPU-SI us/token", *LADDER_STEPS[1:], "total"]
+    title = ("Ablation ladder: speedup of each step over the previous (each step the optimum of its space; "
+             "'-': step missing)")
+    return title, headers, rows
+
+
+def pim_table(groups: Sequence[ScenarioResults]) -> Table | None:
+    rows = []
+    for s in groups:
+        r = s.best_design()
+        if r is None:
+            continue
+        for p in r["pim"]:
+            rows.append([s.name, r["method"], p["role"], p["model"], p["memory_type"], str(p["devices"]),
+                         f"{p['pim_units']}/{p['units_per_group']}", fmt(p["pim_fraction"], 2),
+                         ", ".join(p["pim_ops"]) or "-",
+                         "-" if p["draft_length"] is None else str(p["draft_length"])])
+    if not rows:
+        return None
+    headers = ["scenario", "from", "role", "model", "memory", "devices", "PIM units", "PIM fraction",
+               "operators on PIM", "draft len"]
+    title = "Where the PIM goes (best design: exact, else heuristic; PIM units per memory group)"
+    return title, headers, rows
+
+
+def pareto_table(groups: Sequence[ScenarioResults]) -> Table | None:
+    rows = []
+    for s in groups:
+        if s.pareto is None:
+            continue
+        if not s.pareto.get("front"):
+            rows.append([s.name, "-", "-", "no point found within the time limit"])
+        for p in s.pareto.get("front") or []:
+            rows.append([s.name, fmt(p["latency_ns_per_token"] / 1e3), fmt(p["energy_pj_per_token"] / 1e9),
+                         " ".join(f"{q['model']}:{q['memory_type']}:{q['pim_units']}" for q in p["pim"])])
+    if not rows:
+        return None
+    return ("Latency-energy Pareto fronts (also in pareto/*.csv)",
+            ["scenario", "us/token", "mJ/token", "memory:PIM units per model"], rows)
+
+
+NESTED_STEPS = LADDER_STEPS[2:]  # each of these steps' space contains the previous step's
+
+
+def consistency_checks(groups: Sequence[ScenarioResults]) -> list[str]:
+    """Cross-checks between independent methods; each line is a violation (a bug somewhere)."""
+    out = []
+    for s in groups:
+        ex = s.solved("exact")
+        if ex is not None and ex["status"] == "OPTIMAL":
+            for m in ("GPU-SI", *PIM_BASELINES, "heuristic"):
+                if s.objective(m) is not None and s.objective(m) < s.objective("exact") * (1 - 1e-12):
+                    out.append(f"{s.name}: {m} ({s.objective(m):,.6g}) beats the proven exact optimum "
+                               f"({s.objective('exact'):,.6g}) on {s.objective_name}")
+            front = (s.pareto or {}).get("front") or []
+            lat, en = s.latency("exact"), s.energy("exact")
+            for q in front:
+                if q["latency_ns_per_token"] >= lat and q["energy_pj_per_token"] > en * (1 + 1e-12):
+                    out.append(f"{s.name}: Pareto point ({q['latency_ns_per_token'] / 1e3:,.1f} us, "
+                               f"{q['energy_pj_per_token'] / 1e9:,.1f} mJ) is dominated by the exact latency "
+                               f"optimum ({lat / 1e3:,.1f} us, {en / 1e9:,.1f} mJ)")
+        lat = ladder_latencies(s)
+        for i, step in enumerate(LADDER_STEPS):
+            r = s.ladder.get(step)
+            if (step in NESTED_STEPS and lat[i] is not None and lat[i - 1] is not None and lat[i] > lat[i - 1]
+                    and r["status"] == "OPTIMAL" and s.ladder[LADDER_STEPS[i - 1]]["status"] == "OPTIMAL"):
+                out.append(f"{s.name}: ladder step {step} ({lat[i] / 1e3:,.1f} us) is slower than "
+                           f"{LADDER_STEPS[i - 1]} ({lat[i - 1] / 1e3:,.1f} us) although its space is larger")
+    return out
+
+
+def md_table(headers: Sequence[str], rows: Sequence[Sequence[str]]) -> str:
+    def esc(c: str) -> str:
+        return str(c).replace("|", "\\|")
+
+    lines = ["| " + " | ".join(esc(h) for h in headers) + " |", "|" + "---|" * len(headers)]
+    lines += ["| " + " | ".join(esc(c) for c in r) + " |" for r in rows]
+    return "\n".join(lines)
+
+
+# ------------------------------------------------------------------------------------------------
+# Plots
+# ------------------------------------------------------------------------------------------------
+def _figure(width: float, height: float):
+    from matplotlib.figure import Figure  # the Agg canvas, without pyplot's global state
+
+    return Figure(figsize=(width, height), dpi=110, layout="constrained")
+
+
+def _bars(groups: Sequence[ScenarioResults], value: Callable[[ScenarioResults, str], float | None],
+          methods: Sequence[str], ylabel: str, title: str, path: Path) -> Path:
+    fig = _figure(max(7.0, 0.75 * len(groups) + 3), 4.8)
+    ax = fig.subplots()
+    width = 0.8 / len(methods)
+    for j, m in enumerate(methods):
+        xs, ys = [], []
+        for i, s in enumerate(groups):
+            v = value(s, m)
+            if v is not None:
+                xs.append(i + (j - (len(methods) - 1) / 2) * width)
+                ys.append(v)
+        ax.bar(xs, ys, width, label=m, color=METHOD_COLORS.get(m))
+    ax.axhline(1.0, color="black", linewidth=0.8, linestyle="--", label="GPU-SI = 1")
+    ax.set_xticks(range(len(groups)), [s.name for s in groups], rotation=45, ha="right")
+    ax.set_xlabel("scenario (verifier, batch size)")
+    ax.set_ylabel(ylabel)
+    ax.set_title(title)
+    ax.grid(axis="y", alpha=0.3)
+    ax.legend(fontsize=8, ncols=min(len(methods) + 1, 6), loc="upper left")
+    ax.set_ylim(0, max([v for s in groups for m in methods if (v := value(s, m)) is not None] + [1.0]) * 1.25)
+    fig.savefig(path)
+    return path
+
+
+def _plotted_methods(groups: Sequence[ScenarioResults]) -> list[str]:
+    return [m for m in ("GPU-AR", *PIM_BASELINES, "heuristic", "exact") if any(s.solved(m) for s in groups)]
+
+
+def plot_speedup(groups: Sequence[ScenarioResults], path: Path) -> Path:
+    return _bars(groups, lambda s, m: ratio(s.latency("GPU-SI"), s.latency(m)), _plotted_methods(groups),
+                 "speedup over GPU-SI (latency ratio, x)",
+                 "Speedup over GPU speculative inference (GPU-SI); no bar: infeasible", path)
+
+
+def plot_energy(groups: Sequence[ScenarioResults], path: Path) -> Path:
+    return _bars(groups, lambda s, m: ratio(s.energy("GPU-SI"), s.energy(m)), _plotted_methods(groups),
+                 "energy efficiency over GPU-SI (energy ratio, x)",
+                 "Energy efficiency over GPU-SI (energy per token ratio); no bar: infeasible", path)
+
+
+def plot_ladder(groups: Sequence[ScenarioResults], path: Path) -> Path | None:
+    """A waterfall per scenario: step k's bar spans the speedup over GPU-SI before and after it."""
+    bars: list[tuple[str, list[float | None], bool]] = []  # (label, cumulative speedups, family mean)
+    for fam, members in family_ladders(groups).items():
+        bars += [(s.name, ladder_cumulative(s), False) for s in members]
+        cum: list[float | None] = [1.0]
+        for i in range(1, len(LADDER_STEPS)):
+            f = geomean([ladder_factors(s)[i] for s in members])
+            cum.append(None if f is None or cum[-1] is None else cum[-1] * f)
+        bars.append((f"{fam} (geo-mean)", cum, True))
+    if not bars:
+        return None
+    from matplotlib.patches import Patch
+    from matplotlib.ticker import FuncFormatter, LogLocator
+
+    steps = len(LADDER_STEPS) - 1
+    width = 0.84 / steps
+    fig = _figure(max(8.0, 0.9 * len(bars) + 3), 5.4)
+    ax = fig.subplots()
+    ax.set_yscale("log")
+    top, bottom = 1.0, 1.0
+    for i, (_, cum, mean) in enumerate(bars):
+        for k in range(1, len(LADDER_STEPS)):
+            if cum[k - 1] is None or cum[k] is None:
+                continue
+            x = i + (k - 1 - (steps - 1) / 2) * width
+            lo, hi = sorted((cum[k - 1], cum[k]))
+            ax.bar(x, hi - lo, width, bottom=lo, color=STEP_COLORS[k], edgecolor="black", linewidth=0.4,
+                   hatch="//" if cum[k] < cum[k - 1] else None)
+            ax.text(x, hi * 1.04, f"{cum[k] / cum[k - 1]:.2f}", ha="center", va="bottom", fontsize=6,
+                    rotation=90)
+            top, bottom = max(top, hi), min(bottom, lo)
+        if cum[-1] is not None:
+            ax.plot([i - 0.45, i + 0.45], [cum[-1], cum[-1]], color="black", linewidth=1.2)
+        if mean:
+            ax.axvspan(i - 0.5, i + 0.5, color="#eeeeee", zorder=0)
+    ax.axhline(1.0, color="black", linewidth=0.8, linestyle="--")
+    ax.set_ylim(bottom / 1.15, top * 1.6)
+    ax.yaxis.set_major_locator(LogLocator(base=10, subs=(1.0, 1.5, 2.0, 3.0, 5.0, 7.0)))
+    ax.yaxis.set_major_formatter(FuncFormatter(lambda v, _: f"{v:g}"))
+    ax.yaxis.set_minor_formatter(FuncFormatter(lambda v, _: ""))
+    ax.set_xticks(range(len(bars)), [b[0] for b in bars], rotation=45, ha="right")
+    ax.set_xlim(-0.6, len(bars) - 0.4)
+    for tick, b in zip(ax.get_xticklabels(), bars, strict=True):
+        if b[2]:
+            tick.set_fontweight("bold")
+    handles = [Patch(facecolor=STEP_COLORS[k], edgecolor="black", label=LADDER_STEPS[k])
+               for k in range(1, len(LADDER_STEPS))]
+    handles.append(Patch(facecolor="white", edgecolor="black", hatch="//", label="slower than previous step"))
+    handles.append(Patch(facecolor="black", label="total over GPU-SI"))
+    ax.legend(handles=handles, fontsize=7, loc="upper left", ncols=3)
+    ax.set_xlabel("scenario (shaded: geometric mean per model family; no bar: step missing)")
+    ax.set_ylabel("speedup over GPU-SI (x, log scale)")
+    ax.set_title("Ablation ladder: each bar spans one step's speedup factor (label)")
+    ax.grid(axis="y", alpha=0.3)
+    fig.savefig(path)
+    return path
+
+
+def plot_pim(groups: Sequence[ScenarioResults], path: Path) -> Path | None:
+    rows = []
+    for s in groups:
+        r = s.best_design()
+        if r is None:
+            continue
+        rows += [(f"{s.name} | {p['role'].replace('drafters', 'drafter')} {p['model']}", p) for p in r["pim"]]
+    if not rows:
+        return None
+    fig = _figure(8.5, 0.28 * len(rows) + 1.6)
+    ax = fig.subplots()
+    ys = list(range(len(rows)))[::-1]
+    scenario_of = [label.split(" | ")[0] for label, _ in rows]
+    shade, start = False, 0
+    for k in range(1, len(rows) + 1):  # shade every other scenario's rows
+        if k == len(rows) or scenario_of[k] != scenario_of[start]:
+            if shade:
+                ax.axhspan(ys[k - 1] - 0.5, ys[start] + 0.5, color="#f0f0f0", zorder=0)
+            shade, start = not shade, k
+    for y, (_, p) in zip(ys, rows, strict=True):
+        ax.barh(y, p["pim_fraction"], 0.7, color=MEMORY_COLORS.get(p["memory_type"], "#8c564b"))
+        ax.text(p["pim_fraction"] + 0.01, y, f"{p['pim_units']}/{p['units_per_group']} {p['memory_type']}",
+                va="center", fontsize=7)
+    ax.set_yticks(ys, [label for label, _ in rows], fontsize=7)
+    ax.set_xlim(0, 1.18)
+    ax.set_ylim(-0.6, len(rows) - 0.4)
+    ax.set_xlabel("fraction of memory units per group converted to PIM (PIM units / units per group)")
+    ax.set_title("Where the PIM goes (best design per scenario and model)")
+    from matplotlib.patches import Patch
+
+    mems = sorted({p["memory_type"] for _, p in rows})
+    ax.legend(handles=[Patch(color=MEMORY_COLORS.get(m, "#8c564b"), label=m) for m in mems],
+              title="memory type", fontsize=8, loc="upper left", bbox_to_anchor=(1.0, 1.0))
+    ax.grid(axis="x", alpha=0.3)
+    fig.savefig(path)
+    return path
+
+
+def plot_pareto(groups: Sequence[ScenarioResults], path: Path) -> Path | None:
+    """Top row: each front with the baselines; bottom row: the front alone (it is small next to them)."""
+    fronts = [s for s in groups if s.pareto is not None]
+    if not fronts:
+        return None
+    from matplotlib.ticker import FuncFormatter, MaxNLocator
+
+    fig = _figure(max(7.0, 4.8 * len(fronts)), 8.4)
+    axes = fig.subplots(2, len(fronts), squeeze=False)
+    for col, s in enumerate(fronts):
+        ax, zoom = axes[0][col], axes[1][col]
+        pts = sorted((p["latency_ns_per_token"] / 1e3, p["energy_pj_per_token"] / 1e9)
+                     for p in s.pareto.get("front") or [])
+        xs, ys = [x for x, _ in pts], [y for _, y in pts]
+        for t in (ax, zoom):
+            t.step(xs, ys, where="post", color="#d62728", linewidth=1, alpha=0.6)
+            t.scatter(xs, ys, color="#d62728", zorder=3, s=20, label="exact Pareto front")
+            t.set_xlabel("latency per token (us)")
+            t.set_ylabel("energy per token (mJ)")
+            t.grid(alpha=0.3)
+            t.xaxis.set_major_locator(MaxNLocator(5))
+            t.xaxis.set_major_formatter(FuncFormatter(lambda v, _: f"{v:,.0f}"))
+            t.yaxis.set_major_formatter(FuncFormatter(lambda v, _: f"{v:,.0f}"))
+            if not pts:
+                t.text(0.5, 0.5, "no Pareto point found\nwithin the time limit", transform=t.transAxes,
+                       ha="center", va="center", fontsize=9, color="#d62728")
+        if not pts:
+            zoom.set_xticks([])
+            zoom.set_yticks([])
+        zoom.margins(0.3)
+        for m, marker in zip(("GPU-SI", "FC-offload", "attention-offload", "heuristic"), "s^vD", strict=True):
+            if s.solved(m) is not None:
+                ax.scatter([s.latency(m) / 1e3], [s.energy(m) / 1e9], marker=marker,
+                           color=METHOD_COLORS.get(m, "grey"), label=m, zorder=2)
+        ax.set_title(f"{s.family}: {s.name}, with baselines")
+        ax.legend(fontsize=7, loc="upper left")
+        zoom.set_title(f"{s.name}: the front alone ({len(pts)} point{'s' if len(pts) != 1 else ''})")
+        if s.solved("exact") is not None:
+            for t in (ax, zoom):
+                t.scatter([s.latency("exact") / 1e3], [s.energy("exact") / 1e9], marker="*", s=90,
+                          facecolor="none", edgecolor="black", zorder=4, label="exact latency optimum")
+            zoom.legend(fontsize=7, loc="upper right")
+        for i, (x, y) in enumerate(pts):
+            last = i == len(pts) - 1 and len(pts) > 1  # label the rightmost point on its left
+            zoom.annotate(f"{x:,.0f} us, {y:,.0f} mJ", (x, y), textcoords="offset points",
+                          xytext=(-4, 4) if last else (4, 4), ha="right" if last else "left", fontsize=6)
+    fig.suptitle("Latency-energy Pareto fronts (exact)")
+    fig.savefig(path)
+    return path
+
+
+# ------------------------------------------------------------------------------------------------
+# The report
+# ------------------------------------------------------------------------------------------------
+@dataclass(frozen=True)
+class Report:
+    text: str  # for the terminal
+    markdown: str  # summary.md
+    files: list[Path]
+
+
+def build_report(out: str | Path, plots: bool = True) -> Report:
+    """Regenerate results.csv, pareto/*.csv, summary.md and the plots of a batch directory."""
+    out = Path(out)
+    records = read_records(out)
+    files = write_derived_files(out, records)
+    groups = group(records)
+    tables = [*latency_energy_tables(groups), speedup_table(groups)]
+    tables += [t for t in (ladder_table(groups), pim_table(groups), pareto_table(groups)) if t is not None]
+    made = []
+    if plots:
+        for fn, name in ((plot_speedup, "speedup.png"), (plot_energy, "energy_efficiency.png"),
+                         (plot_ladder, "ladder.png"), (plot_pim, "pim_allocation.png"),
+                         (plot_pareto, "pareto.png")):
+            p = fn(groups, out / name)
+            if p is not None:
+                made.append(p)
+    header = _header(records, groups)
+    checks = consistency_checks(groups)
+    verdict = "all passed" if not checks else "\n- ".join([f"{len(checks)} VIOLATION(S)", *checks])
+    header.append("Consistency checks (exact <= baselines and heuristic, nested ladder steps, Pareto front "
+                  f"vs exact): {verdict}")
+    text = "\n\n".join([*header, *(f"{title}\n{table(h, rows)}" for title, h, rows in tables)])
+    md = ["# Batch report: " + out.name, ""] + [line for h in header for line in (h, "")]
+    for title, h, rows in tables:
+        md += [f"## {title}", "", md_table(h, rows), ""]
+    if made:
+        md += ["## Plots", ""] + [f"![{p.stem}]({p.name})" for p in made] + [""]
+    write_atomic(out / "summary.md", "\n".join(md))
+    return Report(text, "\n".join(md), [*files, out / "summary.md", *made])
+
+
+def _header(records: Sequence[dict], groups: Sequence[ScenarioResults]) -> list[str]:
+    versions = sorted({r["solver_version"] for r in records if r.get("solver_version")})
+    failed = [f"{r['scenario']}:{r['method']} {r['part']}: {r['error']}"
+              for r in records if r["status"] == "ERROR"]
+    lines = [f"{len(groups)} scenarios, {len(records)} records; solvers: {'; '.join(versions) or '-'}"]
+    if failed:
+        lines.append("\n- ".join(["ERRORS (re-run `batch` to retry):", *failed]))
+    return lines
