@@ -332,6 +332,9 @@ class SpecModel:
         for a, xa in self.x[j].items():  # [CUT-1]
             m.add(pt >= sum(pt_cut[a][t] * kb[t] for t in tokens)).only_enforce_if(xa)
             m.add(pe >= sum(pe_cut[a][t] * kb[t] for t in tokens)).only_enforce_if(xa)
+        # [CUT-2] the same bounds at the best architecture, unconditional (visible to the LP relaxation)
+        m.add(pt >= sum(min(pt_cut[a][t] for a in d.archs) * kb[t] for t in tokens))
+        m.add(pe >= sum(min(pe_cut[a][t] for a in d.archs) * kb[t] for t in tokens))
         self.pass_time.append(pt)
         self.pass_energy.append(pe)
 
@@ -498,6 +501,7 @@ class SpecModel:
         R = [m.new_int_var(0, r_ub, f"R[{k}]") for k in range(n_slots)]
         for k in range(n_slots):
             m.add_max_equality(MX[k], [D[k], V])
+        m.add(self.T >= V + sync)  # [CUT-2] every round contains one verification pass
         for c, z in zip(self.choices, self.z):
             for k, (rs, _prob) in enumerate(c.outcomes):
                 if rs:  # [RND-1]
@@ -528,9 +532,11 @@ class SpecModel:
             parts.append(total)
         for j in range(len(self.data)):
             p_max = max(self.costs.static_power_mw(a) for a in self.x[j])
+            p_min = min(self.costs.static_power_mw(a) for a in self.x[j])
             st = m.new_int_var(0, -(-p_max * ub(self.T) // 1000), f"static_nj[{j}]")
             for a, xa in self.x[j].items():
                 add_ceil(m, st, self.costs.static_power_mw(a) * self.T, 1000, xa)
+            m.add(1000 * st >= p_min * self.T)  # [CUT-2] unconditional static-energy floor
             parts.append(st)
         self.energy = m.new_int_var(0, sum(ub(p) for p in parts), "energy_nj")
         m.add(self.energy == sum(parts))

@@ -94,6 +94,9 @@ class _Run:
         self.trajectory: list[tuple[float, float]] = []  # (wall s, objective) of every new incumbent
 
     def solve(self, model: cp_model.CpModel, first_solution: bool = False) -> tuple[int, cp_model.CpSolver]:
+        invalid = model.validate()
+        if invalid:
+            raise ModelMismatch(f"CP-SAT rejects the model: {invalid}")
         if self.hint is not None:
             model.clear_hints()
             for v, val in self.hint:
@@ -135,9 +138,13 @@ def _measure(run: "_Run", ratio: "_Ratio", design: Design) -> tuple[int, int, De
     return n, mt.tokens_per_round_micro, design
 
 
-def _expr_in(model: cp_model.CpModel, sm: SpecModel):
-    """The tokens expression (sum of constants x z) rebuilt on a clone's variables."""
-    return sum(c.tokens_micro * model.get_bool_var_from_proto_index(z.index) for c, z in zip(sm.choices, sm.z))
+def _expr_in(model: cp_model.CpModel, sm: SpecModel) -> cp_model.IntVar:
+    """Expected tokens (x TOKENS_SCALE) as one bounded variable of a clone: multiplying the sum over
+    every choice by a large constant would fail CP-SAT's overflow check (it bounds each term)."""
+    toks = [c.tokens_micro for c in sm.choices]
+    v = model.new_int_var(min(toks), max(toks), "tokens_micro")
+    model.add(v == sum(t * model.get_bool_var_from_proto_index(z.index) for t, z in zip(toks, sm.z)))
+    return v
 
 
 def minimize_ratio(run: _Run, ratio: _Ratio, extra=None, start: Evaluation | None = None
@@ -362,7 +369,8 @@ def _pareto(sm: SpecModel, run: _Run) -> tuple[list[Evaluation], str]:
             T = cap_copy(model, sm.T, -(-t_n * d_max // t_d), "T_eps")
             model.add(T * t_d <= t_n * _expr_in(model, sm))
 
-        st2, d2, o2, _ = minimize_ratio(run, en, within_latency)
+        # the latency stage's point satisfies both epsilon rows: a close starting ratio for Dinkelbach
+        st2, d2, o2, _ = minimize_ratio(run, en, within_latency, start=e1)
         if d2 is None:
             return front, "FEASIBLE"
         proven &= st2 == "OPTIMAL"
