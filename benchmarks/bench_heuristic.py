@@ -21,7 +21,7 @@ from specpim_cp.report_text import table
 from specpim_cp.scenario import load_scenario
 
 sys.path.insert(0, __file__.rsplit("/", 1)[0])
-from bench_solver import scenario_files  # noqa: E402
+from bench_solver import scenario_files
 
 
 def time_to_within(points: list[tuple[float, float]], target: float) -> float | None:

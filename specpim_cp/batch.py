@@ -30,8 +30,8 @@ from pathlib import Path
 from typing import Protocol
 
 from specpim_cp.catalog import Catalog, default_catalog
-from specpim_cp.files import write_atomic
 from specpim_cp.errors import ScenarioError
+from specpim_cp.files import write_atomic
 from specpim_cp.scenario import Design, Scenario, load_scenario, parse_scenario
 
 METHODS = ("exact", "heuristic", "baselines", "ladder")

@@ -8,6 +8,7 @@ run in parallel, with one all-reduce for the block. The LM head is one extra ope
 
 from __future__ import annotations
 
+import itertools
 from dataclasses import dataclass
 from functools import cache
 
@@ -87,4 +88,4 @@ def is_chain(parallel_block: bool) -> bool:
     """Whether every pair of the layer's nodes is ordered (then the makespan is the sum of durations)."""
     g = _layer_graph(parallel_block)
     order = layer_order(parallel_block)
-    return all(g.has_edge(u, v) for u, v in zip(order, order[1:]))
+    return all(g.has_edge(u, v) for u, v in itertools.pairwise(order))

@@ -108,8 +108,8 @@ def format_solve(sc: Scenario, res) -> str:
     unit = {"latency": "ns/token", "energy": "nJ/token", "edp": "ns*nJ/token^2"}[r.objective_name]
     gap = "n/a" if r.gap is None else f"{100 * r.gap:.3g}%"
     bound = "n/a" if r.bound is None else f"{float(r.bound):,.1f}"
-    lines = [f"scenario {sc.name}: {r.method} {r.status}, objective {r.objective_name} = {float(r.objective):,.1f} "
-             f"{unit}, bound {bound}, gap {gap}, {r.wall_s:.2f} s, {r.iterations} iterations, seed {r.seed}, "
-             f"{r.solver_version}", "design:", *design_lines(sc, res.design),
-             "metrics: " + format_metrics(res.evaluation.metrics)]
+    head = (f"scenario {sc.name}: {r.method} {r.status}, objective {r.objective_name} = {float(r.objective):,.1f} "
+            f"{unit}, bound {bound}, gap {gap}, {r.wall_s:.2f} s, {r.iterations} iterations, seed {r.seed}, "
+            f"{r.solver_version}")
+    lines = [head, "design:", *design_lines(sc, res.design), "metrics: " + format_metrics(res.evaluation.metrics)]
     return "\n".join(lines)

@@ -158,9 +158,8 @@ def check_scenario(sc: Scenario, catalog: Catalog) -> Scenario:
                 if k not in d.staging.draft2:
                     raise ScenarioError(f"drafters[{i}].staging.acceptance: '{k}' is not one of draft2")
     sp = sc.space
-    if sp.memory_type is not None:
-        if sp.memory_type not in sc.memory_types:
-            raise ScenarioError(f"space.memory_type: '{sp.memory_type}' is not in memory_types {sc.memory_types}")
+    if sp.memory_type is not None and sp.memory_type not in sc.memory_types:
+        raise ScenarioError(f"space.memory_type: '{sp.memory_type}' is not in memory_types {sc.memory_types}")
     if sp.pim_units is not None:
         for m in ([sp.memory_type] if sp.memory_type else sc.memory_types):
             if sp.pim_units > catalog.memory(m).max_pim_units:

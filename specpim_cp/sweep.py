@@ -14,8 +14,8 @@ from collections.abc import Callable, Sequence
 from dataclasses import dataclass
 from pathlib import Path
 
-from specpim_cp.files import write_atomic
 from specpim_cp.errors import ScenarioError
+from specpim_cp.files import write_atomic
 from specpim_cp.report import md_table
 from specpim_cp.report_text import table
 from specpim_cp.scenario import Design, Scenario

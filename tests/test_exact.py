@@ -150,7 +150,7 @@ def test_infeasible_scenario_names_the_capacity_family():
 
 
 def test_latency_per_token_fraction_is_exact(example_solutions):
-    sc, r = example_solutions["llama-13b"]
+    _sc, r = example_solutions["llama-13b"]
     m = r.evaluation.metrics
     assert r.report.objective == Fraction(m.round_time_ns * 10**6, m.tokens_per_round_micro)
 

@@ -2,4 +2,4 @@
 
 from specpim_cp.exact.solve import ModelMismatch, SolverOptions, pareto_front, solve
 
-__all__ = ["solve", "pareto_front", "SolverOptions", "ModelMismatch"]
+__all__ = ["ModelMismatch", "SolverOptions", "pareto_front", "solve"]

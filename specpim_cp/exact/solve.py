@@ -130,7 +130,7 @@ def cap_copy(model: cp_model.CpModel, var, cap: int, name: str) -> cp_model.IntV
     return capped
 
 
-def _measure(run: "_Run", ratio: "_Ratio", design: Design) -> tuple[int, int, Design]:
+def _measure(run: _Run, ratio: _Ratio, design: Design) -> tuple[int, int, Design]:
     """(numerator, denominator, design) of a solution, taken from the evaluator (tight, exact)."""
     mt = run.sm.ev.evaluate(design).metrics
     n = mt.round_time_ns if ratio.name == "latency" else mt.energy_nj_per_round
@@ -355,7 +355,7 @@ def _pareto(sm: SpecModel, run: _Run) -> tuple[list[Evaluation], str]:
                 E = cap_copy(model, sm.energy, -(-e_n * d_max // e_d), "E_eps")
                 model.add(E * e_d <= e_n * _expr_in(model, sm) - 1)
 
-        st1, d1, o1, _ = minimize_ratio(run, lat, below_energy)
+        st1, d1, _o1, _ = minimize_ratio(run, lat, below_energy)
         if st1 == "INFEASIBLE":
             return front, ("INFEASIBLE" if not front else ("OPTIMAL" if proven else "FEASIBLE"))
         if d1 is None:
@@ -370,7 +370,7 @@ def _pareto(sm: SpecModel, run: _Run) -> tuple[list[Evaluation], str]:
             model.add(T * t_d <= t_n * _expr_in(model, sm))
 
         # the latency stage's point satisfies both epsilon rows: a close starting ratio for Dinkelbach
-        st2, d2, o2, _ = minimize_ratio(run, en, within_latency, start=e1)
+        st2, d2, _o2, _ = minimize_ratio(run, en, within_latency, start=e1)
         if d2 is None:
             return front, "FEASIBLE"
         proven &= st2 == "OPTIMAL"
