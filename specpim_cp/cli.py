@@ -368,7 +368,7 @@ def compare(scenario, budget, time_limit, seed) -> None:
 
 
 # batch, report and sweep live in cli_batch (they import the helpers above)
-from specpim_cp.cli_batch import batch, report, sweep  # noqa: E402
+from specpim_cp.cli_batch import batch, report, sweep
 
 for _cmd in (batch, report, sweep):
     main.add_command(_cmd)

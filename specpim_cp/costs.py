@@ -63,11 +63,12 @@ class TensorBytes:
 
 
 def _ceil(x: float) -> int:
-    return int(math.ceil(x - 1e-9))
+    return math.ceil(x - 1e-9)
 
 
 class CostModel:
-    """Cost tables of one scenario. Methods are pure and memoised; entries are None when impossible."""
+    """Cost tables of one scenario. Methods are pure and memoised per instance (operator costs, tensor
+    sizes, spill rates and costs, all-reduces); entries are None when impossible."""
 
     def __init__(self, scenario: Scenario, catalog: Catalog):
         self.scenario = scenario
@@ -76,6 +77,10 @@ class CostModel:
         self.share_levels = scenario.space.share_levels
         self._op_cache: dict[tuple, OpCost | None] = {}
         self._shapes: dict[str, dict[str, OpShape]] = {}
+        self._tensor_bytes: dict[tuple[str, int], TensorBytes] = {}
+        self._spill_rates: dict[ArchConfig, tuple[Fraction, Fraction]] = {}
+        self._spill_cost: dict[tuple[ArchConfig, int], OpCost] = {}
+        self._allreduce: dict[tuple[str, ArchConfig, int], OpCost] = {}
 
     # -- architecture ------------------------------------------------------------------------
     def memory(self, arch: ArchConfig) -> MemorySpec:
@@ -104,6 +109,12 @@ class CostModel:
     def spill_rates(self, arch: ArchConfig) -> tuple[Fraction, Fraction]:
         """(ns per KiB, nJ per KiB) of shuffling spilled bytes each pass: read out and written back
         over the external bus of all the model's devices in parallel."""
+        rates = self._spill_rates.get(arch)
+        if rates is None:
+            rates = self._spill_rates[arch] = self._spill_rates_uncached(arch)
+        return rates
+
+    def _spill_rates_uncached(self, arch: ArchConfig) -> tuple[Fraction, Fraction]:
         mem = self.memory(arch)
         ext_bytes_per_ns = Fraction(str(mem.group_external_bandwidth_gbps)) * mem.groups * arch.devices
         ns = Fraction(2 * KIB) / ext_bytes_per_ns
@@ -111,8 +122,12 @@ class CostModel:
         return ns, nj
 
     def spill_cost(self, arch: ArchConfig, spill_kib: int) -> OpCost:
-        ns, nj = self.spill_rates(arch)
-        return OpCost(math.ceil(spill_kib * ns), math.ceil(spill_kib * nj))
+        key = (arch, spill_kib)
+        cost = self._spill_cost.get(key)
+        if cost is None:
+            ns, nj = self.spill_rates(arch)
+            cost = self._spill_cost[key] = OpCost(math.ceil(spill_kib * ns), math.ceil(spill_kib * nj))
+        return cost
 
     # -- tensors -----------------------------------------------------------------------------
     def shapes(self, model: ModelSpec) -> dict[str, OpShape]:
@@ -126,6 +141,14 @@ class CostModel:
         return -(-model.kv_heads // devices)
 
     def tensor_bytes(self, model: ModelSpec, devices: int) -> TensorBytes:
+        """KiB a model stores on `devices` devices (memoised: callers must not modify the result)."""
+        key = (model.name, devices)
+        tb = self._tensor_bytes.get(key)
+        if tb is None:
+            tb = self._tensor_bytes[key] = self._tensor_bytes_uncached(model, devices)
+        return tb
+
+    def _tensor_bytes_uncached(self, model: ModelSpec, devices: int) -> TensorBytes:
         sc = self.scenario
         bpp = model.bytes_per_param
         op_kib: dict[str, int] = {}
@@ -214,6 +237,13 @@ class CostModel:
 
     def allreduce_cost(self, model: ModelSpec, arch: ArchConfig, tokens: int) -> OpCost:
         """One all-reduce of the layer's output activations across the model's devices."""
+        key = (model.name, arch, tokens)
+        cost = self._allreduce.get(key)
+        if cost is None:
+            cost = self._allreduce[key] = self._allreduce_uncached(model, arch, tokens)
+        return cost
+
+    def _allreduce_uncached(self, model: ModelSpec, arch: ArchConfig, tokens: int) -> OpCost:
         n = arch.devices
         if n == 1:
             return OpCost(0, 0)

@@ -8,8 +8,11 @@ rules, so an optimizer's claimed objective can be compared with the evaluator's 
 
 from __future__ import annotations
 
+from collections.abc import Sequence
 from dataclasses import dataclass, field
 from fractions import Fraction
+from functools import lru_cache
+from typing import NamedTuple
 
 from specpim_cp import speculation as spec
 from specpim_cp.catalog import Catalog, ModelSpec, default_catalog
@@ -20,6 +23,15 @@ from specpim_cp.scenario import Design, ModelDesign, Scenario
 from specpim_cp.schedule import layer_schedule
 
 GIB_IN_KIB = 1 << 20
+CACHE_LIMIT = 50_000  # entries per Evaluator cache (pass prices, model pieces, drafter cycles): ~50 MB
+
+# The pure speculation functions the evaluator calls, memoised (arguments as tuples; same results).
+_SPEC_CACHE = 1 << 16
+_draft_outcomes = lru_cache(maxsize=_SPEC_CACHE)(spec.draft_outcomes)
+_expected_tokens_micro = lru_cache(maxsize=_SPEC_CACHE)(spec.expected_tokens_micro)
+_fail_q = lru_cache(maxsize=_SPEC_CACHE)(spec.fail_q)
+_staged_rounds_int = lru_cache(maxsize=_SPEC_CACHE)(spec.staged_rounds_int)
+_expected_rounds_scaled = lru_cache(maxsize=_SPEC_CACHE)(spec.expected_rounds_scaled)
 
 
 # ------------------------------------------------------------------------------------------------
@@ -48,6 +60,24 @@ class CapacityUse:
     pim_capacity_kib: int
     normal_capacity_kib: int
     spill_kib: int
+
+    @property
+    def holds(self) -> bool:
+        """The model's weights and KV cache fit its devices in total (else the design is infeasible;
+        a side that overflows while the total fits pays spill shuffling instead)."""
+        return self.pim_need_kib + self.host_need_kib <= self.pim_capacity_kib + self.normal_capacity_kib
+
+
+class DrafterCycle(NamedTuple):
+    """One drafter's cycle: a plain drafting step, or (staged) gamma2 draft2 steps + one pass of the
+    drafter over gamma2 + 1 tokens (`pass_tokens`). The round takes a random number of cycles
+    (`staged`: its law's parameters (alpha2, gamma2); None: exactly draft_length cycles)."""
+
+    time_ns: int
+    energy_nj: int
+    pass_tokens: int
+    staged: tuple[float, int] | None = None
+    draft2_step_ns: int | None = None
 
 
 @dataclass(frozen=True)
@@ -129,13 +159,38 @@ class Evaluation:
 # Evaluator
 # ------------------------------------------------------------------------------------------------
 class Evaluator:
-    """Prices designs of one scenario; caches per-model pass prices (the heuristic calls it a lot)."""
+    """Prices designs of one scenario.
 
-    def __init__(self, scenario: Scenario, catalog: Catalog | None = None, costs: CostModel | None = None):
+    `evaluate` gives Metrics and a breakdown, `metrics` the Metrics alone (the search's hot path).
+    Per-model pieces are cached: pass prices, capacity uses and drafter cycles, keyed by the model's
+    part of the design (model, architecture, placement, staging). Each cache is bounded (emptied when
+    it reaches `cache_limit` entries); `clear_cache` empties them all. Caching never changes a price.
+    """
+
+    def __init__(self, scenario: Scenario, catalog: Catalog | None = None, costs: CostModel | None = None,
+                 cache_limit: int = CACHE_LIMIT):
         self.scenario = scenario
         self.catalog = catalog or default_catalog()
         self.costs = costs or CostModel(scenario, self.catalog)
+        self.cache_limit = cache_limit
         self._pass_cache: dict[tuple, PassPrice] = {}
+        self._capacity_cache: dict[tuple, CapacityUse] = {}
+        self._cycle_cache: dict[tuple, DrafterCycle] = {}
+        self._alphas: dict[int, tuple[float, ...]] = {}
+        self._archs: dict[tuple[str, int, int], ArchConfig] = {}  # (memory type, PIM units, devices) ->
+        self._static_mw: dict[tuple[str, int, int], int] = {}
+
+    def clear_cache(self) -> None:
+        """Drop the cached per-model pieces (the cost model's tables are kept)."""
+        for cache in (self._pass_cache, self._capacity_cache, self._cycle_cache, self._alphas):
+            cache.clear()
+
+    def _store(self, cache: dict, key, value):
+        """cache[key] = value, emptying the cache first when it is full; returns value."""
+        if len(cache) >= self.cache_limit:
+            cache.clear()
+        cache[key] = value
+        return value
 
     # -- validation --------------------------------------------------------------------------
     def check(self, design: Design) -> None:
@@ -204,9 +259,35 @@ class Evaluator:
             return None
         return self.catalog.models[md.staging.draft2]
 
-    def capacity(self, md: ModelDesign) -> CapacityUse:
+    @staticmethod
+    def model_key(md: ModelDesign) -> tuple:
+        """Hashable key of a model's part of a design without draft length and staging:
+        (model, memory type, PIM units, devices, "engine:share,..." over PLACEABLE_OPS).
+        (A string hashes once; the caches hash these keys on every lookup.)"""
+        pl = md.placement
+        return (md.model, md.memory_type, md.pim_units, md.devices,
+                ",".join([f"{pl[op].engine}:{pl[op].share}" for op in PLACEABLE_OPS]))
+
+    def _arch(self, md: ModelDesign) -> ArchConfig:
+        """`arch(md)`, one object per architecture (cost-table keys then compare by identity)."""
+        key = (md.memory_type, md.pim_units, md.devices)
+        arch = self._archs.get(key)
+        if arch is None:
+            arch = self._archs[key] = self.arch(md)
+        return arch
+
+    def capacity(self, md: ModelDesign, model_key: tuple | None = None) -> CapacityUse:
+        """Capacity use of a model (`model_key`: `Evaluator.model_key(md)`, if the caller has it)."""
+        key = (self.model_key(md) if model_key is None else model_key,
+               None if md.staging is None else md.staging.draft2)
+        cap = self._capacity_cache.get(key)
+        if cap is None:
+            cap = self._store(self._capacity_cache, key, self._capacity(md))
+        return cap
+
+    def _capacity(self, md: ModelDesign) -> CapacityUse:
         model = self.catalog.models[md.model]
-        arch = self.arch(md)
+        arch = self._arch(md)
         tb = self.costs.tensor_bytes(model, arch.devices)
         pim_need = sum(kib for op, kib in tb.op_kib.items() if md.placement[op].engine == "pim")
         host_need = sum(kib for op, kib in tb.op_kib.items() if md.placement[op].engine == "host")
@@ -220,9 +301,9 @@ class Evaluator:
         return CapacityUse(pim_need, host_need, pim_cap, normal_cap, spill)
 
     def check_capacity(self, label: str, md: ModelDesign, cap: CapacityUse) -> None:
-        need = cap.pim_need_kib + cap.host_need_kib
-        have = cap.pim_capacity_kib + cap.normal_capacity_kib
-        if need > have:
+        if not cap.holds:
+            need = cap.pim_need_kib + cap.host_need_kib
+            have = cap.pim_capacity_kib + cap.normal_capacity_kib
             raise ScenarioError(
                 f"{label} ({md.model}): needs {need / GIB_IN_KIB:.2f} GiB (weights + KV cache at context "
                 f"{self.scenario.max_context}) but {md.devices} device(s) of {md.memory_type} with "
@@ -231,17 +312,21 @@ class Evaluator:
             )
 
     def pass_price(self, md: ModelDesign, tokens: int, spill_kib: int, host_only: bool = False,
-                   model_name: str | None = None) -> PassPrice:
-        """A forward pass of `tokens` tokens. `host_only` prices a draft2 model on the drafter's host."""
-        name = model_name or md.model
-        place_key = None if host_only else tuple((op, md.placement[op].engine, md.placement[op].share)
-                                                 for op in PLACEABLE_OPS)
-        key = (name, md.memory_type, md.pim_units, md.devices, place_key, tokens, spill_kib)
+                   model_name: str | None = None, model_key: tuple | None = None) -> PassPrice:
+        """A forward pass of `tokens` tokens. `host_only` prices a draft2 model on the drafter's host.
+        `model_key`: `Evaluator.model_key(md)`, if the caller has it (not with host_only/model_name)."""
+        if host_only or model_name is not None:
+            name = model_name or md.model
+            place_key = None if host_only else self.model_key(md)[4]
+            key = (name, md.memory_type, md.pim_units, md.devices, place_key, tokens, spill_kib)
+        else:
+            key = (self.model_key(md) if model_key is None else model_key) + (tokens, spill_kib)
         hit = self._pass_cache.get(key)
         if hit is not None:
             return hit
+        name = model_name or md.model
         model = self.catalog.models[name]
-        arch = self.arch(md)
+        arch = self._arch(md)
         c = self.costs
         op_cost: dict[str, OpCost] = {}
         nodes = []
@@ -266,8 +351,7 @@ class Evaluator:
         price = PassPrice(tokens, time_ns, energy, makespan, {op: op_cost[op].time_ns for op in PLACEABLE_OPS},
                           {op: op_cost[op].energy_nj for op in PLACEABLE_OPS}, ar.time_ns, spill.time_ns,
                           spill.energy_nj, starts)
-        self._pass_cache[key] = price
-        return price
+        return self._store(self._pass_cache, key, price)
 
     def draft2_step(self, md: ModelDesign) -> OpCost:
         """One draft2 step (one token per sequence) on the drafter's devices."""
@@ -277,6 +361,44 @@ class Evaluator:
             return OpCost(ng.step_ns, ng.energy_nj_per_step * self.scenario.batch_size)
         p = self.pass_price(md, self.scenario.batch_size, 0, host_only=True, model_name=md.staging.draft2)
         return OpCost(p.time_ns, p.energy_nj)
+
+    def drafter_cycle(self, i: int, md: ModelDesign, spill_kib: int, model_key: tuple | None = None) -> DrafterCycle:
+        """Drafter i's cycle (`md` its part of the design, `spill_kib` its spill)."""
+        mkey = self.model_key(md) if model_key is None else model_key
+        st = md.staging
+        key = (i, mkey, None if st is None else (st.draft2, st.draft_length), spill_kib)
+        cycle = self._cycle_cache.get(key)
+        if cycle is None:
+            # cached as a plain tuple of plain values, which the garbage collector stops tracking
+            cycle = self._store(self._cycle_cache, key, tuple(self._drafter_cycle(i, md, spill_kib, mkey)))
+        return DrafterCycle._make(cycle)
+
+    def _drafter_cycle(self, i: int, md: ModelDesign, spill_kib: int, mkey: tuple) -> DrafterCycle:
+        batch = self.scenario.batch_size
+        if md.staging is None:
+            step = self.pass_price(md, batch, spill_kib, model_key=mkey)
+            return DrafterCycle(step.time_ns, step.energy_nj, batch)
+        g2 = md.staging.draft_length
+        d2 = self.draft2_step(md)
+        vpass = self.pass_price(md, batch * (g2 + 1), spill_kib, model_key=mkey)
+        a2 = self.alpha2(i, md.staging.draft2)
+        return DrafterCycle(g2 * d2.time_ns + vpass.time_ns, g2 * d2.energy_nj + vpass.energy_nj, batch * (g2 + 1),
+                            (a2, g2), d2.time_ns)
+
+    def static_power_mw(self, md: ModelDesign) -> int:
+        """Static power of all the model's devices, mW (charged for the whole round)."""
+        key = (md.memory_type, md.pim_units, md.devices)
+        mw = self._static_mw.get(key)
+        if mw is None:
+            mw = self._static_mw[key] = self.costs.static_power_mw(self._arch(md))
+        return mw
+
+    def alphas(self, n: int) -> tuple[float, ...]:
+        """Acceptance rates of the scenario's first n drafters."""
+        out = self._alphas.get(n)
+        if out is None:
+            out = self._alphas[n] = tuple(self.alpha(i) for i in range(n))
+        return out
 
     def alpha(self, i: int) -> float:
         e = self.scenario.drafters[i]
@@ -291,63 +413,65 @@ class Evaluator:
 
     # -- the whole design --------------------------------------------------------------------
     def evaluate(self, design: Design, check: bool = True) -> Evaluation:
+        """Metrics of a design with a breakdown (validated first unless check=False)."""
+        priced = self._price(design, check, None)
+        return Evaluation(design, priced.metrics, self._breakdown(design, priced))
+
+    def metrics(self, design: Design, check: bool = True, model_keys: Sequence[tuple] | None = None) -> Metrics:
+        """`evaluate(design, check).metrics`, without building the breakdown. `model_keys`:
+        `Evaluator.model_key` of each model of `design.models()`, if the caller has them cached."""
+        return self._price(design, check, model_keys).metrics
+
+    def _price(self, design: Design, check: bool, model_keys: Sequence[tuple] | None) -> _Priced:
+        """The round's integer arithmetic: time, tokens and energy per round."""
         if check:
             self.check(design)
-        sc = self.scenario
-        batch = sc.batch_size
-        caps = {}
-        for label, md in design.models():
-            cap = self.capacity(md)
-            self.check_capacity(label, md, cap)
-            caps[label] = cap
-        gammas = [d.draft_length for d in design.drafters]
-        alphas = [self.alpha(i) for i in range(len(design.drafters))]
-        verify = self.pass_price(design.verifier, batch * (sum(gammas) + 1), caps["verifier"].spill_kib)
+        batch = self.scenario.batch_size
+        pipeline, drafters = design.pipeline, design.drafters
+        mds = [design.verifier, *drafters]
+        keys = [self.model_key(md) for md in mds] if model_keys is None else model_keys
+        caps = []
+        for j, (md, key) in enumerate(zip(mds, keys)):
+            cap = self.capacity(md, key)
+            if not cap.holds:
+                self.check_capacity("verifier" if j == 0 else f"drafters[{j - 1}]", md, cap)
+            caps.append(cap)
+        gammas = tuple([d.draft_length for d in drafters])
+        alphas = self.alphas(len(gammas))
+        tokens = batch * (sum(gammas) + 1)
+        verify = self.pass_price(design.verifier, tokens, caps[0].spill_kib, model_key=keys[0])
 
+        cycles = []
         per_drafter_dist = []
-        cycles: list[int] = []
-        cycle_energy: list[int] = []
-        drafter_detail = []
-        for i, md in enumerate(design.drafters):
-            label = f"drafters[{i}]"
-            if md.staging is None:
-                step = self.pass_price(md, batch, caps[label].spill_kib)
+        for i, md in enumerate(drafters):
+            cycle = self.drafter_cycle(i, md, caps[i + 1].spill_kib, keys[i + 1])
+            cycles.append(cycle)
+            if cycle.staged is None:
                 per_drafter_dist.append(((md.draft_length, spec.OUTCOME_SCALE),))
-                cycles.append(step.time_ns)
-                cycle_energy.append(step.energy_nj)
-                drafter_detail.append({"pass": step, "cycle_ns": step.time_ns})
             else:
-                g2 = md.staging.draft_length
-                d2 = self.draft2_step(md)
-                vpass = self.pass_price(md, batch * (g2 + 1), caps[label].spill_kib)
-                a2 = self.alpha2(i, md.staging.draft2)
-                per_drafter_dist.append(spec.staged_rounds_int(a2, g2, md.draft_length))
-                cycles.append(g2 * d2.time_ns + vpass.time_ns)
-                cycle_energy.append(g2 * d2.energy_nj + vpass.energy_nj)
-                drafter_detail.append({"pass": vpass, "cycle_ns": cycles[-1], "draft2_step_ns": d2.time_ns,
-                                       "alpha2": a2})
-        outcomes = spec.draft_outcomes(per_drafter_dist)
-        q = spec.fail_q(alphas, gammas) if design.pipeline else 0
-        sync = self.costs.host.sync_latency_ns if design.drafters else 0
-        round_ns = spec.round_time_ns(outcomes, cycles, verify.time_ns, sync, design.pipeline, q)
-        tokens_micro = spec.expected_tokens_micro(alphas, gammas)
+                per_drafter_dist.append(_staged_rounds_int(cycle.staged[0], cycle.staged[1], md.draft_length))
+        outcomes = _draft_outcomes(tuple(per_drafter_dist))
+        q = _fail_q(alphas, gammas) if pipeline else 0
+        sync = self.costs.host.sync_latency_ns if drafters else 0
+        round_ns = spec.round_time_ns(outcomes, [c.time_ns for c in cycles], verify.time_ns, sync, pipeline, q)
+        tokens_micro = _expected_tokens_micro(alphas, gammas)
 
         # energy per round: verifier pass + drafting (+ wasted optimistic drafts) + static power
         draft_nj = []
-        for i in range(len(design.drafters)):
+        for i, cycle in enumerate(cycles):
             # pipeline: a drafter whose own draft fails wastes its optimistic drafting and resyncs
-            waste_q = spec.fail_q([alphas[i]], [gammas[i]]) if design.pipeline else 0
+            waste_q = _fail_q((alphas[i],), (gammas[i],)) if pipeline else 0
             # two-stage rounding keeps every integer product inside the optimizer's int64 range
-            rounds_scaled = spec.expected_rounds_scaled(per_drafter_dist[i])
-            expected = -(-(rounds_scaled * cycle_energy[i]) // spec.OUTCOME_SCALE)
+            rounds_scaled = _expected_rounds_scaled(per_drafter_dist[i])
+            expected = -(-(rounds_scaled * cycle.energy_nj) // spec.OUTCOME_SCALE)
             draft_nj.append(-(-(expected * (spec.Q_SCALE + waste_q)) // spec.Q_SCALE))
         # static power of every device of every model for the whole round (mW x ns = pJ), per model
-        static_nj = sum(-(-self.costs.static_power_mw(self.arch(md)) * round_ns // 1000)
-                        for _, md in design.models())
+        static_nj = 0
+        for md in mds:
+            static_nj += -(-self.static_power_mw(md) * round_ns // 1000)
         energy_nj = verify.energy_nj + sum(draft_nj) + static_nj
         metrics = Metrics(round_ns, tokens_micro, energy_nj, batch)
-        breakdown = self._breakdown(design, caps, verify, drafter_detail, alphas, q, sync, draft_nj, static_nj)
-        return Evaluation(design, metrics, breakdown)
+        return _Priced(metrics, caps, verify, cycles, alphas, gammas, sync, draft_nj, static_nj)
 
     def _model_breakdown(self, md: ModelDesign, cap: CapacityUse, price: PassPrice) -> dict:
         ops = {}
@@ -366,25 +490,40 @@ class Evaluator:
                          "spill_gib": cap.spill_kib / GIB_IN_KIB, "spill_ns_per_pass": price.spill_ns},
         }
 
-    def _breakdown(self, design, caps, verify, drafter_detail, alphas, q, sync, draft_nj, static_nj) -> dict:
-        out = {"verifier": self._model_breakdown(design.verifier, caps["verifier"], verify), "drafters": []}
+    def _breakdown(self, design: Design, priced: _Priced) -> dict:
+        caps, verify, alphas = priced.caps, priced.verify, priced.alphas
+        out = {"verifier": self._model_breakdown(design.verifier, caps[0], verify), "drafters": []}
         for i, md in enumerate(design.drafters):
-            d = self._model_breakdown(md, caps[f"drafters[{i}]"], drafter_detail[i]["pass"])
-            d.update({"alpha": alphas[i], "draft_length": md.draft_length, "cycle_ns": drafter_detail[i]["cycle_ns"],
-                      "drafting_energy_nj_per_round": draft_nj[i],
+            cycle = priced.cycles[i]
+            d = self._model_breakdown(md, caps[i + 1], self.pass_price(md, cycle.pass_tokens, caps[i + 1].spill_kib))
+            d.update({"alpha": alphas[i], "draft_length": md.draft_length, "cycle_ns": cycle.time_ns,
+                      "drafting_energy_nj_per_round": priced.draft_nj[i],
                       "staging": None if md.staging is None else {
                           "draft2": md.staging.draft2, "draft_length": md.staging.draft_length,
-                          "alpha2": drafter_detail[i]["alpha2"],
-                          "draft2_step_ns": drafter_detail[i]["draft2_step_ns"]}})
+                          "alpha2": cycle.staged[0], "draft2_step_ns": cycle.draft2_step_ns}})
             out["drafters"].append(d)
-        out["round"] = {"pipeline": design.pipeline, "verify_ns": verify.time_ns, "sync_ns": sync,
-                        "fail_probability": spec.fail_q(alphas, [d.draft_length for d in design.drafters]) / spec.Q_SCALE, "static_energy_nj": static_nj,
-                        "verifier_energy_nj": verify.energy_nj}
+        out["round"] = {"pipeline": design.pipeline, "verify_ns": verify.time_ns, "sync_ns": priced.sync,
+                        "fail_probability": _fail_q(alphas, priced.gammas) / spec.Q_SCALE,
+                        "static_energy_nj": priced.static_nj, "verifier_energy_nj": verify.energy_nj}
         return out
+
+
+class _Priced(NamedTuple):
+    """What `Evaluator._price` computes: the Metrics and the pieces the breakdown reports."""
+
+    metrics: Metrics
+    caps: list[CapacityUse]  # verifier, then drafters
+    verify: PassPrice
+    cycles: list[DrafterCycle]
+    alphas: tuple[float, ...]
+    gammas: tuple[int, ...]
+    sync: int
+    draft_nj: list[int]
+    static_nj: int
 
 
 def evaluate(scenario: Scenario, design: Design, catalog: Catalog | None = None) -> Evaluation:
     return Evaluator(scenario, catalog).evaluate(design)
 
 
-__all__ = ["KIB", "CapacityUse", "Evaluation", "Evaluator", "Metrics", "PassPrice", "evaluate"]
+__all__ = ["KIB", "CapacityUse", "DrafterCycle", "Evaluation", "Evaluator", "Metrics", "PassPrice", "evaluate"]

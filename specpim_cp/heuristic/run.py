@@ -98,15 +98,15 @@ def _warm_starts(scenario: Scenario, catalog: Catalog, space: SearchSpace) -> li
     return [space.project(d) for d in designs]
 
 
-def _select(reference: dict[DesignKey, Metrics], search: str, select: str) -> DesignKey:
+def _select(archive: dict[DesignKey, Metrics], search: str, select: str) -> DesignKey:
     """Best design by the search objective, or with another select objective the best of it among
     the designs within SELECT_TOLERANCE of the best search value; exact evaluator prices throughout."""
-    ranked = sorted(reference, key=lambda key: (reference[key].objective(search), key))
+    ranked = sorted(archive, key=lambda key: (archive[key].objective(search), key))
     if select == search:
         return ranked[0]
-    limit = reference[ranked[0]].objective(search) * (1 + Fraction(str(SELECT_TOLERANCE)))
-    candidates = [key for key in ranked if reference[key].objective(search) <= limit]
-    return min(candidates, key=lambda key: (reference[key].objective(select), reference[key].objective(search), key))
+    limit = archive[ranked[0]].objective(search) * (1 + Fraction(str(SELECT_TOLERANCE)))
+    candidates = [key for key in ranked if archive[key].objective(search) <= limit]
+    return min(candidates, key=lambda key: (archive[key].objective(select), archive[key].objective(search), key))
 
 
 def _visited_hash(visited) -> str:
@@ -158,11 +158,10 @@ def run_heuristic(scenario: Scenario, *, budget: str | Budget = "quick", seed: i
     if explorer.best_value == INFEASIBLE or not explorer.archive:
         raise ScenarioError(f"heuristic: no design of scenario '{scenario.name}' within its [space] fits the "
                             "devices (every candidate priced was infeasible)")
-    reference = pricer.reference_metrics(explorer.archive)  # plain Evaluator prices of the best designs
-    mismatches = len(pricer.cross_check(reference, reference))
-    key = _select(reference, search, select)
+    archive = pricer.metrics(explorer.archive)  # exact prices of the best designs, validated
+    key = _select(archive, search, select)
     design = pricer.design(key)
-    evaluation = Evaluator(scenario, catalog).evaluate(design)
+    evaluation = Evaluator(scenario, catalog).evaluate(design)  # a plain evaluator: fresh caches
     outside = space.violations(design)
     if outside:  # a bug, not a user error: the search only builds in-space designs
         raise AssertionError(f"heuristic returned a design outside the scenario's space: {outside}")
@@ -186,9 +185,6 @@ def run_heuristic(scenario: Scenario, *, budget: str | Budget = "quick", seed: i
         "history": explorer.thinned_history(),
         "visited_hash": _visited_hash(explorer.visited),
         "stopped_by": explorer.stopped_by,
-        "pricing": "pieces" if pricer.fast else "evaluator",
-        "pricing_note": pricer.fast_disagreement,
-        "archive_mismatches": mismatches,
     }
     report = SolveReport(
         method="heuristic", objective_name=scenario.objective, status="HEURISTIC", objective=objective,
