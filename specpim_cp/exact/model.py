@@ -15,6 +15,7 @@ times and energies, spill, drafting phases per outcome, round time T (ns) and en
 
 from __future__ import annotations
 
+import itertools
 from dataclasses import dataclass
 from fractions import Fraction
 
@@ -119,8 +120,6 @@ class SpecModel:
         n = self.n_drafters
         alphas = [self.ev.alpha(i) for i in range(n)]
         out = []
-        import itertools
-
         gam = [gamma_options(sc, i) for i in range(n)]
         stg = [staging_options(sc, i) for i in range(n)]
         for gammas in itertools.product(*gam):
@@ -219,14 +218,6 @@ class SpecModel:
                 m.add(b == sum(zs))
                 lits[st] = b
             self.stage_lit.append(lits)
-
-    def _table(self, j: int, fn) -> dict[tuple[ArchConfig, Placement_], dict[int, int]]:
-        """{(arch, placement): {tokens: value}} for valid combinations."""
-        out = {}
-        for a in self.data[j].archs:
-            for p in self.data[j].valid[a]:
-                out[(a, p)] = {t: fn(a, p, t) for t in self.kb[j]}
-        return out
 
     def add_model(self, j: int) -> None:
         m = self.m
@@ -488,7 +479,6 @@ class SpecModel:
     # [RND-1] drafting phase per outcome slot; [RND-2] outcome round time; [RND-3] expected round time
     def add_round(self) -> None:
         m = self.m
-        sc = self.scenario
         V = self.pass_time[0]
         sync = self.costs.host.sync_latency_ns if self.n_drafters else 0
         n_slots = max(len(c.outcomes) for c in self.choices)
@@ -514,7 +504,6 @@ class SpecModel:
                     m.add(R[k] == D[k] + V).only_enforce_if(z)
             add_ceil(m, self.T - sync, sum(prob * R[k] for k, (_rs, prob) in enumerate(c.outcomes)),  # [RND-3]
                      spec.OUTCOME_SCALE, z)
-        del sc
 
     # [EN-2] drafting energy (+ wasted optimistic drafts); [EN-3] static; [EN-4] energy per round
     def add_energy(self) -> None:
@@ -590,6 +579,3 @@ class SpecModel:
 
     def min_tokens_micro(self) -> int:
         return min(c.tokens_micro for c in self.choices)
-
-    def ratio_bound_denominator(self) -> Fraction:
-        return Fraction(self.min_tokens_micro())
