@@ -175,9 +175,9 @@ class Evaluator:
         self.cache_limit = cache_limit
         self._pass_cache: dict[tuple, PassPrice] = {}
         self._capacity_cache: dict[tuple, CapacityUse] = {}
-        self._cycle_cache: dict[tuple, DrafterCycle] = {}
+        self._cycle_cache: dict[tuple, tuple] = {}  # DrafterCycle fields as a plain tuple
         self._alphas: dict[int, tuple[float, ...]] = {}
-        self._archs: dict[tuple[str, int, int], ArchConfig] = {}  # (memory type, PIM units, devices) ->
+        self._archs: dict[tuple[str, int, int], ArchConfig] = {}  # by (memory type, PIM units, devices)
         self._static_mw: dict[tuple[str, int, int], int] = {}
 
     def clear_cache(self) -> None:
@@ -369,7 +369,7 @@ class Evaluator:
         key = (i, mkey, None if st is None else (st.draft2, st.draft_length), spill_kib)
         cycle = self._cycle_cache.get(key)
         if cycle is None:
-            # cached as a plain tuple of plain values, which the garbage collector stops tracking
+            # a plain tuple of plain values: the garbage collector stops tracking it (cheaper collections)
             cycle = self._store(self._cycle_cache, key, tuple(self._drafter_cycle(i, md, spill_kib, mkey)))
         return DrafterCycle._make(cycle)
 
