@@ -4,6 +4,9 @@ This is the single source of truth for pricing. The exact optimizer, the heurist
 only choose designs; every one of their results is re-priced here. All quantities the optimizer sees
 are integers (ns, nJ, KiB, scaled probabilities), and this module computes them with the same integer
 rules, so an optimizer's claimed objective can be compared with the evaluator's exactly.
+
+`Evaluator.evaluate` and `Evaluator.metrics` share one computation (`Evaluator._price`); `metrics` only
+skips the breakdown, so a search that ranks by `metrics` (the heuristic) ranks by exactly these prices.
 """
 
 from __future__ import annotations
