@@ -42,18 +42,6 @@ def _placements(scenario: Scenario, levels: int, valid: set) -> list[dict[str, P
     return [dict(zip(PLACEABLE_OPS, combo)) for combo in itertools.product(*per_op)]
 
 
-def space_size(scenario: Scenario, catalog: Catalog | None = None) -> int:
-    catalog = catalog or default_catalog()
-    ev = Evaluator(scenario, catalog)
-    total = 1
-    for j in range(len(model_entries(scenario))):
-        n = 0
-        for a in arch_options(scenario, catalog, j):
-            n += len(_placements(scenario, ev.costs.share_levels, set(ev.costs.placements(a))))
-        total *= max(n, 1)
-    return total * sum(1 for _ in speculation_choices(scenario)) * len(pipeline_options(scenario))
-
-
 def _dominates(u: tuple, v: tuple) -> bool:
     return all(a <= b for a, b in zip(u, v)) and u != v
 

@@ -79,11 +79,6 @@ def layer_order(parallel_block: bool) -> tuple[str, ...]:
 
 
 @cache
-def layer_edges(parallel_block: bool) -> tuple[tuple[str, str], ...]:
-    return tuple(sorted(_layer_graph(parallel_block).edges()))
-
-
-@cache
 def is_chain(parallel_block: bool) -> bool:
     """Whether every pair of the layer's nodes is ordered (then the makespan is the sum of durations)."""
     g = _layer_graph(parallel_block)

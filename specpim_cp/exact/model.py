@@ -15,7 +15,6 @@ times and energies, spill, drafting phases per outcome, round time T (ns) and en
 
 from __future__ import annotations
 
-import itertools
 from dataclasses import dataclass
 from fractions import Fraction
 
@@ -28,11 +27,10 @@ from specpim_cp.costs import ArchConfig, CostModel
 from specpim_cp.designs import (
     arch_options,
     build_design,
-    gamma_options,
     model_entries,
     pipeline_options,
     rule_allows,
-    staging_options,
+    speculation_choices,
 )
 from specpim_cp.errors import ScenarioError
 from specpim_cp.evaluate import Evaluator
@@ -116,29 +114,20 @@ class SpecModel:
     # tables
     # ------------------------------------------------------------------------------------------
     def _speculation_choices(self) -> list[SpecChoice]:
-        sc = self.scenario
         n = self.n_drafters
         alphas = [self.ev.alpha(i) for i in range(n)]
         out = []
-        gam = [gamma_options(sc, i) for i in range(n)]
-        stg = [staging_options(sc, i) for i in range(n)]
-        for gammas in itertools.product(*gam):
+        for gammas, staging in speculation_choices(self.scenario):
+            dists = [((gammas[i], spec.OUTCOME_SCALE),) if st is None else
+                     spec.staged_rounds_int(self.ev.alpha2(i, st.draft2), st.draft_length, gammas[i])
+                     for i, st in enumerate(staging)]
             e_micro = spec.expected_tokens_micro(alphas, gammas)
             fq = spec.fail_q(alphas, gammas)
             own_q = tuple(spec.fail_q([alphas[i]], [gammas[i]]) for i in range(n))
-            for staging in itertools.product(*stg):
-                dists = []
-                for i in range(n):
-                    st = staging[i]
-                    if st is None:
-                        dists.append(((gammas[i], spec.OUTCOME_SCALE),))
-                    else:
-                        dists.append(spec.staged_rounds_int(self.ev.alpha2(i, st.draft2), st.draft_length, gammas[i]))
-                outcomes = spec.draft_outcomes(dists)
-                rounds = tuple(spec.expected_rounds_scaled(d) for d in dists)
-                for pipe in pipeline_options(sc):
-                    out.append(SpecChoice(tuple(gammas), tuple(staging), pipe, e_micro, fq if pipe else 0,
-                                          outcomes, rounds, own_q))
+            outcomes = spec.draft_outcomes(dists)
+            rounds = tuple(spec.expected_rounds_scaled(d) for d in dists)
+            for pipe in pipeline_options(self.scenario):
+                out.append(SpecChoice(gammas, staging, pipe, e_micro, fq if pipe else 0, outcomes, rounds, own_q))
         return out
 
     def pass_tokens(self, j: int, c: SpecChoice) -> int:
