@@ -18,9 +18,9 @@ import time
 from pathlib import Path
 
 from specpim_cp.batch import BatchOptions, read_records, resolve_inputs, run_batch, write_atomic
-from specpim_cp.cli import builtin_sets
 from specpim_cp.report import build_report
 from specpim_cp.result import solver_version
+from specpim_cp.sets import builtin_sets
 
 ROOT = Path(__file__).resolve().parent.parent
 GOLDEN = ROOT / "tests" / "golden" / "paper.json"
@@ -39,16 +39,16 @@ def git_commit() -> str:
 
 
 def golden(records: list[dict], options: BatchOptions) -> dict:
-    exact = sorted((r for r in records if r["method"] == "exact"), key=lambda r: r["scenario"])
+    exact = sorted((r for r in records if r.method == "exact"), key=lambda r: r.scenario)
     return {
         "set": "paper",
         "solver_version": solver_version(),
         "git_commit": git_commit(),
         "options": options.method_options("exact"),
         "note": "exact objectives (latency, ns per token) of the paper set; OPTIMAL ones are proven optima",
-        "scenarios": {r["scenario"]: {"status": r["status"], "objective_exact": r["objective_exact"],
-                                      "objective": r["objective"], "gap": r["gap"],
-                                      "wall_s": round(r["wall_s"], 3), "scenario_hash": r["scenario_hash"]}
+        "scenarios": {r.scenario: {"status": r.status, "objective_exact": r.objective_exact,
+                                      "objective": r.objective, "gap": r.gap,
+                                      "wall_s": round(r.wall_s, 3), "scenario_hash": r.scenario_hash}
                       for r in exact},
     }
 

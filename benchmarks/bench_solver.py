@@ -13,11 +13,11 @@ import sys
 import time
 from pathlib import Path
 
-from specpim_cp.cli import builtin_sets
 from specpim_cp.errors import ScenarioError
 from specpim_cp.exact import solve
 from specpim_cp.report_text import table
 from specpim_cp.scenario import load_scenario
+from specpim_cp.sets import builtin_sets
 
 
 def scenario_files(names: list[str]) -> list[Path]:

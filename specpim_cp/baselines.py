@@ -16,11 +16,12 @@ import itertools
 from dataclasses import dataclass
 
 from specpim_cp.catalog import Catalog, default_catalog
-from specpim_cp.costs import ArchConfig
-from specpim_cp.designs import build_design, gamma_options, model_entries, rule_placement
+from specpim_cp.design import DEVICE_COUNTS, ArchConfig, Design, DrafterChoice, SpecChoice
 from specpim_cp.errors import ScenarioError
 from specpim_cp.evaluate import Evaluation, Evaluator
+from specpim_cp.recipes import rule_placement
 from specpim_cp.scenario import Scenario
+from specpim_cp.space import draft_length_options, model_labels
 
 HALF = "half"
 
@@ -43,13 +44,13 @@ class BaselineResult:
 
 def baseline_devices(scenario: Scenario) -> list[int]:
     """Scenario's fixed device counts; under a budget, one per drafter and the rest for the verifier."""
-    entries = model_entries(scenario)
+    entries = model_labels(scenario)
     if all(e.devices is not None for _, e in entries):
         return [e.devices for _, e in entries]
     budget = scenario.device_budget or len(entries)
     fixed = [e.devices or 1 for _, e in entries]
     rest = budget - sum(fixed[1:])
-    fixed[0] = scenario.verifier.devices or max(n for n in (1, 2, 4, 8) if n <= max(1, rest))
+    fixed[0] = scenario.verifier.devices or max(n for n in DEVICE_COUNTS if n <= max(1, rest))
     return fixed
 
 
@@ -65,8 +66,10 @@ def best_fixed_recipe(scenario: Scenario, catalog: Catalog, archs: list[ArchConf
     n = len(scenario.drafters)
     best: Evaluation | None = None
     last_error: ScenarioError | None = None
-    for gammas in itertools.product(*[gamma_options(scenario, i) for i in range(n)]):
-        design = build_design(scenario, archs, [placement] * (n + 1), gammas, [None] * n, pipeline)
+    names = [e.model for _, e in model_labels(scenario)]
+    for gammas in itertools.product(*[draft_length_options(scenario, i) for i in range(n)]):
+        choice = SpecChoice(tuple(DrafterChoice(g) for g in gammas), pipeline)
+        design = Design.assemble(names, archs, [placement] * (n + 1), choice)
         try:
             e = ev.evaluate(design)
         except ScenarioError as exc:

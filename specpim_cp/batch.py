@@ -32,7 +32,8 @@ from typing import Protocol
 from specpim_cp.catalog import Catalog, default_catalog
 from specpim_cp.errors import ScenarioError
 from specpim_cp.files import write_atomic
-from specpim_cp.scenario import Design, Scenario, load_scenario, parse_scenario
+from specpim_cp.records import FrontPoint, PimAllocation, Record, RecordMetrics
+from specpim_cp.scenario import Scenario, load_scenario, parse_scenario
 
 METHODS = ("exact", "heuristic", "baselines", "ladder")
 INTERNAL_METHODS = ("pareto",)  # added when `exact` runs: one front per model family
@@ -42,7 +43,6 @@ PARETO_BUDGET = 5  # time limit of a Pareto front, in single-solve time limits
 RESULTS_JSONL = "results.jsonl"
 RESULTS_CSV = "results.csv"
 PARETO_DIR = "pareto"
-OBJECTIVE_METRIC = {"latency": "latency_ns_per_token", "energy": "energy_pj_per_token", "edp": "edp"}
 METRIC_KEYS = ("latency_ns_per_token", "energy_pj_per_token", "throughput_tokens_per_s", "tokens_per_round",
                "round_time_ns", "edp")
 
@@ -110,7 +110,7 @@ class BatchProgress(Protocol):
 
     def begin(self, label: str) -> None: ...
 
-    def end(self, label: str, records: list[dict]) -> None: ...
+    def end(self, label: str, records: list[Record]) -> None: ...
 
     def close(self) -> None: ...
 
@@ -233,21 +233,6 @@ def plan(scenarios: Sequence[tuple[Path, Scenario]], options: BatchOptions,
 # ------------------------------------------------------------------------------------------------
 # Records
 # ------------------------------------------------------------------------------------------------
-def pim_allocation(design: Design | dict, catalog: Catalog) -> list[dict]:
-    """Per model: memory type, PIM units of units per group, their fraction, and the operators on PIM."""
-    d = design if isinstance(design, Design) else Design.model_validate(design)
-    out = []
-    for role, md in d.models():
-        per_group = catalog.memory(md.memory_type).units_per_group
-        out.append({"role": role, "model": md.model, "memory_type": md.memory_type, "devices": md.devices,
-                    "pim_units": md.pim_units, "units_per_group": per_group,
-                    "pim_fraction": md.pim_units / per_group,
-                    "pim_ops": [op for op, p in md.placement.items() if p.engine == "pim"],
-                    "draft_length": md.draft_length,
-                    "staging": None if md.staging is None else md.staging.model_dump(mode="json")})
-    return out
-
-
 def _version() -> str:
     from importlib.metadata import PackageNotFoundError, version
 
@@ -257,52 +242,41 @@ def _version() -> str:
         return "specpim-cp (not installed)"
 
 
-def _base_record(inst: Instance, part: str, parts: int) -> dict:
+def _base_record(inst: Instance, part: str, parts: int) -> Record:
     objective = inst.scenario_data["objective"]
-    return {"key": inst.key, "scenario": inst.scenario_name, "scenario_file": inst.scenario_file,
-            "scenario_hash": inst.scenario_hash, "family": inst.family,
-            "batch_size": inst.scenario_data["batch_size"], "scenario_objective": objective,
-            "objective_name": objective,
-            "method": inst.method, "part": part, "parts": parts, "step": inst.step,
-            "status": None, "objective": None, "objective_exact": None, "bound": None, "gap": None,
-            "wall_s": None, "metrics": None, "design": None, "pim": None,
-            "seed": inst.options.get("seed"), "options": inst.options, "solver_version": None,
-            "inputs_hash": None, "error": None, "finished_at": None}
+    return Record(key=inst.key, scenario=inst.scenario_name, scenario_file=inst.scenario_file,
+                  scenario_hash=inst.scenario_hash, family=inst.family, batch_size=inst.scenario_data["batch_size"],
+                  scenario_objective=objective, objective_name=objective, method=inst.method, part=part,
+                  parts=parts, step=inst.step, seed=inst.options.get("seed"), options=inst.options)
 
 
 def _evaluation_fields(ev, catalog: Catalog) -> dict:
-    metrics = ev.metrics.as_dict()
-    return {"metrics": {k: metrics[k] for k in METRIC_KEYS}, "design": ev.design.model_dump(mode="json"),
-            "pim": pim_allocation(ev.design, catalog)}
+    return {"metrics": RecordMetrics.of(ev.metrics), "design": ev.design.model_dump(mode="json"),
+            "pim": PimAllocation.of_design(ev.design, catalog)}
 
 
 def _objective_fields(obj) -> dict:
     return {"objective": float(obj), "objective_exact": f"{obj.numerator}/{obj.denominator}"}
 
 
-def solve_record(inst: Instance, result, catalog: Catalog, part: str, parts: int = 1) -> dict:
+def solve_record(inst: Instance, result, catalog: Catalog, part: str, parts: int = 1) -> Record:
     """A record of a SolveResult (exact, heuristic, ladder step): the claimed objective and its report."""
     rep = result.report
-    rec = _base_record(inst, part, parts)
-    rec.update(_evaluation_fields(result.evaluation, catalog))
-    rec.update(_objective_fields(rep.objective))
-    rec.update({"objective_name": rep.objective_name, "status": rep.status,
-                "bound": None if rep.bound is None else float(rep.bound), "gap": rep.gap,
-                "wall_s": rep.wall_s, "seed": rep.seed, "solver_version": rep.solver_version,
-                "inputs_hash": rep.inputs_hash, "iterations": rep.iterations})
-    return rec
+    return _base_record(inst, part, parts).with_(
+        **_evaluation_fields(result.evaluation, catalog), **_objective_fields(rep.objective),
+        objective_name=rep.objective_name, status=rep.status, bound=None if rep.bound is None else float(rep.bound),
+        gap=rep.gap, wall_s=rep.wall_s, seed=rep.seed, solver_version=rep.solver_version,
+        inputs_hash=rep.inputs_hash, iterations=rep.iterations)
 
 
-def _failed_record(inst: Instance, part: str, status: str, error: str, wall_s: float) -> dict:
-    rec = _base_record(inst, part, 1)
-    rec.update({"status": status, "error": error, "wall_s": wall_s})
-    return rec
+def _failed_record(inst: Instance, part: str, status: str, error: str, wall_s: float) -> Record:
+    return _base_record(inst, part, 1).with_(status=status, error=error, wall_s=wall_s)
 
 
 # ------------------------------------------------------------------------------------------------
 # Methods (run in worker processes)
 # ------------------------------------------------------------------------------------------------
-def _run_solver(inst: Instance, sc: Scenario, catalog: Catalog) -> list[dict]:
+def _run_solver(inst: Instance, sc: Scenario, catalog: Catalog) -> list[Record]:
     from specpim_cp.exact import solve
 
     o = inst.options
@@ -311,14 +285,14 @@ def _run_solver(inst: Instance, sc: Scenario, catalog: Catalog) -> list[dict]:
     return [solve_record(inst, res, catalog, inst.step or "exact")]
 
 
-def _run_heuristic(inst: Instance, sc: Scenario, catalog: Catalog) -> list[dict]:
+def _run_heuristic(inst: Instance, sc: Scenario, catalog: Catalog) -> list[Record]:
     from specpim_cp.heuristic import run_heuristic
 
     res = run_heuristic(sc, budget=inst.options["budget"], seed=inst.options["seed"])
     return [solve_record(inst, res, catalog, "heuristic")]
 
 
-def _run_baselines(inst: Instance, sc: Scenario, catalog: Catalog) -> list[dict]:
+def _run_baselines(inst: Instance, sc: Scenario, catalog: Catalog) -> list[Record]:
     from specpim_cp.baselines import run_baselines
     from specpim_cp.result import inputs_hash
 
@@ -327,22 +301,20 @@ def _run_baselines(inst: Instance, sc: Scenario, catalog: Catalog) -> list[dict]
     wall = time.perf_counter() - t0
     out = []
     for r in results:
-        rec = _base_record(inst, r.name, len(results))
         # one enumeration run prices every baseline: wall_s is the whole instance's time
-        rec.update({"wall_s": wall, "solver_version": f"{_version()} (evaluator enumeration)",
-                    "inputs_hash": inputs_hash(sc, {"method": "baselines", "baseline": r.name}),
-                    "description": r.description})
+        rec = _base_record(inst, r.name, len(results)).with_(
+            wall_s=wall, solver_version=f"{_version()} (evaluator enumeration)",
+            inputs_hash=inputs_hash(sc, {"method": "baselines", "baseline": r.name}), description=r.description)
         if r.evaluation is None:
-            rec.update({"status": "INFEASIBLE", "error": r.error})
+            rec = rec.with_(status="INFEASIBLE", error=r.error)
         else:
-            rec.update(_evaluation_fields(r.evaluation, catalog))
-            rec.update(_objective_fields(r.evaluation.metrics.objective(sc.objective)))
-            rec["status"] = "BASELINE"
+            rec = rec.with_(status="BASELINE", **_evaluation_fields(r.evaluation, catalog),
+                            **_objective_fields(r.evaluation.metrics.objective(sc.objective)))
         out.append(rec)
     return out
 
 
-def _run_pareto(inst: Instance, sc: Scenario, catalog: Catalog) -> list[dict]:
+def _run_pareto(inst: Instance, sc: Scenario, catalog: Catalog) -> list[Record]:
     from specpim_cp.exact import pareto_front
     from specpim_cp.result import inputs_hash, solver_version
 
@@ -351,23 +323,18 @@ def _run_pareto(inst: Instance, sc: Scenario, catalog: Catalog) -> list[dict]:
     front = pareto_front(sc, time_limit_s=o["time_limit_s"], workers=o["workers"], seed=o["seed"],
                          deterministic=o["deterministic"])
     wall = time.perf_counter() - t0
-    rec = _base_record(inst, "front", 1)
-    points = []
-    for ev in front:
-        point = _evaluation_fields(ev, catalog)
-        points.append({**point.pop("metrics"), **point})
-    rec.update({"status": "FRONT", "wall_s": wall, "front": points, "solver_version": solver_version(),
-                "inputs_hash": inputs_hash(sc, o)})
-    return [rec]
+    points = tuple(FrontPoint(**_evaluation_fields(ev, catalog)) for ev in front)
+    return [_base_record(inst, "front", 1).with_(status="FRONT", wall_s=wall, front=points,
+                                                 solver_version=solver_version(), inputs_hash=inputs_hash(sc, o))]
 
 
-_RUNNERS: dict[str, Callable[[Instance, Scenario, Catalog], list[dict]]] = {
+_RUNNERS: dict[str, Callable[[Instance, Scenario, Catalog], list[Record]]] = {
     "exact": _run_solver, "ladder": _run_solver, "heuristic": _run_heuristic, "baselines": _run_baselines,
     "pareto": _run_pareto,
 }
 
 
-def run_instance(inst: Instance) -> list[dict]:
+def run_instance(inst: Instance) -> list[Record]:
     """Solve one instance; never raises (an infeasible scenario and a crash become records)."""
     catalog = default_catalog()
     part = inst.step or inst.method
@@ -381,39 +348,34 @@ def run_instance(inst: Instance) -> list[dict]:
         tb = traceback.format_exception_only(type(exc), exc)[-1].strip()
         records = [_failed_record(inst, part, "ERROR", tb, time.perf_counter() - t0)]
     stamp = time.strftime("%Y-%m-%dT%H:%M:%S%z")
-    for r in records:
-        r["finished_at"] = stamp
-    return records
+    return [r.with_(finished_at=stamp) for r in records]
 
 
-def alias_records(inst: Instance, source: list[dict]) -> list[dict]:
+def alias_records(inst: Instance, source: list[Record]) -> list[Record]:
     """Records of an aliased ladder step: the source instance's record under this instance's key."""
-    out = []
-    for src in source:
-        rec = dict(src)
-        rec.update({"key": inst.key, "method": inst.method, "part": inst.step, "parts": 1, "step": inst.step,
-                    "copied_from": src["key"]})
-        out.append(rec)
-    return out
+    return [src.with_(key=inst.key, method=inst.method, part=inst.step, parts=1, step=inst.step,
+                      copied_from=src.key) for src in source]
 
 
 # ------------------------------------------------------------------------------------------------
 # The result store
 # ------------------------------------------------------------------------------------------------
 class ResultStore:
-    """Append-only JSONL of records; a torn last line (a killed writer) is cut off when opened."""
+    """Append-only JSONL of records; a torn last line (a killed writer) is cut off when opened, and a
+    line that is not a record is skipped (its instance is not done and runs again)."""
 
     def __init__(self, path: Path):
         self.path = path
-        self._records: list[dict] = []
+        self._records: list[Record] = []
+        self.unreadable = 0
         if path.exists():
             self._repair()
-            for line in path.read_text().splitlines():
+            for line in path.read_text(errors="replace").splitlines():
                 if line.strip():
                     try:
-                        self._records.append(json.loads(line))
-                    except json.JSONDecodeError:
-                        continue  # unreadable line: its instance is not done and runs again
+                        self._records.append(Record.from_json(json.loads(line)))
+                    except ValueError:  # json.JSONDecodeError is a ValueError
+                        self.unreadable += 1
 
     def _repair(self) -> None:
         data = self.path.read_bytes()
@@ -421,23 +383,23 @@ class ResultStore:
             with open(self.path, "r+b") as fh:
                 fh.truncate(data.rfind(b"\n") + 1)
 
-    def records(self) -> list[dict]:
+    def records(self) -> list[Record]:
         return latest_records(self._records)
 
-    def by_key(self) -> dict[str, list[dict]]:
-        out: dict[str, list[dict]] = {}
+    def by_key(self) -> dict[str, list[Record]]:
+        out: dict[str, list[Record]] = {}
         for r in self.records():
-            out.setdefault(r["key"], []).append(r)
+            out.setdefault(r.key, []).append(r)
         return out
 
     def done_keys(self) -> set[str]:
         return {k for k, recs in self.by_key().items() if is_done(recs)}
 
-    def append(self, records: Iterable[dict]) -> None:
+    def append(self, records: Iterable[Record]) -> None:
         """Append one instance's records in one write, flushed and fsynced, under a fresh attempt id."""
         attempt = f"{time.time_ns():x}-{os.getpid()}"
-        records = [{**r, "attempt": attempt} for r in records]
-        text = "".join(json.dumps(r, sort_keys=True) + "\n" for r in records)
+        records = [r.with_(attempt=attempt) for r in records]
+        text = "".join(json.dumps(r.to_json(), sort_keys=True) + "\n" for r in records)
         self.path.parent.mkdir(parents=True, exist_ok=True)
         with open(self.path, "a") as fh:
             fh.write(text)
@@ -446,31 +408,33 @@ class ResultStore:
         self._records.extend(records)
 
 
-def latest_records(records: Iterable[dict]) -> list[dict]:
+def latest_records(records: Iterable[Record]) -> list[Record]:
     """The records of every key's latest attempt (one append), in first-seen order."""
-    records = [r for r in records if "key" in r and "part" in r]
-    last_attempt = {r["key"]: r.get("attempt") for r in records}
-    latest: dict[tuple[str, str], dict] = {}
+    records = list(records)
+    last_attempt = {r.key: r.attempt for r in records}
+    latest: dict[tuple[str, str], Record] = {}
     for r in records:
-        if r.get("attempt") == last_attempt[r["key"]]:
-            latest[(r["key"], r["part"])] = r
+        if r.attempt == last_attempt[r.key]:
+            latest[(r.key, r.part)] = r
     return list(latest.values())
 
 
-def is_done(records: list[dict]) -> bool:
+def is_done(records: list[Record]) -> bool:
     """All parts of the instance's latest attempt are present and none is an ERROR."""
     if not records:
         return False
-    return (len({r["part"] for r in records}) >= records[0].get("parts", 1)
-            and all(r["status"] not in NOT_DONE for r in records))
+    return len({r.part for r in records}) >= records[0].parts and all(r.status not in NOT_DONE for r in records)
 
 
-def read_records(out: Path) -> list[dict]:
+def read_records(out: Path) -> list[Record]:
     """The current records of a batch directory (latest per key and part)."""
     path = Path(out) / RESULTS_JSONL
     if not path.exists():
         raise ScenarioError(f"{path}: no results (run `specpim-cp batch` first)")
-    return ResultStore(path).records()
+    store = ResultStore(path)
+    if store.unreadable and not store.records():
+        raise ScenarioError(f"{path}: no readable result records ({store.unreadable} unreadable lines)")
+    return store.records()
 
 
 # ------------------------------------------------------------------------------------------------
@@ -481,28 +445,32 @@ CSV_COLUMNS = ("scenario", "family", "batch_size", "method", "part", "status", "
                "seed", "solver_version", "inputs_hash", "key", "error")
 
 
-def pim_summary(pim: Sequence[dict]) -> str:
-    return " ".join(f"{p['model']}:{p['memory_type']}:{p['pim_units']}/{p['units_per_group']}" for p in pim)
+def pim_summary(pim: Sequence[PimAllocation]) -> str:
+    return " ".join(f"{p.model}:{p.memory_type}:{p.pim_units}/{p.units_per_group}" for p in pim)
 
 
-def _csv_row(r: dict) -> dict:
-    row = {c: r.get(c) for c in CSV_COLUMNS}
+def _draft_lengths(design: dict) -> str:
+    return " ".join(str(x["draft_length"]) for x in design["drafters"])
+
+
+def _csv_row(r: Record) -> dict:
+    data = r.to_json()
+    row = {c: data.get(c) for c in CSV_COLUMNS}
     for k in METRIC_KEYS:
-        row[k] = (r.get("metrics") or {}).get(k)
-    d = r.get("design")
-    if d:
-        row["draft_lengths"] = " ".join(str(x["draft_length"]) for x in d["drafters"])
-        row["pipeline"] = d["pipeline"]
-    row["pim_allocation"] = pim_summary(r.get("pim") or [])
+        row[k] = None if r.metrics is None else getattr(r.metrics, k)
+    if r.design:
+        row["draft_lengths"] = _draft_lengths(r.design)
+        row["pipeline"] = r.design["pipeline"]
+    row["pim_allocation"] = pim_summary(r.pim or ())
     return row
 
 
-def sort_key(r: dict) -> tuple:
+def sort_key(r: Record) -> tuple:
     order = {m: i for i, m in enumerate(METHOD_ORDER)}
-    return (r.get("family", ""), r.get("scenario", ""), order.get(r.get("method"), 99))
+    return (r.family, r.scenario, order.get(r.method, 99))
 
 
-def records_csv(records: Sequence[dict]) -> str:
+def records_csv(records: Sequence[Record]) -> str:
     buf = io.StringIO()
     w = csv.DictWriter(buf, fieldnames=CSV_COLUMNS, lineterminator="\n")
     w.writeheader()
@@ -511,28 +479,27 @@ def records_csv(records: Sequence[dict]) -> str:
     return buf.getvalue()
 
 
-def pareto_csv(record: dict) -> str:
+def pareto_csv(record: Record) -> str:
     buf = io.StringIO()
     w = csv.writer(buf, lineterminator="\n")
     w.writerow(["latency_ns_per_token", "energy_pj_per_token", "throughput_tokens_per_s", "tokens_per_round",
                 "draft_lengths", "pipeline", "pim_allocation"])
-    for p in record.get("front") or []:
-        d = p["design"]
-        w.writerow([p["latency_ns_per_token"], p["energy_pj_per_token"], p["throughput_tokens_per_s"],
-                    p["tokens_per_round"], " ".join(str(x["draft_length"]) for x in d["drafters"]),
-                    d["pipeline"], pim_summary(p["pim"])])
+    for p in record.front or ():
+        m = p.metrics
+        w.writerow([m.latency_ns_per_token, m.energy_pj_per_token, m.throughput_tokens_per_s, m.tokens_per_round,
+                    _draft_lengths(p.design), p.design["pipeline"], pim_summary(p.pim)])
     return buf.getvalue()
 
 
-def write_derived_files(out: Path, records: Sequence[dict] | None = None) -> list[Path]:
+def write_derived_files(out: Path, records: Sequence[Record] | None = None) -> list[Path]:
     """Regenerate `results.csv` and `pareto/*.csv` from the JSONL records."""
     out = Path(out)
     records = read_records(out) if records is None else records
     written = [out / RESULTS_CSV]
     write_atomic(out / RESULTS_CSV, records_csv(records))
     for r in records:
-        if r["method"] == "pareto" and r.get("front"):
-            path = out / PARETO_DIR / f"{r['scenario']}.csv"
+        if r.method == "pareto" and r.front:
+            path = out / PARETO_DIR / f"{r.scenario}.csv"
             write_atomic(path, pareto_csv(r))
             written.append(path)
     return written
@@ -566,7 +533,7 @@ def run_batch(files: Sequence[Path], out: str | Path, options: BatchOptions = Ba
             waiting.setdefault(inst.alias_of, []).append(inst)
     runnable = [i for i in todo if i.alias_of is None]
 
-    def finish(inst: Instance, records: list[dict]) -> None:
+    def finish(inst: Instance, records: list[Record]) -> None:
         store.append(records)
         summary.ran += 1
         if not is_done(records):
@@ -605,12 +572,12 @@ class _NoProgress:
 
     def begin(self, label: str) -> None: ...
 
-    def end(self, label: str, records: list[dict]) -> None: ...
+    def end(self, label: str, records: list[Record]) -> None: ...
 
     def close(self) -> None: ...
 
 
-def _run_pool(instances: Sequence[Instance], jobs: int, finish: Callable[[Instance, list[dict]], None],
+def _run_pool(instances: Sequence[Instance], jobs: int, finish: Callable[[Instance, list[Record]], None],
               progress: BatchProgress) -> None:
     """At most `jobs` instances in flight (so the progress hook knows which are running).
 

@@ -15,30 +15,21 @@ import time
 from fractions import Fraction
 
 from specpim_cp.catalog import Catalog, default_catalog
-from specpim_cp.designs import (
-    arch_options,
-    build_design,
-    model_entries,
-    pipeline_options,
-    rule_allows,
-    speculation_choices,
-)
+from specpim_cp.design import ModelDesign, Staging
 from specpim_cp.errors import ScenarioError
 from specpim_cp.evaluate import Evaluation, Evaluator
 from specpim_cp.graph import PLACEABLE_OPS
+from specpim_cp.passes import drafter_cycle_tokens, verifier_tokens
 from specpim_cp.result import SolveReport, SolveResult, inputs_hash
-from specpim_cp.scenario import ModelDesign, Placement, Scenario, Staging
+from specpim_cp.scenario import Scenario
+from specpim_cp.space import DesignSpace, ModelOptions
 
 MAX_OPTIONS_PER_MODEL = 60_000
 MAX_DESIGNS = 400_000
 
 
-def _placements(scenario: Scenario, levels: int, valid: set) -> list[dict[str, Placement]]:
-    per_op = []
-    for op in PLACEABLE_OPS:
-        opts = [p for p in [("host", 0)] + [("pim", s) for s in range(1, levels + 1)]
-                if p in valid and rule_allows(scenario.space.mapping, op, p[0])]
-        per_op.append([Placement(engine=e, share=s) for e, s in opts])
+def _placements(opts: ModelOptions, arch) -> list[dict]:
+    per_op = [opts.allowed(arch, op) for op in PLACEABLE_OPS]
     return [dict(zip(PLACEABLE_OPS, combo)) for combo in itertools.product(*per_op)]
 
 
@@ -61,30 +52,29 @@ def brute_force(scenario: Scenario, *, objective: str | None = None, catalog: Ca
     catalog = catalog or default_catalog()
     objective = objective or scenario.objective
     ev = Evaluator(scenario, catalog)
-    choices = list(speculation_choices(scenario))
-    pipes = pipeline_options(scenario)
-    entries = model_entries(scenario)
+    space = DesignSpace(scenario, catalog)
+    choices = space.choice_list
     batch = scenario.batch_size
     # token counts each model may run, and draft2 options per drafter
-    tokens: list[set[int]] = [set() for _ in entries]
-    for gammas, staging in choices:
-        tokens[0].add(batch * (sum(gammas) + 1))
-        for i, st in enumerate(staging):
-            tokens[i + 1].add(batch if st is None else batch * (st.draft_length + 1))
-    draft2_models = [sorted({st.draft2 for _, stg in choices for st in [stg[i]] if st is not None})
-                     for i in range(len(scenario.drafters))]
+    tokens: list[set[int]] = [set() for _ in space.models]
+    for c in choices:
+        tokens[0].add(verifier_tokens(batch, c))
+        for i, dc in enumerate(c.drafters):
+            tokens[i + 1].add(drafter_cycle_tokens(batch, dc))
+    draft2_models = [sorted({st.draft2 for st in space.staging_options(i) if st is not None})
+                     for i in range(space.n_drafters)]
     options: list[list[ModelDesign]] = []
-    for j, (label, entry) in enumerate(entries):
+    for j, opts in enumerate(space.models):
         raw = []
-        for a in arch_options(scenario, catalog, j):
-            places = _placements(scenario, ev.costs.share_levels, set(ev.costs.placements(a)))
+        for a in opts.archs:
+            places = _placements(opts, a)
             if len(raw) + len(places) > MAX_OPTIONS_PER_MODEL:
-                raise ScenarioError(f"brute force: {label} has more than {MAX_OPTIONS_PER_MODEL} options; "
+                raise ScenarioError(f"brute force: {opts.label} has more than {MAX_OPTIONS_PER_MODEL} options; "
                                     "restrict the space ([space] memory_type, pim_units, mapping, share_levels)")
             for pl in places:
                 stagings = [None] + (draft2_models[j - 1] if j else [])
                 for d2 in stagings:
-                    md = ModelDesign(model=entry.model, memory_type=a.memory_type, pim_units=a.pim_units,
+                    md = ModelDesign(model=opts.entry.model, memory_type=a.memory_type, pim_units=a.pim_units,
                                      devices=a.devices, placement=pl, draft_length=None if j == 0 else 1,
                                      staging=None if d2 is None else Staging(draft2=d2, draft_length=1))
                     cap = ev.capacity(md)
@@ -97,7 +87,7 @@ def brute_force(scenario: Scenario, *, objective: str | None = None, catalog: Ca
                     if d2 is not None:
                         step = ev.draft2_step(md)
                         vec += [step.time_ns, step.energy_nj]
-                    vec += [ev.costs.static_power_mw(ev.arch(md)), a.devices]
+                    vec += [ev.costs.static_power_mw(a), a.devices]
                     raw.append(((d2,) + tuple(vec), (md, d2)))
         # prune within each draft2 class (capacity depends on it)
         kept = []
@@ -108,26 +98,25 @@ def brute_force(scenario: Scenario, *, objective: str | None = None, catalog: Ca
     n_designs = 1
     for o in options:
         n_designs *= max(1, len(o))
-    n_designs *= len(choices) * len(pipes)
+    n_designs *= len(choices)
     if n_designs > MAX_DESIGNS:
         raise ScenarioError(f"brute force: {n_designs} designs after pruning exceed {MAX_DESIGNS}; restrict the space")
     best: Evaluation | None = None
     evaluated = 0
     for combo in itertools.product(*options):
-        for gammas, staging in choices:
+        for c in choices:
             # a drafter option was priced for one draft2 class (None = unstaged)
-            if any(combo[i + 1][1] != (None if st is None else st.draft2) for i, st in enumerate(staging)):
+            if any(combo[i + 1][1] != (None if dc.staging is None else dc.staging.draft2)
+                   for i, dc in enumerate(c.drafters)):
                 continue
-            for pipe in pipes:
-                design = build_design(scenario, [ev.arch(md) for md, _ in combo], [md.placement for md, _ in combo],
-                                      gammas, staging, pipe)
-                try:
-                    e = ev.evaluate(design)
-                except ScenarioError:
-                    continue
-                evaluated += 1
-                if best is None or e.metrics.objective(objective) < best.metrics.objective(objective):
-                    best = e
+            design = space.build([md.arch for md, _ in combo], [md.placement for md, _ in combo], c)
+            try:
+                e = ev.evaluate(design)
+            except ScenarioError:
+                continue
+            evaluated += 1
+            if best is None or e.metrics.objective(objective) < best.metrics.objective(objective):
+                best = e
     if best is None:
         raise ScenarioError("brute force: no feasible design in the space")
     obj: Fraction = best.metrics.objective(objective)

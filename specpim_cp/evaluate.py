@@ -12,29 +12,24 @@ skips the breakdown, so a search that ranks by `metrics` (the heuristic) ranks b
 from __future__ import annotations
 
 from collections.abc import Sequence
-from dataclasses import dataclass, field
+from dataclasses import asdict, dataclass, field
 from fractions import Fraction
-from functools import lru_cache
 from typing import NamedTuple
 
 from specpim_cp import speculation as spec
 from specpim_cp.catalog import Catalog, ModelSpec, default_catalog
-from specpim_cp.costs import KIB, ArchConfig, CostModel, OpCost
+from specpim_cp.costs import KIB, CostModel, OpCost
+from specpim_cp.design import ArchConfig, Design, ModelDesign
 from specpim_cp.errors import ScenarioError
 from specpim_cp.graph import LAYER_OPS, PLACEABLE_OPS, layer_order
-from specpim_cp.scenario import Design, ModelDesign, Scenario
+from specpim_cp.passes import Acceptance, draft2_tokens, drafter_cycle_tokens, round_stats, verifier_tokens
+from specpim_cp.scenario import Scenario
 from specpim_cp.schedule import layer_schedule
+from specpim_cp.space import DesignSpace
 
 GIB_IN_KIB = 1 << 20
 CACHE_LIMIT = 50_000  # entries per Evaluator cache (pass prices, model pieces, drafter cycles): ~50 MB
 
-# The pure speculation functions the evaluator calls, memoised (arguments as tuples; same results).
-_SPEC_CACHE = 1 << 16
-_draft_outcomes = lru_cache(maxsize=_SPEC_CACHE)(spec.draft_outcomes)
-_expected_tokens_micro = lru_cache(maxsize=_SPEC_CACHE)(spec.expected_tokens_micro)
-_fail_q = lru_cache(maxsize=_SPEC_CACHE)(spec.fail_q)
-_staged_rounds_int = lru_cache(maxsize=_SPEC_CACHE)(spec.staged_rounds_int)
-_expected_rounds_scaled = lru_cache(maxsize=_SPEC_CACHE)(spec.expected_rounds_scaled)
 
 
 # ------------------------------------------------------------------------------------------------
@@ -143,17 +138,101 @@ class Metrics:
 
 
 @dataclass(frozen=True)
+class OperatorBreakdown:
+    engine: str
+    share: int | None  # PIM share (None on the host)
+    time_ns: int
+    energy_nj: int
+
+
+@dataclass(frozen=True)
+class ModelBreakdown:
+    """One model's pass as priced: the pass the round uses (verification, or the drafter's cycle pass)."""
+
+    model: str
+    memory_type: str
+    pim_units: int
+    devices: int
+    pass_tokens: int
+    pass_time_ns: int
+    pass_energy_nj: int
+    layer_makespan_ns: int
+    allreduce_ns: int
+    operators: dict[str, OperatorBreakdown]
+    capacity: CapacityUse
+    spill_ns_per_pass: int
+
+    def as_dict(self) -> dict:
+        out = {k: v for k, v in vars(self).items() if k not in ("operators", "capacity", "spill_ns_per_pass")}
+        out["operators"] = {op: asdict(o) for op, o in self.operators.items()}
+        cap = self.capacity
+        out["capacity"] = {"pim_need_gib": cap.pim_need_kib / GIB_IN_KIB, "host_need_gib": cap.host_need_kib / GIB_IN_KIB,
+                           "pim_capacity_gib": cap.pim_capacity_kib / GIB_IN_KIB,
+                           "normal_capacity_gib": cap.normal_capacity_kib / GIB_IN_KIB,
+                           "spill_gib": cap.spill_kib / GIB_IN_KIB, "spill_ns_per_pass": self.spill_ns_per_pass}
+        return out
+
+
+@dataclass(frozen=True)
+class StagingBreakdown:
+    draft2: str
+    draft_length: int
+    alpha2: float
+    draft2_step_ns: int
+
+
+@dataclass(frozen=True)
+class DrafterBreakdown(ModelBreakdown):
+    alpha: float
+    draft_length: int
+    cycle_ns: int
+    drafting_energy_nj_per_round: int
+    staging: StagingBreakdown | None
+
+    def as_dict(self) -> dict:
+        out = super().as_dict()
+        for k in ("alpha", "draft_length", "cycle_ns", "drafting_energy_nj_per_round"):
+            out[k] = getattr(self, k)
+        out["staging"] = None if self.staging is None else asdict(self.staging)
+        return out
+
+
+@dataclass(frozen=True)
+class RoundBreakdown:
+    pipeline: bool
+    verify_ns: int
+    sync_ns: int
+    fail_probability: float  # P(a pipelined round fails) (0 without a pipeline)
+    static_energy_nj: int
+    verifier_energy_nj: int
+
+
+@dataclass(frozen=True)
+class Breakdown:
+    verifier: ModelBreakdown
+    drafters: tuple[DrafterBreakdown, ...]
+    round: RoundBreakdown
+
+    def models(self) -> list[tuple[str, ModelBreakdown]]:
+        return [("verifier", self.verifier)] + [(f"drafters[{i}]", d) for i, d in enumerate(self.drafters)]
+
+    def as_dict(self) -> dict:
+        return {"verifier": self.verifier.as_dict(), "drafters": [d.as_dict() for d in self.drafters],
+                "round": asdict(self.round)}
+
+
+@dataclass(frozen=True)
 class Evaluation:
     design: Design
     metrics: Metrics
-    breakdown: dict
+    breakdown: Breakdown
 
     def as_dict(self) -> dict:
         out = self.metrics.as_dict()
         out["units"] = {"latency_ns_per_token": "ns per generated token per sequence",
                         "energy_pj_per_token": "pJ per generated token (batch total / tokens)",
                         "edp": "ns x nJ per token", "round_time_ns": "ns"}
-        out["breakdown"] = self.breakdown
+        out["breakdown"] = self.breakdown.as_dict()
         out["design"] = self.design.model_dump(mode="json")
         return out
 
@@ -175,17 +254,18 @@ class Evaluator:
         self.scenario = scenario
         self.catalog = catalog or default_catalog()
         self.costs = costs or CostModel(scenario, self.catalog)
+        self.space = DesignSpace.free(scenario, self.catalog)
         self.cache_limit = cache_limit
         self._pass_cache: dict[tuple, PassPrice] = {}
         self._capacity_cache: dict[tuple, CapacityUse] = {}
         self._cycle_cache: dict[tuple, tuple] = {}  # DrafterCycle fields as a plain tuple
-        self._alphas: dict[int, tuple[float, ...]] = {}
+        self.acceptance = Acceptance.of(scenario, self.catalog)
         self._archs: dict[tuple[str, int, int], ArchConfig] = {}  # by (memory type, PIM units, devices)
         self._static_mw: dict[tuple[str, int, int], int] = {}
 
     def clear_cache(self) -> None:
         """Drop the cached per-model pieces (the cost model's tables are kept)."""
-        for cache in (self._pass_cache, self._capacity_cache, self._cycle_cache, self._alphas):
+        for cache in (self._pass_cache, self._capacity_cache, self._cycle_cache):
             cache.clear()
 
     def _store(self, cache: dict, key, value):
@@ -198,65 +278,14 @@ class Evaluator:
     # -- validation --------------------------------------------------------------------------
     def check(self, design: Design) -> None:
         """The design lies in the scenario's free space (ScenarioError naming the field otherwise)."""
-        sc = self.scenario
-        if not design.drafters and sc.drafters:
+        if not design.drafters and self.scenario.drafters:
             # autoregressive decoding (GPU-AR): check against the scenario without its drafters
-            Evaluator(sc.model_copy(update={"drafters": []}), self.catalog).check(design)
+            ar = self.scenario.model_copy(update={"drafters": []})
+            DesignSpace.free(ar, self.catalog).check(design)
             return
-        if len(design.drafters) != len(sc.drafters):
-            raise ScenarioError(f"design.drafters: scenario has {len(sc.drafters)} drafters, design {len(design.drafters)}")
-        if design.pipeline and not sc.drafters:
-            raise ScenarioError("design.pipeline: a pipeline needs at least one drafter")
-        entries = [("verifier", sc.verifier, design.verifier)] + [
-            (f"drafters[{i}]", e, d) for i, (e, d) in enumerate(zip(sc.drafters, design.drafters))]
-        total_devices = 0
-        for label, entry, md in entries:
-            if md.model != entry.model:
-                raise ScenarioError(f"design.{label}.model: '{md.model}' but the scenario has '{entry.model}'")
-            if md.memory_type not in sc.memory_types:
-                raise ScenarioError(f"design.{label}.memory_type: '{md.memory_type}' is not allowed ({sc.memory_types})")
-            mem = self.catalog.memory(md.memory_type)
-            if md.pim_units > mem.max_pim_units:
-                raise ScenarioError(f"design.{label}.pim_units: {md.pim_units} > {mem.max_pim_units} for {md.memory_type}")
-            if entry.devices is not None and md.devices != entry.devices:
-                raise ScenarioError(f"design.{label}.devices: {md.devices} but the scenario fixes {entry.devices}")
-            if md.devices not in (1, 2, 4, 8) or md.devices > entry.max_devices:
-                raise ScenarioError(f"design.{label}.devices: {md.devices} is not an allowed device count")
-            total_devices += md.devices
-            missing = [op for op in PLACEABLE_OPS if op not in md.placement]
-            extra = [op for op in md.placement if op not in PLACEABLE_OPS]
-            if missing or extra:
-                raise ScenarioError(f"design.{label}.placement: missing {missing} / unknown {extra}")
-            arch = ArchConfig(md.memory_type, md.pim_units, md.devices)
-            allowed = set(self.costs.placements(arch))
-            for op in PLACEABLE_OPS:
-                p = md.placement[op]
-                key = (p.engine, p.share if p.engine == "pim" else 0)
-                if key not in allowed:
-                    why = ("no PIM units (pim_units = 0)" if p.engine == "pim" and md.pim_units == 0 else
-                           "no normal memory left for the host" if p.engine == "host" else
-                           f"share must be 1..{self.costs.share_levels}")
-                    raise ScenarioError(f"design.{label}.placement.{op}: {p.engine} is impossible: {why}")
-            if label == "verifier":
-                if md.draft_length is not None or md.staging is not None:
-                    raise ScenarioError("design.verifier: draft_length/staging belong to drafters")
-                continue
-            if md.draft_length is None or not 1 <= md.draft_length <= sc.max_draft_length:
-                raise ScenarioError(f"design.{label}.draft_length: must be 1..{sc.max_draft_length}")
-            if md.staging is not None:
-                st = entry.staging
-                if st is None or md.staging.draft2 not in st.draft2:
-                    raise ScenarioError(f"design.{label}.staging.draft2: '{md.staging.draft2}' is not offered by the scenario")
-                if md.staging.draft_length > st.max_draft_length:
-                    raise ScenarioError(f"design.{label}.staging.draft_length: > {st.max_draft_length}")
-        if sc.device_budget is not None and total_devices > sc.device_budget:
-            raise ScenarioError(f"design: {total_devices} devices exceed device_budget {sc.device_budget}")
+        self.space.check(design)
 
     # -- per-model quantities ----------------------------------------------------------------
-    @staticmethod
-    def arch(md: ModelDesign) -> ArchConfig:
-        return ArchConfig(md.memory_type, md.pim_units, md.devices)
-
     def draft2_model(self, md: ModelDesign) -> ModelSpec | None:
         if md.staging is None or md.staging.draft2 in self.catalog.ngrams:
             return None
@@ -276,7 +305,7 @@ class Evaluator:
         key = (md.memory_type, md.pim_units, md.devices)
         arch = self._archs.get(key)
         if arch is None:
-            arch = self._archs[key] = self.arch(md)
+            arch = self._archs[key] = md.arch
         return arch
 
     def capacity(self, md: ModelDesign, model_key: tuple | None = None) -> CapacityUse:
@@ -359,10 +388,11 @@ class Evaluator:
     def draft2_step(self, md: ModelDesign) -> OpCost:
         """One draft2 step (one token per sequence) on the drafter's devices."""
         assert md.staging is not None
+        batch = self.scenario.batch_size
         if md.staging.draft2 in self.catalog.ngrams:
             ng = self.catalog.ngrams[md.staging.draft2]
-            return OpCost(ng.step_ns, ng.energy_nj_per_step * self.scenario.batch_size)
-        p = self.pass_price(md, self.scenario.batch_size, 0, host_only=True, model_name=md.staging.draft2)
+            return OpCost(ng.step_ns, ng.energy_nj_per_step * batch)
+        p = self.pass_price(md, draft2_tokens(batch), 0, host_only=True, model_name=md.staging.draft2)
         return OpCost(p.time_ns, p.energy_nj)
 
     def drafter_cycle(self, i: int, md: ModelDesign, spill_kib: int, model_key: tuple | None = None) -> DrafterCycle:
@@ -377,16 +407,14 @@ class Evaluator:
         return DrafterCycle._make(cycle)
 
     def _drafter_cycle(self, i: int, md: ModelDesign, spill_kib: int, mkey: tuple) -> DrafterCycle:
-        batch = self.scenario.batch_size
+        tokens = drafter_cycle_tokens(self.scenario.batch_size, md.choice)
+        step = self.pass_price(md, tokens, spill_kib, model_key=mkey)
         if md.staging is None:
-            step = self.pass_price(md, batch, spill_kib, model_key=mkey)
-            return DrafterCycle(step.time_ns, step.energy_nj, batch)
+            return DrafterCycle(step.time_ns, step.energy_nj, tokens)
         g2 = md.staging.draft_length
         d2 = self.draft2_step(md)
-        vpass = self.pass_price(md, batch * (g2 + 1), spill_kib, model_key=mkey)
-        a2 = self.alpha2(i, md.staging.draft2)
-        return DrafterCycle(g2 * d2.time_ns + vpass.time_ns, g2 * d2.energy_nj + vpass.energy_nj, batch * (g2 + 1),
-                            (a2, g2), d2.time_ns)
+        return DrafterCycle(g2 * d2.time_ns + step.time_ns, g2 * d2.energy_nj + step.energy_nj, tokens,
+                            (self.alpha2(i, md.staging.draft2), g2), d2.time_ns)
 
     def static_power_mw(self, md: ModelDesign) -> int:
         """Static power of all the model's devices, mW (charged for the whole round)."""
@@ -396,23 +424,11 @@ class Evaluator:
             mw = self._static_mw[key] = self.costs.static_power_mw(self._arch(md))
         return mw
 
-    def alphas(self, n: int) -> tuple[float, ...]:
-        """Acceptance rates of the scenario's first n drafters."""
-        out = self._alphas.get(n)
-        if out is None:
-            out = self._alphas[n] = tuple(self.alpha(i) for i in range(n))
-        return out
-
     def alpha(self, i: int) -> float:
-        e = self.scenario.drafters[i]
-        return e.acceptance if e.acceptance is not None else self.catalog.default_acceptance(
-            e.model, self.scenario.verifier.model)
+        return self.acceptance.drafters[i]
 
     def alpha2(self, i: int, draft2: str) -> float:
-        st = self.scenario.drafters[i].staging
-        if st is not None and draft2 in st.acceptance:
-            return st.acceptance[draft2]
-        return self.catalog.default_acceptance(draft2, self.scenario.drafters[i].model)
+        return self.acceptance.alpha2(i, draft2)
 
     # -- the whole design --------------------------------------------------------------------
     def evaluate(self, design: Design, check: bool = True) -> Evaluation:
@@ -430,7 +446,8 @@ class Evaluator:
         if check:
             self.check(design)
         batch = self.scenario.batch_size
-        pipeline, drafters = design.pipeline, design.drafters
+        choice = design.choice
+        drafters = design.drafters
         mds = [design.verifier, *drafters]
         keys = [self.model_key(md) for md in mds] if model_keys is None else model_keys
         caps = []
@@ -439,76 +456,47 @@ class Evaluator:
             if not cap.holds:
                 self.check_capacity("verifier" if j == 0 else f"drafters[{j - 1}]", md, cap)
             caps.append(cap)
-        gammas = tuple([d.draft_length for d in drafters])
-        alphas = self.alphas(len(gammas))
-        tokens = batch * (sum(gammas) + 1)
-        verify = self.pass_price(design.verifier, tokens, caps[0].spill_kib, model_key=keys[0])
-
-        cycles = []
-        per_drafter_dist = []
-        for i, md in enumerate(drafters):
-            cycle = self.drafter_cycle(i, md, caps[i + 1].spill_kib, keys[i + 1])
-            cycles.append(cycle)
-            if cycle.staged is None:
-                per_drafter_dist.append(((md.draft_length, spec.OUTCOME_SCALE),))
-            else:
-                per_drafter_dist.append(_staged_rounds_int(cycle.staged[0], cycle.staged[1], md.draft_length))
-        outcomes = _draft_outcomes(tuple(per_drafter_dist))
-        q = _fail_q(alphas, gammas) if pipeline else 0
+        stats = round_stats(choice, self.acceptance)
+        verify = self.pass_price(design.verifier, verifier_tokens(batch, choice), caps[0].spill_kib,
+                                 model_key=keys[0])
+        cycles = [self.drafter_cycle(i, md, caps[i + 1].spill_kib, keys[i + 1]) for i, md in enumerate(drafters)]
         sync = self.costs.host.sync_latency_ns if drafters else 0
-        round_ns = spec.round_time_ns(outcomes, [c.time_ns for c in cycles], verify.time_ns, sync, pipeline, q)
-        tokens_micro = _expected_tokens_micro(alphas, gammas)
-
+        round_ns = spec.round_time_ns(stats.outcomes, [c.time_ns for c in cycles], verify.time_ns, sync,
+                                      choice.pipeline, stats.q)
         # energy per round: verifier pass + drafting (+ wasted optimistic drafts) + static power
         draft_nj = []
         for i, cycle in enumerate(cycles):
-            # pipeline: a drafter whose own draft fails wastes its optimistic drafting and resyncs
-            waste_q = _fail_q((alphas[i],), (gammas[i],)) if pipeline else 0
             # two-stage rounding keeps every integer product inside the optimizer's int64 range
-            rounds_scaled = _expected_rounds_scaled(per_drafter_dist[i])
-            expected = -(-(rounds_scaled * cycle.energy_nj) // spec.OUTCOME_SCALE)
-            draft_nj.append(-(-(expected * (spec.Q_SCALE + waste_q)) // spec.Q_SCALE))
+            expected = -(-(stats.rounds_scaled[i] * cycle.energy_nj) // spec.OUTCOME_SCALE)
+            draft_nj.append(-(-(expected * (spec.Q_SCALE + stats.drafter_q[i])) // spec.Q_SCALE))
         # static power of every device of every model for the whole round (mW x ns = pJ), per model
-        static_nj = 0
-        for md in mds:
-            static_nj += -(-self.static_power_mw(md) * round_ns // 1000)
+        static_nj = sum(-(-self.static_power_mw(md) * round_ns // 1000) for md in mds)
         energy_nj = verify.energy_nj + sum(draft_nj) + static_nj
-        metrics = Metrics(round_ns, tokens_micro, energy_nj, batch)
-        return _Priced(metrics, caps, verify, cycles, alphas, gammas, sync, draft_nj, static_nj)
+        metrics = Metrics(round_ns, stats.tokens_micro, energy_nj, batch)
+        return _Priced(metrics, caps, verify, cycles, stats.q, sync, draft_nj, static_nj)
 
-    def _model_breakdown(self, md: ModelDesign, cap: CapacityUse, price: PassPrice) -> dict:
-        ops = {}
-        for op in PLACEABLE_OPS:
-            p = md.placement[op]
-            ops[op] = {"engine": p.engine, "share": p.share if p.engine == "pim" else None,
-                       "time_ns": price.op_time_ns[op], "energy_nj": price.op_energy_nj[op]}
-        return {
-            "model": md.model, "memory_type": md.memory_type, "pim_units": md.pim_units, "devices": md.devices,
-            "pass_tokens": price.tokens, "pass_time_ns": price.time_ns, "pass_energy_nj": price.energy_nj,
-            "layer_makespan_ns": price.layer_makespan_ns, "allreduce_ns": price.allreduce_ns,
-            "operators": ops,
-            "capacity": {"pim_need_gib": cap.pim_need_kib / GIB_IN_KIB, "host_need_gib": cap.host_need_kib / GIB_IN_KIB,
-                         "pim_capacity_gib": cap.pim_capacity_kib / GIB_IN_KIB,
-                         "normal_capacity_gib": cap.normal_capacity_kib / GIB_IN_KIB,
-                         "spill_gib": cap.spill_kib / GIB_IN_KIB, "spill_ns_per_pass": price.spill_ns},
-        }
+    def _model_breakdown(self, md: ModelDesign, cap: CapacityUse, price: PassPrice) -> ModelBreakdown:
+        ops = {op: OperatorBreakdown(md.placement[op].engine,
+                                     md.placement[op].share if md.placement[op].engine == "pim" else None,
+                                     price.op_time_ns[op], price.op_energy_nj[op]) for op in PLACEABLE_OPS}
+        return ModelBreakdown(md.model, md.memory_type, md.pim_units, md.devices, price.tokens, price.time_ns,
+                              price.energy_nj, price.layer_makespan_ns, price.allreduce_ns, ops, cap,
+                              price.spill_ns)
 
-    def _breakdown(self, design: Design, priced: _Priced) -> dict:
-        caps, verify, alphas = priced.caps, priced.verify, priced.alphas
-        out = {"verifier": self._model_breakdown(design.verifier, caps[0], verify), "drafters": []}
+    def _breakdown(self, design: Design, priced: _Priced) -> Breakdown:
+        caps, verify = priced.caps, priced.verify
+        drafters = []
         for i, md in enumerate(design.drafters):
             cycle = priced.cycles[i]
-            d = self._model_breakdown(md, caps[i + 1], self.pass_price(md, cycle.pass_tokens, caps[i + 1].spill_kib))
-            d.update({"alpha": alphas[i], "draft_length": md.draft_length, "cycle_ns": cycle.time_ns,
-                      "drafting_energy_nj_per_round": priced.draft_nj[i],
-                      "staging": None if md.staging is None else {
-                          "draft2": md.staging.draft2, "draft_length": md.staging.draft_length,
-                          "alpha2": cycle.staged[0], "draft2_step_ns": cycle.draft2_step_ns}})
-            out["drafters"].append(d)
-        out["round"] = {"pipeline": design.pipeline, "verify_ns": verify.time_ns, "sync_ns": priced.sync,
-                        "fail_probability": _fail_q(alphas, priced.gammas) / spec.Q_SCALE,
-                        "static_energy_nj": priced.static_nj, "verifier_energy_nj": verify.energy_nj}
-        return out
+            base = self._model_breakdown(md, caps[i + 1], self.pass_price(md, cycle.pass_tokens, caps[i + 1].spill_kib))
+            staging = None if md.staging is None else StagingBreakdown(
+                md.staging.draft2, md.staging.draft_length, cycle.staged[0], cycle.draft2_step_ns)
+            drafters.append(DrafterBreakdown(**vars(base), alpha=self.alpha(i), draft_length=md.draft_length,
+                                             cycle_ns=cycle.time_ns, drafting_energy_nj_per_round=priced.draft_nj[i],
+                                             staging=staging))
+        rnd = RoundBreakdown(design.pipeline, verify.time_ns, priced.sync, priced.q / spec.Q_SCALE,
+                             priced.static_nj, verify.energy_nj)
+        return Breakdown(self._model_breakdown(design.verifier, caps[0], verify), tuple(drafters), rnd)
 
 
 class _Priced(NamedTuple):
@@ -518,8 +506,7 @@ class _Priced(NamedTuple):
     caps: list[CapacityUse]  # verifier, then drafters
     verify: PassPrice
     cycles: list[DrafterCycle]
-    alphas: tuple[float, ...]
-    gammas: tuple[int, ...]
+    q: int  # P(round fails) x Q_SCALE (pipeline only)
     sync: int
     draft_nj: list[int]
     static_nj: int

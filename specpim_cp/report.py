@@ -19,9 +19,10 @@ from collections.abc import Callable, Sequence
 from dataclasses import dataclass, field
 from pathlib import Path
 
-from specpim_cp.batch import OBJECTIVE_METRIC, read_records, sort_key, write_derived_files
+from specpim_cp.batch import read_records, sort_key, write_derived_files
 from specpim_cp.files import write_atomic
 from specpim_cp.ladder import LADDER_STEPS
+from specpim_cp.records import Record
 from specpim_cp.report_text import table
 
 BASELINE_COLUMNS = ("GPU-AR", "GPU-SI", "FC-offload", "attention-offload")
@@ -43,50 +44,49 @@ class ScenarioResults:
     family: str
     batch_size: int
     objective_name: str
-    by_method: dict[str, dict] = field(default_factory=dict)  # baseline names, "heuristic", "exact"
-    ladder: dict[str, dict] = field(default_factory=dict)  # step name -> record
-    pareto: dict | None = None
+    by_method: dict[str, Record] = field(default_factory=dict)  # baseline names, "heuristic", "exact"
+    ladder: dict[str, Record] = field(default_factory=dict)  # step name -> record
+    pareto: Record | None = None
 
-    def solved(self, name: str) -> dict | None:
+    def solved(self, name: str) -> Record | None:
         """The record of a method or baseline if it produced a design (None if missing or infeasible)."""
         r = self.by_method.get(name)
-        return r if r is not None and r.get("metrics") else None
+        return r if r is not None and r.solved else None
 
     def latency(self, name: str) -> float | None:
         r = self.solved(name)
-        return None if r is None else r["metrics"]["latency_ns_per_token"]
+        return None if r is None else r.metrics.latency_ns_per_token
 
     def energy(self, name: str) -> float | None:
         r = self.solved(name)
-        return None if r is None else r["metrics"]["energy_pj_per_token"]
+        return None if r is None else r.metrics.energy_pj_per_token
 
     def objective(self, name: str) -> float | None:
         """The scenario's objective (latency, energy or EDP per token) of a method's design."""
         r = self.solved(name)
-        return None if r is None else r["metrics"][OBJECTIVE_METRIC[self.objective_name]]
+        return None if r is None else r.metrics.value(self.objective_name)
 
     def best_pim_baseline(self) -> str | None:
         """The better fixed-recipe PIM baseline by the scenario's objective."""
         cands = [n for n in PIM_BASELINES if self.solved(n) is not None]
         return min(cands, key=self.objective) if cands else None
 
-    def best_design(self) -> dict | None:
+    def best_design(self) -> Record | None:
         return self.solved("exact") or self.solved("heuristic")
 
 
-def group(records: Sequence[dict]) -> list[ScenarioResults]:
+def group(records: Sequence[Record]) -> list[ScenarioResults]:
     out: dict[str, ScenarioResults] = {}
     for r in sorted(records, key=sort_key):
-        s = out.get(r["scenario"])
+        s = out.get(r.scenario)
         if s is None:
-            s = ScenarioResults(r["scenario"], r["family"], r["batch_size"], r["scenario_objective"])
-            out[r["scenario"]] = s
-        if r["method"] == "ladder":
-            s.ladder[r["part"]] = r
-        elif r["method"] == "pareto":
+            s = out[r.scenario] = ScenarioResults(r.scenario, r.family, r.batch_size, r.scenario_objective)
+        if r.method == "ladder":
+            s.ladder[r.part] = r
+        elif r.method == "pareto":
             s.pareto = r
         else:
-            s.by_method[r["part"]] = r  # baselines are keyed by their name, solvers by method
+            s.by_method[r.part] = r  # baselines are keyed by their name, solvers by method
     return sorted(out.values(), key=lambda s: (s.family, s.batch_size, s.name))
 
 
@@ -116,10 +116,10 @@ def fmt_excess(r: float | None) -> str:
     return "0%" if r == 1 else f"{100 * (r - 1):.2g}%"
 
 
-def fmt_gap(r: dict | None) -> str:
-    if r is None or r.get("gap") is None:
+def fmt_gap(r: Record | None) -> str:
+    if r is None or r.gap is None:
         return "-"
-    return "0%" if r["gap"] == 0 else f"{100 * r['gap']:.2g}%"
+    return "0%" if r.gap == 0 else f"{100 * r.gap:.2g}%"
 
 
 # ------------------------------------------------------------------------------------------------
@@ -147,7 +147,7 @@ def speedup_table(groups: Sequence[ScenarioResults]) -> Table:
                 "heur": ratio(s.objective("heuristic"), s.objective("exact"))}
         for k, v in vals.items():
             cols[k].append(v)
-        status = s.by_method["exact"]["status"] if "exact" in s.by_method else "-"
+        status = s.by_method["exact"].status if "exact" in s.by_method else "-"
         rows.append([s.name, status, fmt_gap(ex), fmt(vals["si_s"]), fmt(vals["pim_s"]), pim or "-",
                      fmt(vals["si_e"]), fmt(vals["pim_e"]), fmt_excess(vals["heur"])])
     rows.append(["geometric mean", "", "", *(fmt(geomean(cols[k])) for k in ("si_s", "pim_s")), "",
@@ -159,7 +159,7 @@ def speedup_table(groups: Sequence[ScenarioResults]) -> Table:
 
 
 def ladder_latencies(s: ScenarioResults) -> list[float | None]:
-    return [s.ladder[st]["metrics"]["latency_ns_per_token"] if s.ladder.get(st, {}).get("metrics") else None
+    return [s.ladder[st].metrics.latency_ns_per_token if st in s.ladder and s.ladder[st].solved else None
             for st in LADDER_STEPS]
 
 
@@ -207,11 +207,10 @@ def pim_table(groups: Sequence[ScenarioResults]) -> Table | None:
         r = s.best_design()
         if r is None:
             continue
-        for p in r["pim"]:
-            rows.append([s.name, r["method"], p["role"], p["model"], p["memory_type"], str(p["devices"]),
-                         f"{p['pim_units']}/{p['units_per_group']}", fmt(p["pim_fraction"], 2),
-                         ", ".join(p["pim_ops"]) or "-",
-                         "-" if p["draft_length"] is None else str(p["draft_length"])])
+        for p in r.pim:
+            rows.append([s.name, r.method, p.role, p.model, p.memory_type, str(p.devices),
+                         f"{p.pim_units}/{p.units_per_group}", fmt(p.pim_fraction, 2), ", ".join(p.pim_ops) or "-",
+                         "-" if p.draft_length is None else str(p.draft_length)])
     if not rows:
         return None
     headers = ["scenario", "from", "role", "model", "memory", "devices", "PIM units", "PIM fraction",
@@ -225,11 +224,11 @@ def pareto_table(groups: Sequence[ScenarioResults]) -> Table | None:
     for s in groups:
         if s.pareto is None:
             continue
-        if not s.pareto.get("front"):
+        if not s.pareto.front:
             rows.append([s.name, "-", "-", "no point found within the time limit"])
-        for p in s.pareto.get("front") or []:
-            rows.append([s.name, fmt(p["latency_ns_per_token"] / 1e3), fmt(p["energy_pj_per_token"] / 1e9),
-                         " ".join(f"{q['model']}:{q['memory_type']}:{q['pim_units']}" for q in p["pim"])])
+        for p in s.pareto.front or ():
+            rows.append([s.name, fmt(p.metrics.latency_ns_per_token / 1e3), fmt(p.metrics.energy_pj_per_token / 1e9),
+                         " ".join(f"{q.model}:{q.memory_type}:{q.pim_units}" for q in p.pim)])
     if not rows:
         return None
     return ("Latency-energy Pareto fronts (also in pareto/*.csv)",
@@ -244,23 +243,24 @@ def consistency_checks(groups: Sequence[ScenarioResults]) -> list[str]:
     out = []
     for s in groups:
         ex = s.solved("exact")
-        if ex is not None and ex["status"] == "OPTIMAL":
+        if ex is not None and ex.status == "OPTIMAL":
             for m in ("GPU-SI", *PIM_BASELINES, "heuristic"):
                 if s.objective(m) is not None and s.objective(m) < s.objective("exact") * (1 - 1e-12):
                     out.append(f"{s.name}: {m} ({s.objective(m):,.6g}) beats the proven exact optimum "
                                f"({s.objective('exact'):,.6g}) on {s.objective_name}")
-            front = (s.pareto or {}).get("front") or []
+            front = (s.pareto.front if s.pareto else None) or ()
             lat, en = s.latency("exact"), s.energy("exact")
             for q in front:
-                if q["latency_ns_per_token"] >= lat and q["energy_pj_per_token"] > en * (1 + 1e-12):
-                    out.append(f"{s.name}: Pareto point ({q['latency_ns_per_token'] / 1e3:,.1f} us, "
-                               f"{q['energy_pj_per_token'] / 1e9:,.1f} mJ) is dominated by the exact latency "
+                ql, qe = q.metrics.latency_ns_per_token, q.metrics.energy_pj_per_token
+                if ql >= lat and qe > en * (1 + 1e-12):
+                    out.append(f"{s.name}: Pareto point ({ql / 1e3:,.1f} us, "
+                               f"{qe / 1e9:,.1f} mJ) is dominated by the exact latency "
                                f"optimum ({lat / 1e3:,.1f} us, {en / 1e9:,.1f} mJ)")
         lat = ladder_latencies(s)
         for i, step in enumerate(LADDER_STEPS):
             r = s.ladder.get(step)
             if (step in NESTED_STEPS and lat[i] is not None and lat[i - 1] is not None and lat[i] > lat[i - 1]
-                    and r["status"] == "OPTIMAL" and s.ladder[LADDER_STEPS[i - 1]]["status"] == "OPTIMAL"):
+                    and r.status == "OPTIMAL" and s.ladder[LADDER_STEPS[i - 1]].status == "OPTIMAL"):
                 out.append(f"{s.name}: ladder step {step} ({lat[i] / 1e3:,.1f} us) is slower than "
                            f"{LADDER_STEPS[i - 1]} ({lat[i - 1] / 1e3:,.1f} us) although its space is larger")
     return out
@@ -390,7 +390,7 @@ def plot_pim(groups: Sequence[ScenarioResults], path: Path) -> Path | None:
         r = s.best_design()
         if r is None:
             continue
-        rows += [(f"{s.name} | {p['role'].replace('drafters', 'drafter')} {p['model']}", p) for p in r["pim"]]
+        rows += [(f"{s.name} | {p.role.replace('drafters', 'drafter')} {p.model}", p) for p in r.pim]
     if not rows:
         return None
     fig = _figure(8.5, 0.28 * len(rows) + 1.6)
@@ -404,9 +404,9 @@ def plot_pim(groups: Sequence[ScenarioResults], path: Path) -> Path | None:
                 ax.axhspan(ys[k - 1] - 0.5, ys[start] + 0.5, color="#f0f0f0", zorder=0)
             shade, start = not shade, k
     for y, (_, p) in zip(ys, rows, strict=True):
-        ax.barh(y, p["pim_fraction"], 0.7, color=MEMORY_COLORS.get(p["memory_type"], "#8c564b"))
-        ax.text(p["pim_fraction"] + 0.01, y, f"{p['pim_units']}/{p['units_per_group']} {p['memory_type']}",
-                va="center", fontsize=7)
+        ax.barh(y, p.pim_fraction, 0.7, color=MEMORY_COLORS.get(p.memory_type, "#8c564b"))
+        ax.text(p.pim_fraction + 0.01, y, f"{p.pim_units}/{p.units_per_group} {p.memory_type}", va="center",
+                fontsize=7)
     ax.set_yticks(ys, [label for label, _ in rows], fontsize=7)
     ax.set_xlim(0, 1.18)
     ax.set_ylim(-0.6, len(rows) - 0.4)
@@ -414,7 +414,7 @@ def plot_pim(groups: Sequence[ScenarioResults], path: Path) -> Path | None:
     ax.set_title("Where the PIM goes (best design per scenario and model)")
     from matplotlib.patches import Patch
 
-    mems = sorted({p["memory_type"] for _, p in rows})
+    mems = sorted({p.memory_type for _, p in rows})
     ax.legend(handles=[Patch(color=MEMORY_COLORS.get(m, "#8c564b"), label=m) for m in mems],
               title="memory type", fontsize=8, loc="upper left", bbox_to_anchor=(1.0, 1.0))
     ax.grid(axis="x", alpha=0.3)
@@ -433,8 +433,8 @@ def plot_pareto(groups: Sequence[ScenarioResults], path: Path) -> Path | None:
     axes = fig.subplots(2, len(fronts), squeeze=False)
     for col, s in enumerate(fronts):
         ax, zoom = axes[0][col], axes[1][col]
-        pts = sorted((p["latency_ns_per_token"] / 1e3, p["energy_pj_per_token"] / 1e9)
-                     for p in s.pareto.get("front") or [])
+        pts = sorted((p.metrics.latency_ns_per_token / 1e3, p.metrics.energy_pj_per_token / 1e9)
+                     for p in s.pareto.front or ())
         xs, ys = [x for x, _ in pts], [y for _, y in pts]
         for t in (ax, zoom):
             t.step(xs, ys, where="post", color="#d62728", linewidth=1, alpha=0.6)
@@ -514,10 +514,9 @@ def build_report(out: str | Path, plots: bool = True) -> Report:
     return Report(text, "\n".join(md), [*files, out / "summary.md", *made])
 
 
-def _header(records: Sequence[dict], groups: Sequence[ScenarioResults]) -> list[str]:
-    versions = sorted({r["solver_version"] for r in records if r.get("solver_version")})
-    failed = [f"{r['scenario']}:{r['method']} {r['part']}: {r['error']}"
-              for r in records if r["status"] == "ERROR"]
+def _header(records: Sequence[Record], groups: Sequence[ScenarioResults]) -> list[str]:
+    versions = sorted({r.solver_version for r in records if r.solver_version})
+    failed = [f"{r.scenario}:{r.method} {r.part}: {r.error}" for r in records if r.status == "ERROR"]
     lines = [f"{len(groups)} scenarios, {len(records)} records; solvers: {'; '.join(versions) or '-'}"]
     if failed:
         lines.append("\n- ".join(["ERRORS (re-run `batch` to retry):", *failed]))

@@ -4,8 +4,10 @@ from __future__ import annotations
 
 from collections.abc import Sequence
 
+from specpim_cp.design import Design, ModelDesign
+from specpim_cp.evaluate import GIB_IN_KIB
 from specpim_cp.graph import PLACEABLE_OPS
-from specpim_cp.scenario import Design, ModelDesign, Scenario
+from specpim_cp.scenario import Scenario
 
 
 def table(headers: Sequence[str], rows: Sequence[Sequence[object]]) -> str:
@@ -58,22 +60,23 @@ def format_evaluation(sc: Scenario, ev) -> str:
              "design:", *design_lines(sc, ev.design), "metrics: " + format_metrics(ev.metrics), "breakdown:"]
     b = ev.breakdown
     rows = []
-    for label, mb in [("verifier", b["verifier"])] + [(f"drafters[{i}]", d) for i, d in enumerate(b["drafters"])]:
-        cap = mb["capacity"]
-        rows.append([label, mb["model"], mb["pass_tokens"], mb["pass_time_ns"] / 1e3, mb["layer_makespan_ns"] / 1e3,
-                     mb["pass_energy_nj"] / 1e6, f"{cap['pim_need_gib']:.2f}/{cap['pim_capacity_gib']:.1f}",
-                     f"{cap['host_need_gib']:.2f}/{cap['normal_capacity_gib']:.1f}", f"{cap['spill_gib']:.2f}"])
+    for label, mb in b.models():
+        cap = mb.capacity
+        rows.append([label, mb.model, mb.pass_tokens, mb.pass_time_ns / 1e3, mb.layer_makespan_ns / 1e3,
+                     mb.pass_energy_nj / 1e6, f"{cap.pim_need_kib / GIB_IN_KIB:.2f}/{cap.pim_capacity_kib / GIB_IN_KIB:.1f}",
+                     f"{cap.host_need_kib / GIB_IN_KIB:.2f}/{cap.normal_capacity_kib / GIB_IN_KIB:.1f}",
+                     f"{cap.spill_kib / GIB_IN_KIB:.2f}"])
     lines.append(table(["model", "name", "tokens", "pass us", "layer us", "pass mJ", "PIM GiB used/cap",
                         "normal GiB used/cap", "spill GiB"], rows))
     op_rows = []
-    for label, mb in [("verifier", b["verifier"])] + [(f"drafters[{i}]", d) for i, d in enumerate(b["drafters"])]:
-        for op, o in mb["operators"].items():
-            op_rows.append([label, op, o["engine"] + (f" {o['share']}/{sc.space.share_levels}" if o["share"] else ""),
-                            o["time_ns"] / 1e3, o["energy_nj"] / 1e3])
+    for label, mb in b.models():
+        for op, o in mb.operators.items():
+            op_rows.append([label, op, o.engine + (f" {o.share}/{sc.space.share_levels}" if o.share else ""),
+                            o.time_ns / 1e3, o.energy_nj / 1e3])
     lines.append(table(["model", "operator", "engine", "time us", "energy uJ"], op_rows))
-    r = b["round"]
-    lines.append(f"round: verify {r['verify_ns'] / 1e3:,.1f} us, sync {r['sync_ns'] / 1e3:,.1f} us, "
-                 f"fail probability {r['fail_probability']:.4f}, static energy {r['static_energy_nj'] / 1e6:,.2f} mJ")
+    r = b.round
+    lines.append(f"round: verify {r.verify_ns / 1e3:,.1f} us, sync {r.sync_ns / 1e3:,.1f} us, "
+                 f"fail probability {r.fail_probability:.4f}, static energy {r.static_energy_nj / 1e6:,.2f} mJ")
     return "\n".join(lines)
 
 

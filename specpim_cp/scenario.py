@@ -1,4 +1,4 @@
-"""Scenario (what is asked) and Design (an answer): schema, TOML/JSON load and save, validation.
+"""Scenario (what is asked): schema, TOML/JSON loading and validation (a Design, the answer, is in design.py).
 
 Every validation error names the field (`drafters[1].devices: ...`). Loading resolves catalog names,
 so a loaded Scenario carries the ModelSpecs it needs and downstream code never looks names up again.
@@ -15,11 +15,8 @@ import tomllib
 from pydantic import BaseModel, ConfigDict, Field, ValidationError, field_validator, model_validator
 
 from specpim_cp.catalog import Catalog, default_catalog
-from specpim_cp.errors import ScenarioError
-
-ALLOWED_DEVICE_COUNTS = (1, 2, 4, 8)
-MAPPING_RULES = ("free", "fc-offload", "attention-offload", "host-only")
-ENGINES = ("host", "pim")
+from specpim_cp.design import DEVICE_COUNTS
+from specpim_cp.errors import ScenarioError, format_validation_error
 
 
 class _Strict(BaseModel):
@@ -85,8 +82,8 @@ class Scenario(_Strict):
     def _devices(self) -> Scenario:
         entries = [("verifier", self.verifier)] + [(f"drafters[{i}]", d) for i, d in enumerate(self.drafters)]
         for label, e in entries:
-            if e.devices is not None and e.devices not in ALLOWED_DEVICE_COUNTS:
-                raise ValueError(f"{label}.devices: must be one of {ALLOWED_DEVICE_COUNTS}, got {e.devices}")
+            if e.devices is not None and e.devices not in DEVICE_COUNTS:
+                raise ValueError(f"{label}.devices: must be one of {DEVICE_COUNTS}, got {e.devices}")
             if e.devices is None and self.device_budget is None:
                 raise ValueError(f"{label}.devices: required unless the scenario sets device_budget")
         if self.space.draft_lengths is not None:
@@ -113,19 +110,6 @@ class Scenario(_Strict):
 
     def content_hash(self) -> str:
         return hashlib.sha256(json.dumps(self.model_dump(mode="json"), sort_keys=True).encode()).hexdigest()[:16]
-
-
-def _format_pydantic(exc: ValidationError, root: str = "scenario") -> str:
-    err = exc.errors()[0]
-    loc = ""
-    for part in err["loc"]:
-        loc += f"[{part}]" if isinstance(part, int) else (f".{part}" if loc else str(part))
-    msg = err["msg"]
-    if msg.startswith("Value error, "):
-        msg = msg[len("Value error, "):]
-        if ":" in msg.split(" ")[0]:  # the validator already named the field
-            return msg
-    return f"{loc or root}: {msg}"
 
 
 def check_scenario(sc: Scenario, catalog: Catalog) -> Scenario:
@@ -174,7 +158,7 @@ def parse_scenario(data: dict, catalog: Catalog | None = None) -> Scenario:
     try:
         sc = Scenario.model_validate(data)
     except ValidationError as exc:
-        raise ScenarioError(_format_pydantic(exc)) from None
+        raise ScenarioError(format_validation_error(exc)) from None
     return check_scenario(sc, catalog or default_catalog())
 
 
@@ -189,62 +173,3 @@ def load_scenario(path: str | Path, catalog: Catalog | None = None) -> Scenario:
     except (tomllib.TOMLDecodeError, json.JSONDecodeError) as exc:
         raise ScenarioError(f"{path}: not valid {'JSON' if path.suffix == '.json' else 'TOML'} ({exc})") from None
     return parse_scenario(data, catalog)
-
-
-# ------------------------------------------------------------------------------------------------
-# Design
-# ------------------------------------------------------------------------------------------------
-class Placement(_Strict):
-    engine: Literal["host", "pim"]
-    share: int = Field(default=0, ge=0)  # PIM units used, in 1/share_levels of the model's PIM units
-
-
-class Staging(_Strict):
-    draft2: str
-    draft_length: int = Field(ge=1)
-
-
-class ModelDesign(_Strict):
-    model: str
-    memory_type: str
-    pim_units: int = Field(ge=0)
-    devices: int
-    placement: dict[str, Placement]
-    draft_length: int | None = None
-    staging: Staging | None = None
-
-
-class Design(_Strict):
-    pipeline: bool = False
-    verifier: ModelDesign
-    drafters: list[ModelDesign] = Field(default_factory=list)
-
-    def models(self) -> list[tuple[str, ModelDesign]]:
-        return [("verifier", self.verifier)] + [(f"drafters[{i}]", d) for i, d in enumerate(self.drafters)]
-
-    def key(self) -> str:
-        return json.dumps(self.model_dump(mode="json"), sort_keys=True)
-
-    def to_json(self) -> str:
-        return json.dumps(self.model_dump(mode="json"), indent=2, sort_keys=False)
-
-
-def parse_design(data: dict) -> Design:
-    try:
-        return Design.model_validate(data)
-    except ValidationError as exc:
-        msg = _format_pydantic(exc, root="design")
-        raise ScenarioError(msg if msg.startswith("design") else "design." + msg) from None
-
-
-def load_design(path: str | Path) -> Design:
-    path = Path(path)
-    try:
-        data = json.loads(path.read_text())
-    except OSError as exc:
-        raise ScenarioError(f"{path}: cannot read ({exc.strerror})") from None
-    except json.JSONDecodeError as exc:
-        raise ScenarioError(f"{path}: not valid JSON ({exc})") from None
-    if isinstance(data, dict) and "design" in data and "verifier" not in data:
-        data = data["design"]  # accept `solve --json` / `evaluate --json` output directly
-    return parse_design(data)

@@ -14,11 +14,12 @@ from collections.abc import Callable, Sequence
 from dataclasses import dataclass
 from pathlib import Path
 
+from specpim_cp.design import Design
 from specpim_cp.errors import ScenarioError
 from specpim_cp.files import write_atomic
 from specpim_cp.report import md_table
 from specpim_cp.report_text import table
-from specpim_cp.scenario import Design, Scenario
+from specpim_cp.scenario import Scenario
 
 Solver = Callable[..., object]  # the signature of `specpim_cp.exact.solve`
 

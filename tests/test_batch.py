@@ -27,19 +27,16 @@ from specpim_cp.batch import (
     write_derived_files,
 )
 from specpim_cp.catalog import default_catalog
-from specpim_cp.cli import builtin_sets
-from specpim_cp.designs import (
-    arch_options,
-    build_design,
-    pipeline_options,
-    rule_placement,
-    speculation_choices,
-)
+from specpim_cp.design import Design
 from specpim_cp.errors import ScenarioError
 from specpim_cp.evaluate import Evaluator
+from specpim_cp.recipes import rule_placement
+from specpim_cp.records import Record
 from specpim_cp.report import PLOTS, build_report
 from specpim_cp.result import SolveReport, SolveResult, inputs_hash
 from specpim_cp.scenario import load_scenario
+from specpim_cp.sets import builtin_sets
+from specpim_cp.space import DesignSpace
 from specpim_cp.sweep import parse_range, sweep_acceptance, write_sweep
 
 ROOT = Path(__file__).resolve().parent.parent
@@ -85,7 +82,7 @@ RULES = ("host-only", "fc-offload", "attention-offload", "all-pim")
 
 
 def _archs(scenario, catalog, j):
-    return [a for a in arch_options(scenario, catalog, j)
+    return [a for a in DesignSpace(scenario, catalog).models[j].archs
             if scenario.space.pim_units is not None
             or a.pim_units in (0, catalog.memory(a.memory_type).max_pim_units // 2,
                                catalog.memory(a.memory_type).max_pim_units)]
@@ -99,9 +96,9 @@ def _enumerate(scenario, catalog=None):
     for archs in itertools.product(*[_archs(scenario, catalog, j) for j in range(n + 1)]):
         for rule in rules:
             place = rule_placement(rule, scenario.space.share_levels)
-            for (gammas, staging), pipe in itertools.product(speculation_choices(scenario),
-                                                             pipeline_options(scenario)):
-                design = build_design(scenario, archs, [place] * (n + 1), gammas, staging, pipe)
+            for choice in DesignSpace(scenario, catalog).choice_list:
+                names = [scenario.verifier.model] + [d.model for d in scenario.drafters]
+                design = Design.assemble(names, list(archs), [place] * (n + 1), choice)
                 try:
                     yield ev.evaluate(design)
                 except ScenarioError:
@@ -203,10 +200,10 @@ def test_rerun_skips_done_instances(tiny_files, tmp_path, stand_in):
     assert (first.total, first.ran, first.skipped, first.failed) == (2, 2, 0, [])
     assert stand_in == {"baselines": 2}
     lines = (out / "results.jsonl").read_text().splitlines()
-    recs = [json.loads(x) for x in lines]
-    assert {r["part"] for r in recs} >= {"GPU-AR", "GPU-SI", "FC-offload", "attention-offload"}
-    assert all(r["parts"] == len([q for q in recs if q["key"] == r["key"]]) for r in recs)
-    assert all(r["seed"] is None and r["solver_version"] and r["inputs_hash"] for r in recs)
+    recs = [Record.from_json(json.loads(x)) for x in lines]
+    assert {r.part for r in recs} >= {"GPU-AR", "GPU-SI", "FC-offload", "attention-offload"}
+    assert all(r.parts == len([q for q in recs if q.key == r.key]) for r in recs)
+    assert all(r.seed is None and r.solver_version and r.inputs_hash for r in recs)
 
     second = run_batch(tiny_files, out, options)
     assert (second.ran, second.skipped) == (0, 2)
@@ -228,9 +225,9 @@ def test_killed_run_loses_only_unfinished_work(tiny_files, tmp_path, stand_in):
     again = run_batch(tiny_files, out, options)
     assert (again.ran, again.skipped) == (1, 1)
     assert stand_in == {"baselines": 3}
-    recs = [json.loads(x) for x in path.read_text().splitlines()]  # every line parses again
-    assert len({(r["key"], r["part"]) for r in recs if r["key"] == last_key}) == recs[-1]["parts"]
-    assert ResultStore(path).done_keys() == {r["key"] for r in recs}
+    recs = [Record.from_json(json.loads(x)) for x in path.read_text().splitlines()]  # every line parses
+    assert len({(r.key, r.part) for r in recs if r.key == last_key}) == recs[-1].parts
+    assert ResultStore(path).done_keys() == {r.key for r in recs}
 
 
 def test_failed_instances_are_recorded_and_retried(tiny_files, tmp_path, monkeypatch):
@@ -242,12 +239,12 @@ def test_failed_instances_are_recorded_and_retried(tiny_files, tmp_path, monkeyp
     monkeypatch.setitem(batch_mod._RUNNERS, "baselines", broken)
     s = run_batch(tiny_files[:1], out, BatchOptions(methods=("baselines",), jobs=1))
     assert s.failed == ["gpt2-tiny:baselines"]
-    rec = json.loads((out / "results.jsonl").read_text())
-    assert rec["status"] == "ERROR" and "solver crashed" in rec["error"]
+    rec = Record.from_json(json.loads((out / "results.jsonl").read_text()))
+    assert rec.status == "ERROR" and "solver crashed" in rec.error
     monkeypatch.undo()
     s = run_batch(tiny_files[:1], out, BatchOptions(methods=("baselines",), jobs=1))
     assert (s.ran, s.failed) == (1, [])
-    assert all(r["status"] != "ERROR" for r in read_records(out))
+    assert all(r.status != "ERROR" for r in read_records(out))
 
 
 def test_worker_processes_and_csv_regeneration(tiny_files, tmp_path):
@@ -282,8 +279,8 @@ def test_dying_worker_is_an_error_and_the_batch_goes_on(tiny_files, tmp_path, mo
     out = tmp_path / "out"
     s = run_batch(tiny_files, out, BatchOptions(methods=("baselines",), jobs=2))
     assert "gpt2-tiny:baselines" in s.failed and s.ran == 2
-    errors = [r for r in read_records(out) if r["status"] == "ERROR"]
-    assert errors and "worker process died" in errors[0]["error"]
+    errors = [r for r in read_records(out) if r.status == "ERROR"]
+    assert errors and "worker process died" in errors[0].error
     monkeypatch.undo()
     s = run_batch(tiny_files, out, BatchOptions(methods=("baselines",), jobs=2))
     assert s.failed == [] and s.ran == len(errors)
@@ -307,15 +304,15 @@ def test_report_with_every_method(tiny_files, tmp_path, stand_in):
     # the last ladder step is the unrestricted space: copied from the exact record, not re-solved
     assert stand_in["ladder"] == 2 * 4 and stand_in["exact"] == 2 and stand_in["pareto"] == 2
     records = read_records(out)
-    exact = {r["scenario"]: r for r in records if r["method"] == "exact"}
+    exact = {r.scenario: r for r in records if r.method == "exact"}
     for r in records:
-        if r["method"] == "ladder" and r["part"] == "+free architecture":
-            assert r["objective_exact"] == exact[r["scenario"]]["objective_exact"]
-            assert r["copied_from"] == exact[r["scenario"]]["key"]
+        if r.method == "ladder" and r.part == "+free architecture":
+            assert r.objective_exact == exact[r.scenario].objective_exact
+            assert r.copied_from == exact[r.scenario].key
     for r in exact.values():
-        pim = r["pim"]
-        assert [p["role"] for p in pim] == ["verifier", "drafters[0]"]
-        assert all(p["units_per_group"] == 8 and p["pim_fraction"] == p["pim_units"] / 8 for p in pim)
+        pim = r.pim
+        assert [p.role for p in pim] == ["verifier", "drafters[0]"]
+        assert all(p.units_per_group == 8 and p.pim_fraction == p.pim_units / 8 for p in pim)
 
     rep = build_report(out)
     for name in ("summary.md", "results.csv", *PLOTS):
@@ -328,8 +325,8 @@ def test_report_with_every_method(tiny_files, tmp_path, stand_in):
     assert "gpt2-tiny" in rep.text and "opt-tiny" in rep.text
     assert "Consistency checks" in rep.text and "all passed" in rep.text
     # speedup over GPU-SI in the table is the latency ratio of the records
-    si = next(r for r in records if r["scenario"] == "gpt2-tiny" and r["part"] == "GPU-SI")
-    expected = si["metrics"]["latency_ns_per_token"] / exact["gpt2-tiny"]["metrics"]["latency_ns_per_token"]
+    si = next(r for r in records if r.scenario == "gpt2-tiny" and r.part == "GPU-SI")
+    expected = si.metrics.latency_ns_per_token / exact["gpt2-tiny"].metrics.latency_ns_per_token
     row = next(line for line in rep.text.splitlines() if line.startswith("gpt2-tiny") and "OPTIMAL" in line)
     assert f"{expected:.3g}" in row.split()
 
@@ -337,23 +334,28 @@ def test_report_with_every_method(tiny_files, tmp_path, stand_in):
 def test_consistency_checks_flag_disagreements():
     from specpim_cp.report import consistency_checks, group
 
+    from specpim_cp.records import FrontPoint, RecordMetrics
+
     def metrics(latency, energy):
-        return {"latency_ns_per_token": latency, "energy_pj_per_token": energy, "edp": latency * energy}
+        return RecordMetrics(latency, energy, 0.0, 1.0, 1, latency * energy)
+
+    def point(latency, energy):
+        return FrontPoint(metrics(latency, energy), {}, ())
 
     def rec(method, part, latency, energy, status="OPTIMAL", **extra):
-        return {"key": f"{method}-{part}", "scenario": "s", "family": "f", "batch_size": 1,
-                "scenario_objective": "latency", "method": method, "part": part, "status": status,
-                "metrics": metrics(latency, energy), **extra}
+        return Record(key=f"{method}-{part}", scenario="s", scenario_file="s.toml", scenario_hash="h", family="f",
+                      batch_size=1, scenario_objective="latency", objective_name="latency", method=method, part=part,
+                      parts=1, status=status, metrics=metrics(latency, energy), **extra)
 
     steps = ("GPU-SI", "+attention offload", "+free mapping", "+pipeline", "+free architecture")
     ok = [rec("exact", "exact", 100.0, 50.0), rec("baselines", "GPU-SI", 200.0, 80.0),
           rec("heuristic", "heuristic", 110.0, 40.0, "HEURISTIC"),
-          rec("pareto", "front", 0, 0, "FRONT", front=[metrics(100.0, 50.0), metrics(120.0, 30.0)]),
+          rec("pareto", "front", 0, 0, "FRONT", front=(point(100.0, 50.0), point(120.0, 30.0))),
           *(rec("ladder", st, lat, 1.0) for st, lat in zip(steps, (200.0, 300.0, 150.0, 120.0, 100.0),
                                                             strict=True))]
     assert consistency_checks(group(ok)) == []
     bad = [rec("exact", "exact", 100.0, 50.0), rec("heuristic", "heuristic", 90.0, 40.0, "HEURISTIC"),
-           rec("pareto", "front", 0, 0, "FRONT", front=[metrics(100.0, 60.0)]),
+           rec("pareto", "front", 0, 0, "FRONT", front=(point(100.0, 60.0),)),
            *(rec("ladder", st, lat, 1.0) for st, lat in zip(steps, (200.0, 300.0, 150.0, 160.0, 100.0),
                                                              strict=True))]
     found = consistency_checks(group(bad))
@@ -364,7 +366,7 @@ def test_consistency_checks_flag_disagreements():
 
 
 def test_report_command_and_errors(tiny_files, tmp_path, stand_in):
-    from specpim_cp.cli_batch import batch, report
+    from specpim_cp.cli.batch import batch, report
 
     out = tmp_path / "out"
     runner = CliRunner()
@@ -416,7 +418,7 @@ def test_sweep_table_hints_and_files(tiny_files, tmp_path):
 
 
 def test_sweep_command(tiny_files, tmp_path, stand_in):
-    from specpim_cp.cli_batch import sweep
+    from specpim_cp.cli.batch import sweep
 
     res = CliRunner().invoke(sweep, [str(tiny_files[0]), "--acceptance", "0.5:0.9:0.2", "--out",
                                      str(tmp_path / "sw")])
@@ -436,14 +438,14 @@ def test_exact_batch_end_to_end(tiny_files, tmp_path):
     s = run_batch(tiny_files[:1], out, BatchOptions(methods=("exact", "ladder"), jobs=1, pareto=False,
                                                     time_limit_s=30))
     assert s.failed == []
-    records = {(r["method"], r["part"]): r for r in read_records(out)}
+    records = {(r.method, r.part): r for r in read_records(out)}
     ex = records[("exact", "exact")]
-    assert ex["status"] == "OPTIMAL" and ex["gap"] == 0 and ex["solver_version"].startswith("ortools")
-    assert ex["options"]["deterministic"] is True and ex["options"]["workers"] == 1
-    optimum = Fraction(ex["objective_exact"])
+    assert ex.status == "OPTIMAL" and ex.gap == 0 and ex.solver_version.startswith("ortools")
+    assert ex.options["deterministic"] is True and ex.options["workers"] == 1
+    optimum = Fraction(ex.objective_exact)
     assert optimum <= brute_force_solve(load_scenario(tiny_files[0])).report.objective
     ladder = [records[("ladder", step)] for step in ("+free mapping", "+pipeline", "+free architecture")]
-    objs = [Fraction(r["objective_exact"]) for r in ladder]
+    objs = [Fraction(r.objective_exact) for r in ladder]
     assert objs == sorted(objs, reverse=True) and objs[-1] == optimum  # each step widens the previous space
 
 

@@ -10,12 +10,13 @@ from pathlib import Path
 
 import pytest
 from click.testing import CliRunner
+from helpers import build_design
 
 from specpim_cp.cli import main
-from specpim_cp.costs import ArchConfig
-from specpim_cp.designs import build_design, rule_placement
+from specpim_cp.design import ArchConfig
 from specpim_cp.evaluate import Evaluator
 from specpim_cp.kernels import predict_linear_us
+from specpim_cp.recipes import rule_placement
 from specpim_cp.scenario import load_scenario, parse_scenario
 
 EXAMPLES = Path(__file__).resolve().parents[1] / "benchmarks" / "examples"

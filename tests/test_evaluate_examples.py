@@ -8,13 +8,14 @@ from functools import cache
 from pathlib import Path
 
 import pytest
+from helpers import build_design
 
 from specpim_cp.baselines import run_baselines
 from specpim_cp.catalog import default_catalog
-from specpim_cp.costs import ArchConfig
-from specpim_cp.designs import build_design, rule_placement
+from specpim_cp.design import ArchConfig, Design, Staging, parse_design
 from specpim_cp.evaluate import Evaluator
-from specpim_cp.scenario import Design, Staging, load_scenario, parse_design, parse_scenario
+from specpim_cp.recipes import rule_placement
+from specpim_cp.scenario import load_scenario, parse_scenario
 from specpim_cp.simulate import format_simulation
 from specpim_cp.simulate_design import simulate_design
 from specpim_cp.speculation import Q_SCALE, expected_tokens, staged_rounds_distribution
@@ -77,7 +78,7 @@ def _round_trip(sc, evaluation) -> None:
     assert again.key() == design.key()
     e2 = Evaluator(sc).evaluate(again)
     assert e2.metrics == evaluation.metrics
-    assert e2.breakdown == evaluation.breakdown
+    assert e2.breakdown.as_dict() == evaluation.breakdown.as_dict()
     assert json.loads(json.dumps(e2.as_dict())) == json.loads(json.dumps(evaluation.as_dict()))
 
 
@@ -110,7 +111,7 @@ def _closest_pipelined(sc, archs, placements) -> Design:
     best = None
     for g in range(1, sc.max_draft_length + 1):
         d = build_design(sc, archs, placements, [g] * n, [None] * n, True)
-        b = ev.evaluate(d).breakdown
+        b = ev.evaluate(d).breakdown.as_dict()
         draft = max(x["cycle_ns"] * x["draft_length"] for x in b["drafters"])
         gap = abs(draft / b["round"]["verify_ns"] - 1)
         if best is None or gap < best[0]:
@@ -173,7 +174,7 @@ def test_staged_d_close_to_v_design_exercises_the_nonlinearity():
     """The chosen staged pipelined design has E[D] within 3% of V and a random drafting time."""
     sc = _scenario("gpt2-staged")
     design = dict(_mc_designs("gpt2-staged"))["staged g=3 g2=1 pipeline=True"]
-    b = Evaluator(sc).evaluate(design).breakdown
+    b = Evaluator(sc).evaluate(design).breakdown.as_dict()
     d = b["drafters"][0]
     dist = staged_rounds_distribution(d["staging"]["alpha2"], d["staging"]["draft_length"], d["draft_length"])
     assert len(dist) >= 2
@@ -245,8 +246,8 @@ def test_pipeline_with_drafts_that_never_pass_equals_vanilla(gamma):
     assert pipe.round_time_ns == vanilla.round_time_ns
     assert pipe.tokens_per_round == 1.0
     # every optimistic draft is wasted: the pipeline pays the drafting energy twice
-    b = ev.evaluate(design).breakdown["drafters"][0]
-    bv = ev.evaluate(design.model_copy(update={"pipeline": False})).breakdown["drafters"][0]
+    b = ev.evaluate(design).breakdown.as_dict()["drafters"][0]
+    bv = ev.evaluate(design.model_copy(update={"pipeline": False})).breakdown.as_dict()["drafters"][0]
     assert b["drafting_energy_nj_per_round"] == 2 * bv["drafting_energy_nj_per_round"]
 
 
@@ -317,10 +318,10 @@ def test_staging_with_good_draft2_reduces_expected_drafting_cycles():
     archs = [ArchConfig("hbm", 0, 1), ArchConfig("hbm", 0, 1)]
     place = [rule_placement("host-only", share)] * 2
     gamma = 8
-    unstaged = ev.evaluate(build_design(sc, archs, place, [gamma], [None], False)).breakdown["drafters"][0]
+    unstaged = ev.evaluate(build_design(sc, archs, place, [gamma], [None], False)).breakdown.as_dict()["drafters"][0]
     staged = ev.evaluate(
         build_design(sc, archs, place, [gamma], [Staging(draft2="ngram", draft_length=3)], False)
-    ).breakdown["drafters"][0]
+    ).breakdown.as_dict()["drafters"][0]
     alpha2 = staged["staging"]["alpha2"]
     assert alpha2 == CAT.acceptance_pairs["ngram>gpt2-small"]
     dist = staged_rounds_distribution(alpha2, 3, gamma)

@@ -9,13 +9,14 @@ from pathlib import Path
 
 import numpy as np
 import pytest
+from helpers import build_design
 
 from specpim_cp.catalog import default_catalog
-from specpim_cp.designs import arch_options, build_design
+from specpim_cp.design import Design, Staging
 from specpim_cp.errors import ScenarioError
 from specpim_cp.evaluate import Evaluator
 from specpim_cp.graph import PLACEABLE_OPS
-from specpim_cp.scenario import Design, Placement, Staging, load_scenario
+from specpim_cp.scenario import load_scenario
 
 EXAMPLES = Path(__file__).resolve().parents[1] / "benchmarks" / "examples"
 NAMES = sorted(p.stem for p in EXAMPLES.glob("*.toml"))
@@ -34,12 +35,11 @@ def _random_design(sc, ev: Evaluator, rng: np.random.Generator) -> Design:
     n = 1 + len(sc.drafters)
     archs, places = [], []
     for j in range(n):
-        options = arch_options(sc, CAT, j)
+        options = ev.space.models[j].archs
         arch = options[rng.integers(len(options))]
         allowed = ev.costs.placements(arch)
         archs.append(arch)
-        places.append({op: Placement(engine=e, share=s)
-                       for op in PLACEABLE_OPS for e, s in [allowed[rng.integers(len(allowed))]]})
+        places.append({op: allowed[rng.integers(len(allowed))] for op in PLACEABLE_OPS})
     gammas = [int(rng.integers(1, sc.max_draft_length + 1)) for _ in sc.drafters]
     staging = []
     for entry in sc.drafters:
@@ -108,7 +108,7 @@ def test_caches_do_not_change_results(name):
                 if isinstance(fresh, str):
                     assert again == fresh
                 else:
-                    assert again.metrics == fresh.metrics and again.breakdown == fresh.breakdown
+                    assert again.metrics == fresh.metrics and again.breakdown.as_dict() == fresh.breakdown.as_dict()
     assert 0 < len(reused._pass_cache) and len(tiny._pass_cache) <= 2
     reused.clear_cache()
     assert not reused._pass_cache and not reused._capacity_cache and not reused._cycle_cache
@@ -125,8 +125,8 @@ def test_pass_price_and_capacity_keep_their_signatures():
     md = design.verifier
     cap = ev.capacity(md)
     assert cap == Evaluator(sc, CAT).capacity(md) == ev.capacity(md, Evaluator.model_key(md))
-    tokens = evaluation.breakdown["verifier"]["pass_tokens"]
-    assert ev.pass_price(md, tokens, cap.spill_kib).time_ns == evaluation.breakdown["verifier"]["pass_time_ns"]
+    tokens = evaluation.breakdown.as_dict()["verifier"]["pass_tokens"]
+    assert ev.pass_price(md, tokens, cap.spill_kib).time_ns == evaluation.breakdown.as_dict()["verifier"]["pass_time_ns"]
     drafter = design.drafters[0]
     cycle = ev.drafter_cycle(0, drafter, ev.capacity(drafter).spill_kib)
-    assert cycle.time_ns == evaluation.breakdown["drafters"][0]["cycle_ns"]
+    assert cycle.time_ns == evaluation.breakdown.as_dict()["drafters"][0]["cycle_ns"]

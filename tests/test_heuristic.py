@@ -8,11 +8,11 @@ from pathlib import Path
 
 import numpy as np
 import pytest
+from helpers import build_design
 
 from specpim_cp.baselines import gpu_si
 from specpim_cp.catalog import default_catalog
-from specpim_cp.costs import ArchConfig
-from specpim_cp.designs import build_design, rule_placement
+from specpim_cp.design import ArchConfig
 from specpim_cp.errors import ScenarioError
 from specpim_cp.evaluate import Evaluator
 from specpim_cp.graph import ATTENTION_OPS, FC_OPS, PLACEABLE_OPS
@@ -22,6 +22,7 @@ from specpim_cp.heuristic.ga import GeneticExplorer
 from specpim_cp.heuristic.pricing import INFEASIBLE, Pricer
 from specpim_cp.heuristic.run import _warm_starts
 from specpim_cp.heuristic.space import SearchSpace
+from specpim_cp.recipes import rule_placement
 from specpim_cp.scenario import load_scenario, parse_scenario
 
 EXAMPLES = sorted((Path(__file__).parents[1] / "benchmarks" / "examples").glob("*.toml"))

@@ -15,15 +15,17 @@ from pathlib import Path
 
 import networkx as nx
 import pytest
+from helpers import build_design
 
 from specpim_cp.baselines import gpu_ar
 from specpim_cp.catalog import default_catalog
-from specpim_cp.costs import KIB, ArchConfig, CostModel
-from specpim_cp.designs import build_design, rule_placement
+from specpim_cp.costs import KIB, CostModel
+from specpim_cp.design import ArchConfig, Placement
 from specpim_cp.errors import ScenarioError
 from specpim_cp.evaluate import GIB_IN_KIB, Evaluator
 from specpim_cp.graph import FC_OPS, LAYER_OPS, PLACEABLE_OPS, layer_graph
-from specpim_cp.scenario import Placement, load_scenario, parse_scenario
+from specpim_cp.recipes import rule_placement
+from specpim_cp.scenario import load_scenario, parse_scenario
 from specpim_cp.schedule import layer_schedule, makespan_lower_bound
 
 EXAMPLES = Path(__file__).resolve().parents[1] / "benchmarks" / "examples"
@@ -77,7 +79,7 @@ def test_gpu_ar_llama_32b_four_devices_compute_part_within_roofline_band():
     """LLaMA-32.5B on 4 devices: the time outside all-reduces is within [1, 2] x the roofline."""
     sc = load_scenario(EXAMPLES / "llama-32.5b-three-drafters.toml")
     ev = gpu_ar(sc)
-    b = ev.breakdown["verifier"]
+    b = ev.breakdown.as_dict()["verifier"]
     model = CAT.models[sc.verifier.model]
     allreduce_total = model.layers * 2 * b["allreduce_ns"]  # sequential block: 2 all-reduces per layer
     assert b["allreduce_ns"] > 0
@@ -200,9 +202,9 @@ def test_rule2_all_units_pim_leaves_no_host(mem):
     model = CAT.models["opt-1.3b"]
     k = CAT.memory(mem).max_pim_units
     arch = ArchConfig(mem, k, 1)
-    assert all(engine == "pim" for engine, _ in cm.placements(arch))
+    assert all(p.engine == "pim" for p in cm.placements(arch))
     assert len(cm.placements(arch)) == sc.space.share_levels
-    assert ("host", 0) in cm.placements(ArchConfig(mem, k - 1, 1))
+    assert ("host", 0) in [p.key for p in cm.placements(ArchConfig(mem, k - 1, 1))]
     assert cm.op_cost(model, "qkv", "host", 0, arch, 1) is None
     assert cm.capacity_kib(arch)[1] == 0
     ev = Evaluator(sc)
@@ -257,16 +259,16 @@ def test_spill_is_feasible_and_costs_shuffling_time():
     arch = ArchConfig("hbm", 2, 2)  # PIM side: 2 x 5 x 2 x 0.5 GiB = 10 GiB < 24 GiB of FC weights
     design = _ar_design(sc, arch, "fc-offload")
     spilled = Evaluator(sc).evaluate(design)
-    capb = spilled.breakdown["verifier"]["capacity"]
+    capb = spilled.breakdown.as_dict()["verifier"]["capacity"]
     assert capb["pim_capacity_gib"] == pytest.approx(10.0)
     assert capb["pim_need_gib"] > capb["pim_capacity_gib"]
     assert capb["spill_gib"] == pytest.approx(capb["pim_need_gib"] - capb["pim_capacity_gib"])
     assert capb["spill_gib"] > 0
     # the same design with PIM dies big enough: no spill, same everything else
     roomy = Evaluator(sc, _big_pim_catalog()).evaluate(design)
-    assert roomy.breakdown["verifier"]["capacity"]["spill_gib"] == 0
+    assert roomy.breakdown.as_dict()["verifier"]["capacity"]["spill_gib"] == 0
     assert spilled.metrics.round_time_ns > roomy.metrics.round_time_ns
-    spill_ns = spilled.breakdown["verifier"]["capacity"]["spill_ns_per_pass"]
+    spill_ns = spilled.breakdown.as_dict()["verifier"]["capacity"]["spill_ns_per_pass"]
     assert spilled.metrics.round_time_ns - roomy.metrics.round_time_ns == spill_ns
     # shuffling moves the spilled bytes out and back over both devices' external buses
     mem = CAT.memory("hbm")
@@ -473,7 +475,7 @@ def test_schedule_matches_brute_force_on_random_tiny_instances(parallel):
 
 def test_evaluator_palm_all_host_layer_serialises_on_the_host():
     sc = load_scenario(EXAMPLES / "palm-8b.toml")
-    b = gpu_ar(sc).breakdown["verifier"]
+    b = gpu_ar(sc).breakdown.as_dict()["verifier"]
     host_sum = sum(b["operators"][op]["time_ns"] for op in LAYER_OPS)
     assert b["allreduce_ns"] == 0  # one device
     assert b["layer_makespan_ns"] == host_sum
@@ -481,7 +483,7 @@ def test_evaluator_palm_all_host_layer_serialises_on_the_host():
 
 def test_evaluator_sequential_all_host_layer_is_sum_of_ops():
     sc = load_scenario(EXAMPLES / "opt-13b.toml")
-    b = gpu_ar(sc).breakdown["verifier"]
+    b = gpu_ar(sc).breakdown.as_dict()["verifier"]
     host_sum = sum(b["operators"][op]["time_ns"] for op in LAYER_OPS)
     assert b["layer_makespan_ns"] == host_sum + 2 * b["allreduce_ns"]
     model = CAT.models["opt-13b"]
@@ -497,7 +499,7 @@ def test_evaluator_palm_pim_attention_overlaps_host_ffn():
         else Placement(engine="host")
         for op in PLACEABLE_OPS
     }
-    b = Evaluator(sc).evaluate(_ar_design(sc, ArchConfig("hbm", 4, 1), placement=place)).breakdown["verifier"]
+    b = Evaluator(sc).evaluate(_ar_design(sc, ArchConfig("hbm", 4, 1), placement=place)).breakdown.as_dict()["verifier"]
     t = {op: b["operators"][op]["time_ns"] for op in LAYER_OPS}
     attn = t["qkv"] + t["score"] + t["context"] + t["o_proj"]
     ffn = t["ffn_up"] + t["ffn_down"]
@@ -519,7 +521,7 @@ def test_energy_positive_and_static_energy_is_power_times_round_time(rule, k, pi
     m = ev.metrics
     assert m.energy_pj_per_token > 0 and m.edp > 0
     static_mw = sum(a.devices * CAT.host(sc.host).static_power_mw for a in archs)
-    rnd = ev.breakdown["round"]
+    rnd = ev.breakdown.as_dict()["round"]
     # mW x ns = pJ; integer nJ rounded up (once for the total, or once per model: at most 1 nJ apart each)
     exact_nj = math.ceil(static_mw * m.round_time_ns / 1000)
     assert exact_nj <= rnd["static_energy_nj"] <= exact_nj + len(archs) - 1
@@ -527,7 +529,7 @@ def test_energy_positive_and_static_energy_is_power_times_round_time(rule, k, pi
         static_mw * 1e-3 * m.round_time_ns * 1e-9 * 1e9, abs=len(archs)
     )
     dynamic = rnd["verifier_energy_nj"] + sum(
-        d["drafting_energy_nj_per_round"] for d in ev.breakdown["drafters"]
+        d["drafting_energy_nj_per_round"] for d in ev.breakdown.as_dict()["drafters"]
     )
     assert m.energy_nj_per_round == dynamic + rnd["static_energy_nj"]
     assert m.energy_pj_per_token == pytest.approx(

@@ -15,7 +15,6 @@ times and energies, spill, drafting phases per outcome, round time T (ns) and en
 
 from __future__ import annotations
 
-from dataclasses import dataclass
 from fractions import Fraction
 
 import networkx as nx
@@ -23,21 +22,13 @@ from ortools.sat.python import cp_model
 
 from specpim_cp import speculation as spec
 from specpim_cp.catalog import Catalog, ModelSpec
-from specpim_cp.costs import ArchConfig, CostModel
-from specpim_cp.designs import (
-    arch_options,
-    build_design,
-    model_entries,
-    pipeline_options,
-    rule_allows,
-    speculation_choices,
-)
+from specpim_cp.design import HOST, ArchConfig, Design, ModelDesign, Placement, SpecChoice, Staging
 from specpim_cp.errors import ScenarioError
 from specpim_cp.evaluate import Evaluator
 from specpim_cp.graph import LAYER_OPS, PLACEABLE_OPS, is_chain, layer_graph, layer_order
-from specpim_cp.scenario import Design, Placement, Scenario, Staging
-
-Placement_ = tuple[str, int]  # (engine, share)
+from specpim_cp.passes import RoundStats, pass_tokens, round_stats
+from specpim_cp.scenario import Scenario
+from specpim_cp.space import DesignSpace, ModelOptions
 
 
 def ub(var: cp_model.IntVar) -> int:
@@ -56,43 +47,6 @@ def ceil_frac(x: Fraction) -> int:
     return -(-x.numerator // x.denominator)
 
 
-@dataclass(frozen=True)
-class SpecChoice:
-    """One speculation choice: draft lengths, staging per drafter, pipeline."""
-
-    gammas: tuple[int, ...]
-    staging: tuple[Staging | None, ...]
-    pipeline: bool
-    tokens_micro: int  # expected tokens per round x TOKENS_SCALE
-    q: int  # fail probability x Q_SCALE when pipelined, else 0
-    outcomes: tuple[tuple[tuple[int, ...], int], ...]  # (cycles per drafter, probability x OUTCOME_SCALE)
-    rounds_scaled: tuple[int, ...]  # expected cycles per drafter x OUTCOME_SCALE
-    drafter_q: tuple[int, ...]  # per drafter: P(its own draft fails) x Q_SCALE (wasted optimistic drafts)
-
-
-class ModelData:
-    """Per-model option sets and integer tables (shared by the CP-SAT model and the brute force)."""
-
-    def __init__(self, scenario: Scenario, catalog: Catalog, costs: CostModel, index: int):
-        self.index = index
-        self.label, entry = model_entries(scenario)[index]
-        self.spec: ModelSpec = catalog.models[entry.model]
-        self.archs: list[ArchConfig] = arch_options(scenario, catalog, index)
-        rule = scenario.space.mapping
-        all_places = [("host", 0)] + [("pim", s) for s in range(1, costs.share_levels + 1)]
-        self.places: dict[str, list[Placement_]] = {
-            op: [p for p in all_places if rule_allows(rule, op, p[0])] for op in PLACEABLE_OPS}
-        valid = {a: set(costs.placements(a)) for a in self.archs}
-        # [MAP-2] an architecture is usable only if every operator has an allowed placement on it
-        self.archs = [a for a in self.archs if all(any(p in valid[a] for p in self.places[op]) for op in PLACEABLE_OPS)]
-        if not self.archs:
-            raise ScenarioError(
-                f"space: no architecture of {self.label} ({entry.model}) can run every operator under mapping "
-                f"'{rule}' (pim_units={scenario.space.pim_units}, memory_type={scenario.space.memory_type}): "
-                "host operators need normal memory units and PIM operators need PIM units [MAP-2]")
-        self.valid = {a: valid[a] for a in self.archs}
-
-
 class SpecModel:
     """Builds the CP-SAT model; `solve.py` drives it (Dinkelbach, epsilon-constraint)."""
 
@@ -101,41 +55,24 @@ class SpecModel:
         self.catalog = catalog
         self.ev = evaluator or Evaluator(scenario, catalog)
         self.costs = self.ev.costs
+        self.space = DesignSpace(scenario, catalog)
         self.m = cp_model.CpModel()
         self.n_drafters = len(scenario.drafters)
-        self.data = [ModelData(scenario, catalog, self.costs, j) for j in range(self.n_drafters + 1)]
-        self.choices = self._speculation_choices()
+        self.data: list[ModelOptions] = self.space.models
+        self.choices: tuple[SpecChoice, ...] = self.space.choice_list
         if not self.choices:
             raise ScenarioError("space: no speculation choice is left (draft lengths, staging, pipeline)")
+        self.stats: list[RoundStats] = [round_stats(c, self.ev.acceptance) for c in self.choices]
         self.assumption_families: dict[str, cp_model.IntVar] = {}
         self.build()
 
-    # ------------------------------------------------------------------------------------------
-    # tables
-    # ------------------------------------------------------------------------------------------
-    def _speculation_choices(self) -> list[SpecChoice]:
-        n = self.n_drafters
-        alphas = [self.ev.alpha(i) for i in range(n)]
-        out = []
-        for gammas, staging in speculation_choices(self.scenario):
-            dists = [((gammas[i], spec.OUTCOME_SCALE),) if st is None else
-                     spec.staged_rounds_int(self.ev.alpha2(i, st.draft2), st.draft_length, gammas[i])
-                     for i, st in enumerate(staging)]
-            e_micro = spec.expected_tokens_micro(alphas, gammas)
-            fq = spec.fail_q(alphas, gammas)
-            own_q = tuple(spec.fail_q([alphas[i]], [gammas[i]]) for i in range(n))
-            outcomes = spec.draft_outcomes(dists)
-            rounds = tuple(spec.expected_rounds_scaled(d) for d in dists)
-            for pipe in pipeline_options(self.scenario):
-                out.append(SpecChoice(gammas, staging, pipe, e_micro, fq if pipe else 0, outcomes, rounds, own_q))
-        return out
+    def places(self, j: int, op: str) -> list[Placement]:
+        """Every placement of model j's operator `op` over all its architectures (the y literals)."""
+        d = self.data[j]
+        return list(dict.fromkeys(p for a in d.archs for p in d.allowed(a, op)))
 
-    def pass_tokens(self, j: int, c: SpecChoice) -> int:
-        b = self.scenario.batch_size
-        if j == 0:
-            return b * (sum(c.gammas) + 1)
-        st = c.staging[j - 1]
-        return b if st is None else b * (st.draft_length + 1)
+    def valid(self, j: int, a: ArchConfig, op: str, p: Placement) -> bool:
+        return p in self.data[j].placements[a][op]
 
     # ------------------------------------------------------------------------------------------
     # model
@@ -143,8 +80,8 @@ class SpecModel:
     def build(self) -> None:
         m = self.m
         self.x = [{a: m.new_bool_var(f"x[{j}][{a.label()}]") for a in d.archs} for j, d in enumerate(self.data)]
-        self.y = [{op: {p: m.new_bool_var(f"y[{j}][{op}][{p[0]}{p[1]}]") for p in d.places[op]}
-                   for op in PLACEABLE_OPS} for j, d in enumerate(self.data)]
+        self.y = [{op: {p: m.new_bool_var(f"y[{j}][{op}][{p.engine}{p.share}]") for p in self.places(j, op)}
+                   for op in PLACEABLE_OPS} for j in range(len(self.data))]
         self.z = [m.new_bool_var(f"z[{k}]") for k in range(len(self.choices))]
         self.add_architecture()            # [ARCH-1], [ARCH-2]
         self.add_placement()               # [MAP-1], [MAP-2]
@@ -176,19 +113,19 @@ class SpecModel:
                 m.add_exactly_one(self.y[j][op].values())
                 for a, xa in self.x[j].items():
                     for p, yp in self.y[j][op].items():
-                        if p not in d.valid[a]:
+                        if not self.valid(j, a, op, p):
                             m.add_bool_or([~xa, ~yp])
 
     # [SPEC-1] one speculation choice; [SPEC-2] each model's pass token count follows from it
     def add_speculation_choice(self) -> None:
         m = self.m
         m.add_exactly_one(self.z)
-        self.tokens_micro = sum(c.tokens_micro * z for c, z in zip(self.choices, self.z))
+        self.tokens_micro = sum(st.tokens_micro * z for st, z in zip(self.stats, self.z))
         self.kb: list[dict[int, cp_model.IntVar]] = []
         for j in range(len(self.data)):
             groups: dict[int, list[cp_model.IntVar]] = {}
             for c, z in zip(self.choices, self.z):
-                groups.setdefault(self.pass_tokens(j, c), []).append(z)
+                groups.setdefault(pass_tokens(self.scenario.batch_size, c, j), []).append(z)
             kb = {}
             for tokens, zs in sorted(groups.items()):
                 b = m.new_bool_var(f"tokens[{j}]={tokens}")
@@ -219,7 +156,7 @@ class SpecModel:
         # engine literal per operator (PIM on any share)
         on_pim = {}
         for op in PLACEABLE_OPS:
-            pim_lits = [v for p, v in self.y[j][op].items() if p[0] == "pim"]
+            pim_lits = [v for p, v in self.y[j][op].items() if p.engine == "pim"]
             b = m.new_bool_var(f"pim[{j}][{op}]")
             m.add(b == sum(pim_lits)) if pim_lits else m.add(b == 0)
             on_pim[op] = b
@@ -230,19 +167,19 @@ class SpecModel:
             vals_t, vals_e = [], []
             for a in d.archs:
                 for p in self.y[j][op]:
-                    if p not in d.valid[a]:
+                    if not self.valid(j, a, op, p):
                         continue
                     for t in tokens:
-                        oc = c.op_cost(model, op, p[0], p[1], a, t)
+                        oc = c.op_cost(model, op, p.engine, p.share, a, t)
                         vals_t.append(oc.time_ns)
                         vals_e.append(oc.energy_nj)
             dv = m.new_int_var(0, max(vals_t), f"dur[{j}][{op}]")
             ev = m.new_int_var(0, max(vals_e), f"en[{j}][{op}]")
             for a, xa in self.x[j].items():
                 for p, yp in self.y[j][op].items():
-                    if p not in d.valid[a]:
+                    if not self.valid(j, a, op, p):
                         continue
-                    costs_t = {t: c.op_cost(model, op, p[0], p[1], a, t) for t in tokens}
+                    costs_t = {t: c.op_cost(model, op, p.engine, p.share, a, t) for t in tokens}
                     m.add(dv == sum(costs_t[t].time_ns * kb[t] for t in tokens)).only_enforce_if([xa, yp])
                     m.add(ev == sum(costs_t[t].energy_nj * kb[t] for t in tokens)).only_enforce_if([xa, yp])
             dur[op], energy[op] = dv, ev
@@ -344,7 +281,8 @@ class SpecModel:
             m.add_bool_or([~o_uv, ~o_vu])
             for pu, yu in self.y[j][u].items():
                 for pv, yv in self.y[j][v].items():
-                    conflict = (pu[0] == pv[0] == "host") or (pu[0] == pv[0] == "pim" and pu[1] + pv[1] > levels)
+                    conflict = (pu.engine == pv.engine == "host") or (
+                        pu.engine == pv.engine == "pim" and pu.share + pv.share > levels)
                     if conflict:
                         m.add_bool_or([~yu, ~yv, o_uv, o_vu])
                     else:
@@ -376,11 +314,11 @@ class SpecModel:
         for node in ops:
             for p, yp in self.y[j][node].items():
                 iv = m.new_optional_interval_var(start[node], dur[node], end[node], yp, f"iv[{j}][{node}]{p}")
-                if p[0] == "host":
+                if p.engine == "host":
                     host_iv.append(iv)
                 else:
                     pim_iv.append(iv)
-                    pim_dem.append(p[1])
+                    pim_dem.append(p.share)
         m.add_no_overlap(host_iv)                    # [SCH-1]
         if pim_iv:
             m.add_cumulative(pim_iv, pim_dem, levels)  # [SCH-2]
@@ -399,7 +337,7 @@ class SpecModel:
             for t in tokens:
                 bt, be = {}, {}
                 for op in PLACEABLE_OPS:
-                    opts = [c.op_cost(model, op, p[0], p[1], a, t) for p in self.y[j][op] if p in d.valid[a]]
+                    opts = [c.op_cost(model, op, p.engine, p.share, a, t) for p in d.allowed(a, op)]
                     bt[op] = min((o.time_ns for o in opts), default=0)
                     be[op] = min((o.energy_nj for o in opts), default=0)
                 ar = c.allreduce_cost(model, a, t)
@@ -456,13 +394,10 @@ class SpecModel:
                          default=0)
         return total
 
-    def _probe_design(self, j: int, a: ArchConfig, st: Staging):
+    def _probe_design(self, j: int, a: ArchConfig, st: Staging) -> ModelDesign:
         """A ModelDesign carrying arch + staging, to price a draft2 step (independent of placement)."""
-        from specpim_cp.scenario import ModelDesign
-
-        host = Placement(engine="host", share=0)
         return ModelDesign(model=self.data[j].spec.name, memory_type=a.memory_type, pim_units=a.pim_units,
-                           devices=a.devices, placement={op: host for op in PLACEABLE_OPS}, draft_length=1,
+                           devices=a.devices, placement={op: HOST for op in PLACEABLE_OPS}, draft_length=1,
                            staging=st)
 
     # [RND-1] drafting phase per outcome slot; [RND-2] outcome round time; [RND-3] expected round time
@@ -470,8 +405,8 @@ class SpecModel:
         m = self.m
         V = self.pass_time[0]
         sync = self.costs.host.sync_latency_ns if self.n_drafters else 0
-        n_slots = max(len(c.outcomes) for c in self.choices)
-        max_r = max((r for c in self.choices for rs, _ in c.outcomes for r in rs), default=0)
+        n_slots = max(len(st.outcomes) for st in self.stats)
+        max_r = max((r for st in self.stats for rs, _ in st.outcomes for r in rs), default=0)
         d_ub = max_r * max((ub(ct) for ct in self.cycle_t), default=0)
         r_ub = d_ub + ub(V)
         self.T = m.new_int_var(0, r_ub + sync, "round_ns")
@@ -481,17 +416,17 @@ class SpecModel:
         for k in range(n_slots):
             m.add_max_equality(MX[k], [D[k], V])
         m.add(self.T >= V + sync)  # [CUT-2] every round contains one verification pass
-        for c, z in zip(self.choices, self.z):
-            for k, (rs, _prob) in enumerate(c.outcomes):
+        for c, st, z in zip(self.choices, self.stats, self.z):
+            for k, (rs, _prob) in enumerate(st.outcomes):
                 if rs:  # [RND-1]
                     m.add_max_equality(D[k], [r * self.cycle_t[i] for i, r in enumerate(rs)]).only_enforce_if(z)
                 else:  # no drafters: autoregressive rounds
                     m.add(D[k] == 0).only_enforce_if(z)
                 if c.pipeline:                                                      # [RND-2]
-                    add_ceil(m, R[k], (spec.Q_SCALE - c.q) * MX[k] + c.q * (D[k] + V), spec.Q_SCALE, z)
+                    add_ceil(m, R[k], (spec.Q_SCALE - st.q) * MX[k] + st.q * (D[k] + V), spec.Q_SCALE, z)
                 else:
                     m.add(R[k] == D[k] + V).only_enforce_if(z)
-            add_ceil(m, self.T - sync, sum(prob * R[k] for k, (_rs, prob) in enumerate(c.outcomes)),  # [RND-3]
+            add_ceil(m, self.T - sync, sum(prob * R[k] for k, (_rs, prob) in enumerate(st.outcomes)),  # [RND-3]
                      spec.OUTCOME_SCALE, z)
 
     # [EN-2] drafting energy (+ wasted optimistic drafts); [EN-3] static; [EN-4] energy per round
@@ -499,13 +434,13 @@ class SpecModel:
         m = self.m
         parts = [self.pass_energy[0]]
         for i in range(self.n_drafters):
-            max_rounds = max(c.rounds_scaled[i] for c in self.choices)
+            max_rounds = max(st.rounds_scaled[i] for st in self.stats)
             e_ub = -(-max_rounds * ub(self.cycle_e[i]) // spec.OUTCOME_SCALE)
             expected = m.new_int_var(0, e_ub, f"draft_expected_nj[{i}]")
             total = m.new_int_var(0, 2 * e_ub, f"draft_nj[{i}]")
-            for c, z in zip(self.choices, self.z):
-                add_ceil(m, expected, c.rounds_scaled[i] * self.cycle_e[i], spec.OUTCOME_SCALE, z)
-                waste = c.drafter_q[i] if c.pipeline else 0
+            for st, z in zip(self.stats, self.z):
+                add_ceil(m, expected, st.rounds_scaled[i] * self.cycle_e[i], spec.OUTCOME_SCALE, z)
+                waste = st.drafter_q[i]
                 add_ceil(m, total, (spec.Q_SCALE + waste) * expected, spec.Q_SCALE, z)
             parts.append(total)
         for j in range(len(self.data)):
@@ -525,38 +460,26 @@ class SpecModel:
     def decode(self, value) -> Design:
         """Design from a solution (`value(var) -> int`)."""
         archs, places = [], []
-        for j, d in enumerate(self.data):
-            a = next(a for a, v in self.x[j].items() if value(v))
-            archs.append(a)
-            pl = {}
-            for op in PLACEABLE_OPS:
-                p = next(p for p, v in self.y[j][op].items() if value(v))
-                pl[op] = Placement(engine=p[0], share=p[1])
-            places.append(pl)
+        for j in range(len(self.data)):
+            archs.append(next(a for a, v in self.x[j].items() if value(v)))
+            places.append({op: next(p for p, v in self.y[j][op].items() if value(v)) for op in PLACEABLE_OPS})
         c = next(c for c, z in zip(self.choices, self.z) if value(z))
-        return build_design(self.scenario, archs, places, c.gammas, c.staging, c.pipeline)
+        return self.space.build(archs, places, c)
 
     def choice_index(self, design: Design) -> int:
-        gam = tuple(d.draft_length for d in design.drafters)
-        stg = tuple(d.staging for d in design.drafters)
-        for k, c in enumerate(self.choices):
-            if c.gammas == gam and c.staging == stg and c.pipeline == design.pipeline:
-                return k
-        raise ScenarioError("hint: the design's speculation choice is outside the scenario's space")
+        return self.choices.index(design.choice)
 
     def decision_literals(self, design: Design) -> list[tuple[cp_model.IntVar, int]]:
         """(variable, value) for every decision Boolean; raises if the design is outside the space."""
+        bad = self.space.violations(design)
+        if bad:
+            raise ScenarioError(f"hint: {bad[0]}")
         out = []
         for j, (_, md) in enumerate(design.models()):
-            a = ArchConfig(md.memory_type, md.pim_units, md.devices)
-            if a not in self.x[j]:
-                raise ScenarioError(f"hint: {md.model}'s architecture {a.label()} is outside the space")
-            out += [(v, int(b == a)) for b, v in self.x[j].items()]
+            out += [(v, int(b == md.arch)) for b, v in self.x[j].items()]
             for op in PLACEABLE_OPS:
-                p = (md.placement[op].engine, md.placement[op].share if md.placement[op].engine == "pim" else 0)
-                if p not in self.y[j][op]:
-                    raise ScenarioError(f"hint: {md.model}.{op} placement {p} is outside the space")
-                out += [(v, int(q == p)) for q, v in self.y[j][op].items()]
+                key = md.placement[op].key
+                out += [(v, int(q.key == key)) for q, v in self.y[j][op].items()]
         k = self.choice_index(design)
         out += [(z, int(i == k)) for i, z in enumerate(self.z)]
         return out
@@ -567,4 +490,4 @@ class SpecModel:
             model.add(model.get_bool_var_from_proto_index(v.index) == 1)
 
     def min_tokens_micro(self) -> int:
-        return min(c.tokens_micro for c in self.choices)
+        return min(st.tokens_micro for st in self.stats)

@@ -15,11 +15,12 @@ from ortools.sat.python import cp_model
 
 from specpim_cp import speculation as spec
 from specpim_cp.catalog import Catalog, default_catalog
+from specpim_cp.design import Design
 from specpim_cp.errors import ScenarioError
 from specpim_cp.evaluate import Evaluation, Evaluator
 from specpim_cp.exact.model import SpecModel, ub
 from specpim_cp.result import SolveReport, SolveResult, inputs_hash, solver_version
-from specpim_cp.scenario import Design, Scenario
+from specpim_cp.scenario import Scenario
 
 
 class ModelMismatch(AssertionError):
@@ -141,7 +142,7 @@ def _measure(run: _Run, ratio: _Ratio, design: Design) -> tuple[int, int, Design
 def _expr_in(model: cp_model.CpModel, sm: SpecModel) -> cp_model.IntVar:
     """Expected tokens (x TOKENS_SCALE) as one bounded variable of a clone: multiplying the sum over
     every choice by a large constant would fail CP-SAT's overflow check (it bounds each term)."""
-    toks = [c.tokens_micro for c in sm.choices]
+    toks = [st.tokens_micro for st in sm.stats]
     v = model.new_int_var(min(toks), max(toks), "tokens_micro")
     model.add(v == sum(t * model.get_bool_var_from_proto_index(z.index) for t, z in zip(toks, sm.z)))
     return v
@@ -156,7 +157,7 @@ def minimize_ratio(run: _Run, ratio: _Ratio, extra=None, start: Evaluation | Non
     """
     sm = run.sm
     d_min = sm.min_tokens_micro()
-    d_max = max(c.tokens_micro for c in sm.choices)
+    d_max = max(st.tokens_micro for st in sm.stats)
     # starting point: the hint if feasible under `extra`, else minimise N alone
     if start is not None:  # a known feasible design: the evaluator's integers are the model's
         incumbent = _measure(run, ratio, start.design)
@@ -229,7 +230,7 @@ def tight_claim(sm: SpecModel, design: Design, opts: SolverOptions) -> tuple[int
         status = solver.solve(model)
         e = solver.value(E)
     k = sm.choice_index(design)
-    return t, e, sm.choices[k].tokens_micro
+    return t, e, sm.stats[k].tokens_micro
 
 
 def verify(sm: SpecModel, ev: Evaluator, design: Design, opts: SolverOptions) -> tuple[Evaluation, dict]:
@@ -343,7 +344,7 @@ def solve(scenario: Scenario, *, objective: str | None = None, time_limit_s: flo
 def _pareto(sm: SpecModel, run: _Run) -> tuple[list[Evaluation], str]:
     """Exact latency-energy (per token) Pareto front by epsilon-constraint [OBJ-2]."""
     lat, en = _Ratio(sm, "latency"), _Ratio(sm, "energy")
-    d_max = max(c.tokens_micro for c in sm.choices)
+    d_max = max(st.tokens_micro for st in sm.stats)
     ev = sm.ev
     front: list[Evaluation] = []
     energy_cap: tuple[int, int] | None = None  # (energy numerator, tokens) of the last point: go strictly below

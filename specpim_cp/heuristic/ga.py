@@ -1,8 +1,8 @@
 """Genetic algorithm over dataflow candidates; each candidate's architectures are filled by per-model MCTS.
 
 One generation: keep the elite, breed the rest by tournament selection, uniform crossover and
-per-gene mutation of the dataflow genes (draft lengths, staging, pipeline, per-operator engine and
-PIM share; architectures are inherited per model from either parent), then hand every new candidate
+per-gene mutation of the dataflow genes (each drafter's speculation option, pipeline, per-operator
+engine and PIM share; architectures are inherited per model from either parent), then hand every new candidate
 to the filler (`fill.Filler`: capacity repair, then per-model MCTS over architectures). The fitness
 of a candidate is the search objective of its best completion. After the generation, the fills' MCTS
 backups are merged into the persistent trees and their best designs into a bounded archive, from
@@ -31,6 +31,7 @@ ELITE_FRACTION = 0.02
 ARCHIVE_SIZE = 64
 DUPLICATE_RETRIES = 3
 MAX_HISTORY = 200
+NEIGHBOUR_MOVE_PROBABILITY = 0.7  # a mutated speculation gene moves to a neighbouring option (else random)
 POLISH_STREAM = 1 << 30  # random stream index of the elite's polish (fills use 0, 1, ...)
 
 
@@ -63,7 +64,7 @@ class GeneticExplorer:
         self._filled: dict[tuple[Genome, tuple[int, ...]], Individual] = {}
         self._polished: dict[tuple[Genome, tuple[int, ...]], Individual] = {}
         self._rate = MUTATED_GENES / max(1, space.mutable_genes)
-        self._n_slots = 2 * space.n_drafters + 1 + 2 * space.n_models * len(space.engine_opts)
+        self._n_slots = space.n_drafters + 1 + 2 * space.n_models * len(space.engine_opts)
 
     def out_of_time(self) -> bool:
         return self.deadline is not None and time.monotonic() > self.deadline
@@ -132,7 +133,7 @@ class GeneticExplorer:
 
     @staticmethod
     def _flatten(g: Genome) -> list[int]:
-        flat = list(g.gammas) + list(g.staging) + [int(g.pipeline)]
+        flat = list(g.drafts) + [int(g.pipeline)]
         for e in g.engines:
             flat += e
         for s in g.shares:
@@ -141,8 +142,8 @@ class GeneticExplorer:
 
     def _unflatten(self, flat: list[int]) -> Genome:
         nd, n, k = self.space.n_drafters, self.space.n_models, len(self.space.engine_opts)
-        engines_at, shares_at = 2 * nd + 1, 2 * nd + 1 + n * k
-        return Genome(tuple(flat[:nd]), tuple(flat[nd:2 * nd]), bool(flat[2 * nd]),
+        engines_at, shares_at = nd + 1, nd + 1 + n * k
+        return Genome(tuple(flat[:nd]), bool(flat[nd]),
                       tuple(tuple(flat[engines_at + j * k: engines_at + (j + 1) * k]) for j in range(n)),
                       tuple(tuple(flat[shares_at + j * k: shares_at + (j + 1) * k]) for j in range(n)))
 
@@ -162,19 +163,19 @@ class GeneticExplorer:
             return genome
         nd, n, k = sp.n_drafters, sp.n_models, len(sp.engine_opts)
         for pos in hits.tolist():
-            if pos < nd:  # draft length: a step or a fresh value
-                opts = sp.gamma_opts[pos]
-                if len(opts) > 1:
-                    i = opts.index(flat[pos])
-                    i = (i + (1 if rng.random() < 0.5 else -1)) if rng.random() < 0.7 else int(rng.integers(len(opts)))
-                    flat[pos] = opts[min(max(i, 0), len(opts) - 1)]
-            elif pos < 2 * nd:
-                flat[pos] = int(rng.integers(len(sp.staging_opts[pos - nd])))
-            elif pos == 2 * nd:
+            if pos < nd:  # a drafter's speculation option: a neighbouring one, or a fresh one
+                n_opts = len(sp.drafter_opts[pos])
+                if n_opts > 1:
+                    near = sp.design_space.drafter_neighbours(pos, flat[pos])
+                    if near and rng.random() < NEIGHBOUR_MOVE_PROBABILITY:
+                        flat[pos] = int(near[rng.integers(len(near))])
+                    else:
+                        flat[pos] = int(rng.integers(n_opts))
+            elif pos == nd:
                 if len(sp.pipeline_opts) > 1:
                     flat[pos] = 1 - flat[pos]
-            elif pos < 2 * nd + 1 + n * k:
-                if len(sp.engine_opts[(pos - 2 * nd - 1) % k]) > 1:
+            elif pos < nd + 1 + n * k:
+                if len(sp.engine_opts[(pos - nd - 1) % k]) > 1:
                     flat[pos] = PIM if flat[pos] == HOST else HOST
             else:
                 flat[pos] = sp.random_share(rng)

@@ -1,7 +1,7 @@
 """Monte Carlo tree search (UCT) over one model's architecture config.
 
 The tree has three levels of decisions: memory type, PIM units k, device count; its leaves are the
-model's architecture configs (`designs.arch_options`, restricted by the scenario's `[space]`). The GA
+model's architecture configs (`space.DesignSpace`, restricted by the scenario's `[space]`). The GA
 calls the search to fill in the architecture of one model for one dataflow candidate: each descent
 picks a leaf by UCT, the caller completes it with the candidate's placements (repaired for that
 architecture) and prices it with the evaluator, and the reward is backed up the path.
@@ -25,7 +25,7 @@ from collections.abc import Callable, Iterable
 
 import numpy as np
 
-from specpim_cp.costs import ArchConfig
+from specpim_cp.design import ArchConfig
 
 #: UCT exploration constant for rewards in [0, 1].
 UCT_C = math.sqrt(2.0)

@@ -24,15 +24,14 @@ from __future__ import annotations
 import math
 
 from specpim_cp.catalog import Catalog
-from specpim_cp.designs import build_design
+from specpim_cp.design import Design, ModelDesign, Placement
 from specpim_cp.errors import ScenarioError
 from specpim_cp.evaluate import CapacityUse, Evaluator, Metrics
 from specpim_cp.graph import PLACEABLE_OPS
 from specpim_cp.heuristic.space import HOST, PIM, Genome, Place, SearchSpace
-from specpim_cp.scenario import Design, ModelDesign, Placement
 
-#: (pipeline, draft lengths, staging indices, architecture ids, placements): one concrete design.
-DesignKey = tuple[bool, tuple[int, ...], tuple[int, ...], tuple[int, ...], tuple[Place, ...]]
+#: (speculation choice id (SearchSpace.choice_id), architecture ids, placements): one concrete design.
+DesignKey = tuple[int, tuple[int, ...], tuple[Place, ...]]
 
 INFEASIBLE = math.inf
 MODEL_KEY_CACHE = 50_000  # Evaluator.model_key per (model, architecture, placement) (emptied when full)
@@ -54,20 +53,25 @@ class Pricer:
         self._fit: dict[tuple, Place | None] = {}
         self.values: dict[DesignKey, float] = {}
         self.evaluations = 0
+        # per model, per drafter option: the draft2 model its staging loads (capacity depends on it)
+        self._draft2 = [[None]] + [[None if o.staging is None else o.staging.draft2 for o in opts]
+                                   for opts in space.drafter_opts]
 
     @property
     def unique_designs(self) -> int:
         return len(self.values)
 
     # -- per-model pieces --------------------------------------------------------------------
-    def model_design(self, j: int, arch_id: int, place: Place, gamma: int | None, stg: int) -> ModelDesign:
-        """Model j's part of a design (unvalidated: the pieces come from the restricted space).
+    def model_design(self, j: int, arch_id: int, place: Place, draft: int) -> ModelDesign:
+        """Model j's part of a design (unvalidated: the pieces come from the restricted space); `draft`
+        indexes drafter j-1's options (ignored for the verifier, j = 0).
         Not cached (beyond each model's last one): long-lived objects make garbage collection costly."""
         arch = self.space.archs[arch_id]
+        dc = self.space.drafter_opts[j - 1][draft] if j > 0 else None
         return ModelDesign.model_construct(
             model=self.space.model_names[j], memory_type=arch.memory_type, pim_units=arch.pim_units,
             devices=arch.devices, placement={op: self._placements[p] for op, p in zip(PLACEABLE_OPS, place)},
-            draft_length=gamma, staging=self.space.staging_opts[j - 1][stg] if j > 0 else None)
+            draft_length=None if dc is None else dc.draft_length, staging=None if dc is None else dc.staging)
 
     def model_key(self, j: int, arch_id: int, place: Place, md: ModelDesign) -> tuple:
         """Evaluator.model_key(md) of `model_design(j, arch_id, place, ...)`, cached (the same for every
@@ -79,11 +83,11 @@ class Pricer:
             model_key = self._model_keys[(j, arch_id, place)] = Evaluator.model_key(md)
         return model_key
 
-    def capacity(self, j: int, arch_id: int, place: Place, stg: int) -> CapacityUse:
-        key = (j, arch_id, place, stg)
+    def capacity(self, j: int, arch_id: int, place: Place, draft: int) -> CapacityUse:
+        key = (j, arch_id, place, self._draft2[j][draft] if j else None)
         cap = self._cap.get(key)
         if cap is None:
-            md = self.model_design(j, arch_id, place, None, stg)
+            md = self.model_design(j, arch_id, place, draft)
             cap = self._cap[key] = self.evaluator.capacity(md, self.model_key(j, arch_id, place, md))
         return cap
 
@@ -94,18 +98,18 @@ class Pricer:
 
     def arch_holds(self, genome: Genome, j: int, arch_id: int) -> bool:
         place = self.space.placement(genome, j, arch_id)
-        return self.holds(self.capacity(j, arch_id, place, genome.staging[j - 1] if j > 0 else -1))
+        return self.holds(self.capacity(j, arch_id, place, genome.drafts[j - 1] if j > 0 else 0))
 
-    def fit(self, j: int, arch_id: int, place: Place, stg: int, shares: tuple[int, ...]) -> Place | None:
+    def fit(self, j: int, arch_id: int, place: Place, draft: int, shares: tuple[int, ...]) -> Place | None:
         """Capacity repair: a re-placement without spill, moving as few bytes as possible, or None."""
-        key = (j, arch_id, place, stg, shares)
+        key = (j, arch_id, place, self._draft2[j][draft] if j else None, shares)
         if key in self._fit:
             return self._fit[key]
-        self._fit[key] = out = self._fit_uncached(j, arch_id, place, stg, shares)
+        self._fit[key] = out = self._fit_uncached(j, arch_id, place, draft, shares)
         return out
 
-    def _fit_uncached(self, j: int, arch_id: int, place: Place, stg: int, shares: tuple[int, ...]) -> Place | None:
-        cap = self.capacity(j, arch_id, place, stg)
+    def _fit_uncached(self, j: int, arch_id: int, place: Place, draft: int, shares: tuple[int, ...]) -> Place | None:
+        cap = self.capacity(j, arch_id, place, draft)
         if cap.spill_kib == 0 or not self.holds(cap):
             return None
         sp = self.space
@@ -139,7 +143,7 @@ class Pricer:
         for o in chosen:
             new[o] = 0 if to == HOST else shares[o]
         new_place = tuple(new)
-        return new_place if self.capacity(j, arch_id, new_place, stg).spill_kib == 0 else None
+        return new_place if self.capacity(j, arch_id, new_place, draft).spill_kib == 0 else None
 
     # -- whole designs -----------------------------------------------------------------------
     def complete(self, genome: Genome, archs: tuple[int, ...]) -> tuple[float, DesignKey | None]:
@@ -151,21 +155,22 @@ class Pricer:
         fitted: list[tuple[int, Place]] = []
         for j in range(sp.n_models):
             place = sp.placement(genome, j, archs[j])
-            stg = genome.staging[j - 1] if j > 0 else -1
-            cap = self.capacity(j, archs[j], place, stg)
+            draft = genome.drafts[j - 1] if j > 0 else 0
+            cap = self.capacity(j, archs[j], place, draft)
             if not self.holds(cap):
                 return INFEASIBLE, None
             if cap.spill_kib:
-                alt = self.fit(j, archs[j], place, stg, genome.shares[j])
+                alt = self.fit(j, archs[j], place, draft, genome.shares[j])
                 if alt is not None:
                     fitted.append((j, alt))
             places.append(place)
-        best_key: DesignKey = (genome.pipeline, genome.gammas, genome.staging, archs, tuple(places))
+        cid = sp.choice_id(genome)
+        best_key: DesignKey = (cid, archs, tuple(places))
         best = self.price(best_key)
         for j, alt in fitted:
-            trial = list(best_key[4])
+            trial = list(best_key[2])
             trial[j] = alt
-            key = (genome.pipeline, genome.gammas, genome.staging, archs, tuple(trial))
+            key = (cid, archs, tuple(trial))
             value = self.price(key)
             if value < best:
                 best, best_key = value, key
@@ -193,10 +198,11 @@ class Pricer:
 
     def _assemble(self, key: DesignKey) -> tuple[Design, list[tuple]]:
         """The (unvalidated) Design of a key and the evaluator's model keys of its models."""
-        pipeline, gammas, staging, archs, places = key
+        cid, archs, places = key
+        genome_drafts, pipeline = self.space.split_choice_id(cid)
         mds, model_keys = [], []
         for j in range(self.space.n_models):
-            part = (archs[j], places[j], gammas[j - 1], staging[j - 1]) if j else (archs[0], places[0], None, -1)
+            part = (archs[j], places[j], genome_drafts[j - 1] if j else 0)
             last = self._last[j]  # the search often changes one model at a time: reuse the others
             if last is None or last[0] != part:
                 md = self.model_design(j, *part)
@@ -208,8 +214,8 @@ class Pricer:
     def design(self, key: DesignKey) -> Design:
         """The validated Design of a key (what the heuristic returns and the evaluator re-prices)."""
         sp = self.space
-        pipeline, gammas, staging, archs, places = key
-        return build_design(
-            sp.scenario, [sp.archs[a] for a in archs],
+        cid, archs, places = key
+        return sp.design_space.build(
+            [sp.archs[a] for a in archs],
             [{op: self._placements[p] for op, p in zip(PLACEABLE_OPS, place)} for place in places],
-            list(gammas), [sp.staging_opts[i][s] for i, s in enumerate(staging)], pipeline)
+            sp.choice(cid))

@@ -30,14 +30,14 @@ import numpy as np
 from specpim_cp import __version__
 from specpim_cp.baselines import baseline_devices, gpu_si
 from specpim_cp.catalog import Catalog, default_catalog
-from specpim_cp.costs import ArchConfig
-from specpim_cp.designs import build_design, rule_placement
+from specpim_cp.design import ArchConfig, DrafterChoice, SpecChoice
 from specpim_cp.errors import ScenarioError
 from specpim_cp.evaluate import Evaluator, Metrics
 from specpim_cp.heuristic.fill import Filler, PoolFiller, SerialFiller
 from specpim_cp.heuristic.ga import GeneticExplorer
 from specpim_cp.heuristic.pricing import INFEASIBLE, DesignKey, Pricer
 from specpim_cp.heuristic.space import Genome, SearchSpace
+from specpim_cp.recipes import rule_placement
 from specpim_cp.result import SolveReport, SolveResult, inputs_hash
 from specpim_cp.scenario import Scenario
 
@@ -78,7 +78,7 @@ def resolve_budget(budget: str | Budget) -> Budget:
 def _warm_starts(scenario: Scenario, catalog: Catalog, space: SearchSpace) -> list[tuple[Genome, tuple[int, ...]]]:
     """GPU-SI and the fixed PIM recipes, projected into the restricted space."""
     designs = []
-    gammas = [g[0] for g in space.gamma_opts]
+    gammas = [opts[0].draft_length for opts in space.drafter_opts]
     if scenario.drafters:
         try:
             si = gpu_si(scenario, catalog).design
@@ -93,8 +93,8 @@ def _warm_starts(scenario: Scenario, catalog: Catalog, space: SearchSpace) -> li
         mem = memory if memory in scenario.memory_types else scenario.memory_types[0]
         k = round(catalog.memory(mem).units_per_group * k_of_units)
         archs = [ArchConfig(mem, k, d) for d in devices]
-        designs.append(build_design(scenario, archs, [rule_placement(rule, space.levels)] * n, gammas,
-                                    [None] * space.n_drafters, False))
+        choice = SpecChoice(tuple(DrafterChoice(g) for g in gammas), False)
+        designs.append(space.design_space.build(archs, [rule_placement(rule, space.levels)] * n, choice))
     return [space.project(d) for d in designs]
 
 

@@ -1,13 +1,14 @@
 """The heuristic's view of a scenario's restricted design space: gene domains, genomes, projection.
 
-A *genome* is the GA's dataflow candidate: draft length and staging choice per drafter, pipeline
-on/off, and per model and placeable operator an engine gene (host/PIM) plus a latent PIM share gene
-(kept while the operator sits on the host, so a later flip back to PIM restores it). The
-architecture of each model is not in the genome: the per-model MCTS fills it in. Architectures are
-handled as integer ids into `SearchSpace.archs` for fast hashing.
+A *genome* is the GA's dataflow candidate: per drafter an index into its speculation options
+(`DesignSpace.drafter_options`: draft and staging), pipeline on/off, and per model and placeable
+operator an engine gene (host/PIM) plus a latent PIM share gene (kept while the operator sits on the
+host, so a later flip back to PIM restores it). The architecture of each model is not in the genome:
+the per-model MCTS fills it in. Architectures are handled as integer ids into `SearchSpace.archs`
+for fast hashing.
 
-Everything here respects the scenario's `[space]` restrictions (mapping rule, fixed memory type, PIM
-units, pipeline, draft lengths, staging), so every design the heuristic builds lies in that space.
+Every option comes from the scenario's `DesignSpace` (restricted by its `[space]` table), and
+membership is `DesignSpace.violations`, so every design the heuristic builds lies in that space.
 """
 
 from __future__ import annotations
@@ -17,18 +18,11 @@ from typing import NamedTuple
 import numpy as np
 
 from specpim_cp.catalog import Catalog
-from specpim_cp.costs import ArchConfig
-from specpim_cp.designs import (
-    arch_options,
-    gamma_options,
-    model_entries,
-    pipeline_options,
-    rule_allows,
-    staging_options,
-)
-from specpim_cp.errors import ScenarioError
+from specpim_cp.design import ArchConfig, Design, SpecChoice
 from specpim_cp.graph import PLACEABLE_OPS
-from specpim_cp.scenario import Design, Scenario, Staging
+from specpim_cp.recipes import rule_allows
+from specpim_cp.scenario import Scenario
+from specpim_cp.space import DesignSpace
 
 HOST, PIM = 0, 1
 N_OPS = len(PLACEABLE_OPS)
@@ -41,8 +35,7 @@ Place = tuple[int, ...]
 class Genome(NamedTuple):
     """A dataflow candidate (hashable; tuples all the way down)."""
 
-    gammas: tuple[int, ...]  # draft length per drafter
-    staging: tuple[int, ...]  # index into SearchSpace.staging_opts[i] per drafter
+    drafts: tuple[int, ...]  # per drafter: index into DesignSpace.drafter_options[i]
     pipeline: bool
     engines: tuple[tuple[int, ...], ...]  # per model, per operator: HOST or PIM
     shares: tuple[tuple[int, ...], ...]  # per model, per operator: PIM share 1..share_levels (latent on host)
@@ -54,17 +47,17 @@ class SearchSpace:
     def __init__(self, scenario: Scenario, catalog: Catalog):
         self.scenario = scenario
         self.catalog = catalog
+        self.design_space = ds = DesignSpace(scenario, catalog)
         sp = scenario.space
         self.levels = sp.share_levels
         self.rule = sp.mapping
-        self.labels = [label for label, _ in model_entries(scenario)]
-        self.model_names = [e.model for _, e in model_entries(scenario)]
-        self.n_models = len(self.labels)
-        self.n_drafters = self.n_models - 1
-        self.gamma_opts = [tuple(gamma_options(scenario, i)) for i in range(self.n_drafters)]
-        self.staging_opts: list[list[Staging | None]] = [staging_options(scenario, i)
-                                                         for i in range(self.n_drafters)]
-        self.pipeline_opts = tuple(pipeline_options(scenario))
+        self.labels = [m.label for m in ds.models]
+        self.model_names = ds.model_names
+        self.n_models = ds.n_models
+        self.n_drafters = ds.n_drafters
+        self.drafter_opts = ds.drafter_options
+        self.pipeline_opts = ds.pipeline_options
+        self._choices: dict[int, SpecChoice] = {}
         # engines the mapping rule allows per operator (same for every model)
         self.engine_opts = tuple(tuple(code for code, name in ((HOST, "host"), (PIM, "pim"))
                                        if rule_allows(self.rule, op, name)) for op in PLACEABLE_OPS)
@@ -73,30 +66,56 @@ class SearchSpace:
         self.archs: list[ArchConfig] = []
         self._arch_id: dict[ArchConfig, int] = {}
         self.model_archs: list[tuple[int, ...]] = []
-        for j in range(self.n_models):
+        for opts in ds.models:
             ids = []
-            for arch in arch_options(scenario, catalog, j):
-                if not self._rule_fits_arch(arch):
-                    continue
+            for arch in opts.archs:
                 if arch not in self._arch_id:
                     self._arch_id[arch] = len(self.archs)
                     self.archs.append(arch)
                 ids.append(self._arch_id[arch])
-            if not ids:
-                raise ScenarioError(
-                    f"{self.labels[j]}: no architecture in the space can run mapping '{self.rule}' "
-                    f"(space.memory_type={sp.memory_type}, space.pim_units={sp.pim_units})")
             self.model_archs.append(tuple(ids))
         # engines each architecture offers (an operator whose engine is missing takes the other one)
         self._offered = [(HOST,) if not self.pim_possible(a) else (PIM,) if not self.host_possible(a) else (HOST, PIM)
                          for a in self.archs]
         self._place_memo: dict[tuple, Place] = {}
         self._nearest: dict[tuple[int, int], list[int]] = {}
-        self.mutable_genes = (sum(len(g) > 1 for g in self.gamma_opts)
-                              + sum(len(s) > 1 for s in self.staging_opts)
+        self.mutable_genes = (sum(len(o) > 1 for o in self.drafter_opts)
                               + (len(self.pipeline_opts) > 1)
                               + self.n_models * sum(len(e) > 1 for e in self.engine_opts)
                               + (self.n_models * N_OPS if self.levels > 1 else 0))
+
+    # -- speculation -------------------------------------------------------------------------
+    def choice_id(self, genome: Genome) -> int:
+        """The genome's speculation genes as one integer (mixed radix over the drafters' option counts,
+        then the pipeline): the same in every process, so design keys travel between workers."""
+        cid = self.pipeline_opts.index(genome.pipeline)
+        for opts, k in zip(self.drafter_opts, genome.drafts):
+            cid = cid * len(opts) + k
+        return cid
+
+    def split_choice_id(self, cid: int) -> tuple[tuple[int, ...], bool]:
+        """(per-drafter option indices, pipeline) of a choice id."""
+        drafts = []
+        for opts in reversed(self.drafter_opts):
+            cid, k = divmod(cid, len(opts))
+            drafts.append(k)
+        return tuple(reversed(drafts)), self.pipeline_opts[cid]
+
+    def choice(self, cid: int) -> SpecChoice:
+        """The SpecChoice of a choice id (cached)."""
+        choice = self._choices.get(cid)
+        if choice is None:
+            drafts, pipeline = self.split_choice_id(cid)
+            choice = self._choices[cid] = SpecChoice(
+                tuple(o[k] for o, k in zip(self.drafter_opts, drafts)), pipeline)
+        return choice
+
+    def draft2(self, genome: Genome, j: int) -> str | None:
+        """The draft2 model of model j's staging under the genome (None: verifier or unstaged)."""
+        if j == 0:
+            return None
+        st = self.drafter_opts[j - 1][genome.drafts[j - 1]].staging
+        return None if st is None else st.draft2
 
     # -- architectures -----------------------------------------------------------------------
     def units(self, arch: ArchConfig) -> int:
@@ -107,11 +126,6 @@ class SearchSpace:
 
     def pim_possible(self, arch: ArchConfig) -> bool:
         return arch.pim_units > 0
-
-    def _rule_fits_arch(self, arch: ArchConfig) -> bool:
-        """Every operator has an engine the rule allows and the architecture offers."""
-        offered = {HOST} if not self.pim_possible(arch) else {PIM} if not self.host_possible(arch) else {HOST, PIM}
-        return all(offered.intersection(opts) for opts in self.engine_opts)
 
     def arch_id(self, arch: ArchConfig) -> int | None:
         return self._arch_id.get(arch)
@@ -161,19 +175,13 @@ class SearchSpace:
         return genome._replace(engines=engines)
 
     def neighbours(self, genome: Genome, archs: tuple[int, ...]) -> list[Genome]:
-        """Genomes one gene away whose designs on `archs` differ: a draft length one step away, another
-        staging option, the other pipeline mode, an operator's other engine, a PIM operator's other
-        shares."""
+        """Genomes one gene away whose designs on `archs` differ: a neighbouring speculation option of
+        one drafter (`DesignSpace.drafter_neighbours`), the other pipeline mode, an operator's other
+        engine, a PIM operator's other shares."""
         out = []
-        for i, opts in enumerate(self.gamma_opts):
-            at = opts.index(genome.gammas[i])
-            for k in (at - 1, at + 1):
-                if 0 <= k < len(opts):
-                    out.append(genome._replace(gammas=_set(genome.gammas, i, opts[k])))
-        for i, opts in enumerate(self.staging_opts):
-            for k in range(len(opts)):
-                if k != genome.staging[i]:
-                    out.append(genome._replace(staging=_set(genome.staging, i, k)))
+        for i in range(self.n_drafters):
+            for k in self.design_space.drafter_neighbours(i, genome.drafts[i]):
+                out.append(genome._replace(drafts=_set(genome.drafts, i, k)))
         if len(self.pipeline_opts) > 1:
             out.append(genome._replace(pipeline=not genome.pipeline))
         for j in range(self.n_models):
@@ -191,13 +199,12 @@ class SearchSpace:
 
     # -- random individuals ------------------------------------------------------------------
     def random_genome(self, rng: np.random.Generator) -> Genome:
-        gammas = tuple(int(g[rng.integers(len(g))]) for g in self.gamma_opts)
-        staging = tuple(int(rng.integers(len(s))) for s in self.staging_opts)
+        drafts = tuple(int(rng.integers(len(o))) for o in self.drafter_opts)
         pipeline = bool(self.pipeline_opts[rng.integers(len(self.pipeline_opts))])
         engines = tuple(tuple(int(opts[rng.integers(len(opts))]) for opts in self.engine_opts)
                         for _ in range(self.n_models))
         shares = tuple(tuple(self.random_share(rng) for _ in range(N_OPS)) for _ in range(self.n_models))
-        return Genome(gammas, staging, pipeline, engines, shares)
+        return Genome(drafts, pipeline, engines, shares)
 
     def random_share(self, rng: np.random.Generator) -> int:
         """A PIM share: all units half of the time (an operator alone on PIM wants them all; smaller
@@ -217,12 +224,7 @@ class SearchSpace:
     def project(self, design: Design) -> tuple[Genome, tuple[int, ...]]:
         """The nearest genome and architectures in the restricted space (warm-starting with baselines)."""
         models = [md for _, md in design.models()]
-        gammas, staging = [], []
-        for i, md in enumerate(models[1:]):
-            opts = self.gamma_opts[i]
-            gammas.append(min(opts, key=lambda g: (abs(g - (md.draft_length or 1)), g)))
-            stg = self.staging_opts[i]
-            staging.append(stg.index(md.staging) if md.staging in stg else 0)
+        drafts = tuple(self.design_space.nearest_drafter_option(i, md.choice) for i, md in enumerate(models[1:]))
         pipeline = design.pipeline if design.pipeline in self.pipeline_opts else self.pipeline_opts[0]
         engines, shares, archs = [], [], []
         for j, md in enumerate(models):
@@ -234,39 +236,20 @@ class SearchSpace:
                 sh.append(min(max(p.share, 1), self.levels) if p.engine == "pim" else self.levels)
             engines.append(tuple(eng))
             shares.append(tuple(sh))
-            arch = ArchConfig(md.memory_type, md.pim_units, md.devices)
+            arch = md.arch
             aid = self.arch_id(arch)
             if aid is None or aid not in self.model_archs[j]:
                 aid = min(self.model_archs[j], key=lambda b: (
                     self.archs[b].memory_type != arch.memory_type, abs(self.archs[b].pim_units - arch.pim_units),
                     abs(self.archs[b].devices - arch.devices), b))
             archs.append(aid)
-        genome = Genome(tuple(gammas), tuple(staging), bool(pipeline), tuple(engines), tuple(shares))
+        genome = Genome(drafts, bool(pipeline), tuple(engines), tuple(shares))
         return genome, tuple(archs)
 
     # -- membership (tests and a final assertion) ---------------------------------------------
     def violations(self, design: Design) -> list[str]:
         """Why `design` is outside the scenario's restricted space (empty when it is inside)."""
-        out = []
-        models = [md for _, md in design.models()]
-        if design.pipeline not in self.pipeline_opts:
-            out.append(f"pipeline={design.pipeline} not allowed")
-        for j, md in enumerate(models):
-            aid = self.arch_id(ArchConfig(md.memory_type, md.pim_units, md.devices))
-            if aid is None or aid not in self.model_archs[j]:
-                out.append(f"{self.labels[j]}: architecture {md.memory_type}-k{md.pim_units}-x{md.devices}")
-            for o, op in enumerate(PLACEABLE_OPS):
-                code = PIM if md.placement[op].engine == "pim" else HOST
-                if code not in self.engine_opts[o]:
-                    out.append(f"{self.labels[j]}.placement.{op}: {md.placement[op].engine} breaks '{self.rule}'")
-            if j > 0:
-                if md.draft_length not in self.gamma_opts[j - 1]:
-                    out.append(f"{self.labels[j]}.draft_length={md.draft_length}")
-                if md.staging not in self.staging_opts[j - 1]:
-                    out.append(f"{self.labels[j]}.staging={md.staging}")
-        if self.device_budget is not None and sum(md.devices for md in models) > self.device_budget:
-            out.append("device budget exceeded")
-        return out
+        return self.design_space.violations(design)
 
 
 def _set(t: tuple, i: int, v) -> tuple:

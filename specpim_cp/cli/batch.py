@@ -1,4 +1,4 @@
-"""CLI commands `batch`, `report` and `sweep` (cli.py registers them on `specpim-cp`).
+"""Commands `batch`, `report` and `sweep`: benchmark sets, their reports, acceptance sweeps.
 
 They are thin: `batch.run_batch`, `report.build_report` and `sweep.sweep_acceptance` do the work; the
 commands resolve inputs, draw progress bars (tqdm on stderr) and print the report.
@@ -12,8 +12,9 @@ from pathlib import Path
 
 import click
 
-from specpim_cp.cli import builtin_sets, load, user_errors
+from specpim_cp.cli.common import load, user_errors
 from specpim_cp.errors import ScenarioError
+from specpim_cp.sets import builtin_sets
 
 
 class TqdmProgress:
@@ -44,8 +45,8 @@ class TqdmProgress:
         if label in self.running:
             self.running.remove(label)
         for r in records:
-            if r["status"] == "ERROR":
-                self.bar.write(f"error: {label}: {r['error']}", file=sys.stderr)
+            if r.status == "ERROR":
+                self.bar.write(f"error: {label}: {r.error}", file=sys.stderr)
         self.bar.update(1)
         self._postfix()
 
@@ -144,3 +145,5 @@ def sweep(scenario: str, acceptance: str, drafter: str | None, out: str | None, 
         click.echo(f"{k + 1}. alpha = {p.acceptance:g}: {'; '.join(p.changes)}")
     elapsed = time.perf_counter() - t0
     click.echo(f"\n{len(alphas)} solves in {elapsed:.1f} s; wrote " + ", ".join(map(str, files)))
+
+COMMANDS = (batch, report, sweep)

@@ -1,0 +1,3 @@
+from specpim_cp.cli import main
+
+main()

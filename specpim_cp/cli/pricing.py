@@ -1,0 +1,69 @@
+"""Commands `evaluate`, `baselines`, `simulate`: price one design, the baselines, the round model."""
+
+from __future__ import annotations
+
+import json
+
+import click
+
+from specpim_cp.cli.common import emit, load, user_errors
+from specpim_cp.errors import ScenarioError
+
+
+@click.command()
+@click.argument("scenario")
+@click.option("--design", "design_path", required=True, type=click.Path(dir_okay=False))
+@click.option("--json", "as_json", is_flag=True, help="machine-readable output")
+@click.option("-o", "--output", type=click.Path(dir_okay=False), help="write to FILE instead of stdout")
+@user_errors
+def evaluate(scenario: str, design_path: str, as_json: bool, output: str | None) -> None:
+    """Price a design (metrics and breakdown)."""
+    from specpim_cp.design import load_design
+    from specpim_cp.evaluate import Evaluator
+    from specpim_cp.report_text import format_evaluation
+
+    sc = load(scenario)
+    ev = Evaluator(sc).evaluate(load_design(design_path))
+    emit(json.dumps(ev.as_dict(), indent=2) if as_json else format_evaluation(sc, ev), output)
+
+
+@click.command()
+@click.argument("scenario")
+@click.option("--json", "as_json", is_flag=True)
+@click.option("-o", "--output", type=click.Path(dir_okay=False))
+@user_errors
+def baselines(scenario: str, as_json: bool, output: str | None) -> None:
+    """Evaluate the baselines (GPU-AR, GPU-SI, FC-offload, attention-offload, off-the-shelf)."""
+    from specpim_cp.baselines import run_baselines
+    from specpim_cp.report_text import format_baselines
+
+    sc = load(scenario)
+    res = run_baselines(sc)
+    if res and res[0].evaluation is None:  # GPU-AR infeasible: the verifier does not fit its devices
+        raise ScenarioError(res[0].error or "the verifier does not fit its devices")
+    emit(json.dumps([r.as_dict() for r in res], indent=2) if as_json else format_baselines(sc, res), output)
+
+
+@click.command()
+@click.argument("scenario")
+@click.option("--design", "design_path", required=True, type=click.Path(dir_okay=False))
+@click.option("--rounds", type=click.IntRange(100), default=100_000, show_default=True)
+@click.option("--seed", type=int, default=0, show_default=True)
+@click.option("--json", "as_json", is_flag=True)
+@user_errors
+def simulate(scenario: str, design_path: str, rounds: int, seed: int, as_json: bool) -> None:
+    """Monte Carlo simulation of rounds vs the closed forms (95% confidence intervals)."""
+    from specpim_cp.design import load_design
+    from specpim_cp.simulate import format_simulation
+    from specpim_cp.simulate_design import simulate_design
+
+    sc = load(scenario)
+    res = simulate_design(sc, load_design(design_path), rounds, seed)
+    if as_json:
+        click.echo(json.dumps(res.as_dict(), indent=2))
+    else:
+        click.echo(format_simulation(res.simulation))
+        click.echo(f"evaluator (integer units): round {res.evaluator_round_ns} ns, "
+                   f"{res.evaluator_tokens:.6f} tokens/round")
+
+COMMANDS = (evaluate, baselines, simulate)

@@ -1,0 +1,162 @@
+"""A design (an answer to a scenario) as values: architecture, placement, speculation choice.
+
+`Design` is what every optimizer returns and what the evaluator prices; it serializes to the JSON
+that `specpim-cp evaluate --design` reads. The speculation part of a design (draft per drafter,
+staging, pipeline) is one value, `SpecChoice`, that the design space enumerates, the evaluator
+prices and the optimizers choose, so a new speculation decision is added in one place.
+"""
+
+from __future__ import annotations
+
+import json
+from dataclasses import dataclass
+from pathlib import Path
+from typing import Literal
+
+from pydantic import BaseModel, ConfigDict, Field, ValidationError
+
+from specpim_cp.errors import ScenarioError, format_validation_error
+
+#: Device counts a model may take (tensor parallelism over 1, 2, 4 or 8 devices).
+DEVICE_COUNTS = (1, 2, 4, 8)
+
+Engine = Literal["host", "pim"]
+
+
+@dataclass(frozen=True, order=True)
+class ArchConfig:
+    """Architecture of one model's devices: memory type, PIM units per group (k), device count."""
+
+    memory_type: str
+    pim_units: int
+    devices: int
+
+    def label(self) -> str:
+        return f"{self.memory_type}-k{self.pim_units}-x{self.devices}"
+
+
+class _Strict(BaseModel):
+    model_config = ConfigDict(extra="forbid", frozen=True)
+
+
+class Placement(_Strict):
+    """Where one operator runs: the host, or PIM on `share` of the model's `share_levels` PIM slots."""
+
+    engine: Engine
+    share: int = Field(default=0, ge=0)  # PIM units used, in 1/share_levels of the model's PIM units
+
+    @property
+    def key(self) -> tuple[str, int]:
+        """(engine, share) with share 0 on the host: the placement's identity in cost tables."""
+        return (self.engine, self.share if self.engine == "pim" else 0)
+
+
+HOST = Placement(engine="host", share=0)
+
+
+class Staging(_Strict):
+    """Staged drafting: a cheaper draft2 model proposes `draft_length` tokens that the drafter verifies."""
+
+    draft2: str
+    draft_length: int = Field(ge=1)
+
+
+@dataclass(frozen=True)
+class DrafterChoice:
+    """One drafter's speculation decisions: its draft and its staging."""
+
+    draft_length: int
+    staging: Staging | None = None
+
+
+@dataclass(frozen=True)
+class SpecChoice:
+    """The speculation decisions of a whole design: one DrafterChoice per drafter, and the pipeline."""
+
+    drafters: tuple[DrafterChoice, ...]
+    pipeline: bool
+
+    @property
+    def gammas(self) -> tuple[int, ...]:
+        return tuple(d.draft_length for d in self.drafters)
+
+    @property
+    def staging(self) -> tuple[Staging | None, ...]:
+        return tuple(d.staging for d in self.drafters)
+
+
+class ModelDesign(_Strict):
+    """One model's part of a design. Drafters carry their DrafterChoice fields."""
+
+    model: str
+    memory_type: str
+    pim_units: int = Field(ge=0)
+    devices: int
+    placement: dict[str, Placement]
+    draft_length: int | None = None
+    staging: Staging | None = None
+
+    @property
+    def arch(self) -> ArchConfig:
+        return ArchConfig(self.memory_type, self.pim_units, self.devices)
+
+    @property
+    def choice(self) -> DrafterChoice | None:
+        """The drafter's speculation decisions (None for the verifier)."""
+        return None if self.draft_length is None else DrafterChoice(self.draft_length, self.staging)
+
+
+class Design(_Strict):
+    pipeline: bool = False
+    verifier: ModelDesign
+    drafters: list[ModelDesign] = Field(default_factory=list)
+
+    def models(self) -> list[tuple[str, ModelDesign]]:
+        """(field label, model design), verifier first: the labels name fields in errors."""
+        return [("verifier", self.verifier)] + [(f"drafters[{i}]", d) for i, d in enumerate(self.drafters)]
+
+    @property
+    def choice(self) -> SpecChoice:
+        """The speculation decisions of the design (drafters without a draft length count as 1)."""
+        return SpecChoice(tuple(d.choice or DrafterChoice(1, d.staging) for d in self.drafters), self.pipeline)
+
+    @classmethod
+    def assemble(cls, model_names: list[str], archs: list[ArchConfig], placements: list[dict[str, Placement]],
+                 choice: SpecChoice) -> Design:
+        """A design from its parts: per model (verifier first) name, architecture and placement."""
+        models = []
+        for j, (name, arch, place) in enumerate(zip(model_names, archs, placements, strict=True)):
+            dc = choice.drafters[j - 1] if j else None
+            models.append(ModelDesign(
+                model=name, memory_type=arch.memory_type, pim_units=arch.pim_units, devices=arch.devices,
+                placement=dict(place), draft_length=None if dc is None else dc.draft_length,
+                staging=None if dc is None else dc.staging))
+        return cls(pipeline=choice.pipeline, verifier=models[0], drafters=models[1:])
+
+    def key(self) -> str:
+        return json.dumps(self.model_dump(mode="json"), sort_keys=True)
+
+    def to_json(self) -> str:
+        return json.dumps(self.model_dump(mode="json"), indent=2, sort_keys=False)
+
+
+def parse_design(data: dict) -> Design:
+    try:
+        return Design.model_validate(data)
+    except ValidationError as exc:
+        msg = format_validation_error(exc, root="design")
+        raise ScenarioError(msg if msg.startswith("design") else "design." + msg) from None
+
+
+def load_design(path: str | Path) -> Design:
+    """A design from JSON: a design itself, or any `--json` output that holds one under `design`."""
+    path = Path(path)
+    try:
+        data = json.loads(path.read_text())
+    except OSError as exc:
+        raise ScenarioError(f"{path}: cannot read ({exc.strerror})") from None
+    except json.JSONDecodeError as exc:
+        raise ScenarioError(f"{path}: not valid JSON ({exc})") from None
+    if isinstance(data, dict) and "design" in data and "verifier" not in data:
+        data = data["design"]  # accept `solve --json` / `evaluate --json` output directly
+    return parse_design(data)

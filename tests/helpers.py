@@ -1,0 +1,16 @@
+"""Test conveniences: build a design from parts without a DesignSpace (tests build designs outside the
+scenario's restricted space on purpose, e.g. fixed recipes)."""
+
+from __future__ import annotations
+
+from collections.abc import Sequence
+
+from specpim_cp.design import ArchConfig, Design, DrafterChoice, Placement, SpecChoice, Staging
+from specpim_cp.scenario import Scenario
+
+
+def build_design(sc: Scenario, archs: Sequence[ArchConfig], placements: Sequence[dict[str, Placement]],
+                 gammas: Sequence[int], staging: Sequence[Staging | None], pipeline: bool) -> Design:
+    names = [sc.verifier.model] + [d.model for d in sc.drafters]
+    choice = SpecChoice(tuple(DrafterChoice(g, st) for g, st in zip(gammas, staging, strict=True)), pipeline)
+    return Design.assemble(names[:len(archs)], list(archs), list(placements), choice)
