@@ -2,12 +2,16 @@
 
 - GPU-AR: the verifier alone, autoregressive, plain memory (no PIM), host-only.
 - GPU-SI: speculative inference on the scenario's devices, all plain memory, vanilla rounds.
-- FC-offload PIM: every FC operator on PIM, attention on the host, identical half-PIM devices.
-- attention-offload PIM: attention and its KV cache on PIM, FC on the host, identical half-PIM devices.
+- FC-offload PIM: every FC operator on PIM, attention and its KV cache on the host, identical half-PIM
+  devices (Samsung's HBM-PIM GEMV offload, ISCA 2021; SpecPIM's FC-offload baseline).
+- attention-offload PIM: attention and its KV cache on PIM, FC on the host with its weights wherever
+  the host reads them at full bandwidth (AttAcc, ASPLOS 2024; NeuPIMs, ASPLOS 2024: the FC layers lose
+  no bandwidth to the PIM units' existence), identical half-PIM devices.
 - off-the-shelf: HBM-PIM as sold (Aquabolt-XL: 4 of 8 dies PIM) and AiM as sold (every GDDR package
   AiM), each with the better of its fixed mapping rules.
-Draft lengths of a baseline are the best for its fixed recipe (enumerated with the evaluator), so a
-baseline is the best design of its own restricted space; staging is off and rounds are vanilla.
+Draft lengths of a baseline are the best for its fixed recipe (enumerated with the evaluator), and so
+are the host tensors' layout (normal units, or spread over every unit) where the memory model offers a
+choice: a baseline is the best design of its own restricted space; staging is off and rounds are vanilla.
 """
 
 from __future__ import annotations
@@ -16,10 +20,18 @@ import itertools
 from dataclasses import dataclass
 
 from specpim_cp.catalog import Catalog, default_catalog
-from specpim_cp.design import DEVICE_COUNTS, ArchConfig, Design, DrafterChoice, SpecChoice
+from specpim_cp.design import (
+    DEVICE_COUNTS,
+    ArchConfig,
+    Design,
+    DrafterChoice,
+    ModelDesign,
+    Placement,
+    SpecChoice,
+)
 from specpim_cp.errors import ScenarioError
 from specpim_cp.evaluate import Evaluation, Evaluator
-from specpim_cp.recipes import rule_placement
+from specpim_cp.recipes import fit_layouts, rule_placement
 from specpim_cp.scenario import Scenario
 from specpim_cp.space import draft_length_options, model_labels
 
@@ -62,14 +74,16 @@ def best_fixed_recipe(scenario: Scenario, catalog: Catalog, archs: list[ArchConf
                       pipeline: bool = False) -> Evaluation:
     """Best draft lengths for a fixed architecture and mapping rule (exhaustive, via the evaluator)."""
     ev = Evaluator(scenario, catalog)
-    placement = rule_placement(rule, scenario.space.share_levels)
     n = len(scenario.drafters)
     best: Evaluation | None = None
     last_error: ScenarioError | None = None
     names = [e.model for _, e in model_labels(scenario)]
-    for gammas in itertools.product(*[draft_length_options(scenario, i) for i in range(n)]):
+    per_model = [_layout_options(ev, name, a, rule) for name, a in zip(names, archs, strict=True)]
+    layouts = [list(combo) for combo in itertools.product(*per_model)]
+    for gammas, places in itertools.product(
+            itertools.product(*[draft_length_options(scenario, i) for i in range(n)]), layouts):
         choice = SpecChoice(tuple(DrafterChoice(g) for g in gammas), pipeline)
-        design = Design.assemble(names, archs, [placement] * (n + 1), choice)
+        design = Design.assemble(names, archs, places, choice)
         try:
             e = ev.evaluate(design)
         except ScenarioError as exc:
@@ -80,6 +94,31 @@ def best_fixed_recipe(scenario: Scenario, catalog: Catalog, archs: list[ArchConf
     if best is None:
         raise last_error or ScenarioError("no feasible design")
     return best
+
+
+def _layout_options(ev: Evaluator, model: str, arch: ArchConfig, rule: str) -> list[dict[str, Placement]]:
+    """A fixed recipe's host layouts on one model's architecture: every host tensor in the normal units,
+    and every host tensor spread (full bandwidth) with, while the PIM units overflow, the largest host
+    tensors moved back to the normal units (a capacity-fitting greedy, deterministic)."""
+    share = ev.scenario.space.share_levels
+    offered = ev.costs.placements(arch)
+    normal = fit_layouts(rule_placement(rule, share, "normal"), offered)
+    spread = fit_layouts(rule_placement(rule, share, "spread"), offered)
+    out = [normal] if spread == normal else [normal, spread]
+    if spread == normal:
+        return out
+    md = ModelDesign(model=model, memory_type=arch.memory_type, pim_units=arch.pim_units, devices=arch.devices,
+                     placement=spread)
+    cap = ev.capacity(md)
+    if cap.pim_need_kib > cap.pim_capacity_kib:
+        sizes = ev.costs.tensor_bytes(ev.catalog.models[model], arch.devices).op_kib
+        fitted = dict(spread)
+        for op in sorted((op for op, p in spread.items() if p.layout == "spread"), key=lambda op: (-sizes[op], op)):
+            fitted[op] = normal[op]
+            if ev.capacity(md.model_copy(update={"placement": fitted})).pim_need_kib <= cap.pim_capacity_kib:
+                out.append(dict(fitted))
+                break
+    return out
 
 
 def _run(name: str, description: str, fn) -> BaselineResult:

@@ -2,8 +2,8 @@
 
 Per model, every (architecture, placement) option is priced; an option is dropped only when another
 option of the same model is at least as good in every quantity the round can depend on (pass time and
-pass energy at every token count the model may run, draft2 step cost, static power, device count) and
-fits whenever it fits. Every objective (latency, energy, EDP per token) is non-decreasing in each of
+pass energy at every token count the model may run, draft2 step cost, idle power, device count); an
+option whose tensors do not fit its devices (by their layouts) is dropped. Every objective (latency, energy, EDP per token) is non-decreasing in each of
 those quantities, so the pruning cannot lose the optimum. The surviving options are combined with
 every speculation choice and each complete design is priced by the evaluator.
 """
@@ -77,17 +77,19 @@ def brute_force(scenario: Scenario, *, objective: str | None = None, catalog: Ca
                     md = ModelDesign(model=opts.entry.model, memory_type=a.memory_type, pim_units=a.pim_units,
                                      devices=a.devices, placement=pl, draft_length=None if j == 0 else 1,
                                      staging=None if d2 is None else Staging(draft2=d2, draft_length=1))
-                    cap = ev.capacity(md)
-                    if cap.pim_need_kib + cap.host_need_kib > cap.pim_capacity_kib + cap.normal_capacity_kib:
+                    if not ev.capacity(md).holds:
                         continue
                     vec = []
                     for t in sorted(tokens[j]):
-                        p = ev.pass_price(md, t, cap.spill_kib)
+                        p = ev.pass_price(md, t)
                         vec += [p.time_ns, p.energy_nj]
                     if d2 is not None:
-                        step = ev.draft2_step(md)
+                        try:
+                            step = ev.draft2_step(md)
+                        except ScenarioError:  # the draft2 model cannot run on this host
+                            continue
                         vec += [step.time_ns, step.energy_nj]
-                    vec += [ev.costs.static_power_mw(a), a.devices]
+                    vec += [ev.costs.idle_power_mw(a), a.devices]
                     raw.append(((d2,) + tuple(vec), (md, d2)))
         # prune within each draft2 class (capacity depends on it)
         kept = []

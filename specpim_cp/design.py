@@ -13,7 +13,7 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import Literal
 
-from pydantic import BaseModel, ConfigDict, Field, ValidationError
+from pydantic import BaseModel, ConfigDict, Field, ValidationError, model_validator
 
 from specpim_cp.errors import ScenarioError, format_validation_error
 
@@ -21,6 +21,9 @@ from specpim_cp.errors import ScenarioError, format_validation_error
 DEVICE_COUNTS = (1, 2, 4, 8)
 
 Engine = Literal["host", "pim"]
+#: Where an operator's tensor lives: "normal" units only, "spread" over every unit (a share k/U on PIM
+#: units), or "pim" units only (every PIM operator; DESIGN.md rule 2).
+Layout = Literal["normal", "spread", "pim"]
 
 
 @dataclass(frozen=True, order=True)
@@ -40,18 +43,35 @@ class _Strict(BaseModel):
 
 
 class Placement(_Strict):
-    """Where one operator runs: the host, or PIM on `share` of the model's `share_levels` PIM slots."""
+    """Where one operator runs and where its tensor lives: the host, or PIM on `share` of the model's
+    `share_levels` PIM slots; `layout` defaults to "normal" on the host and is "pim" on PIM."""
 
     engine: Engine
     share: int = Field(default=0, ge=0)  # PIM units used, in 1/share_levels of the model's PIM units
+    layout: Layout = "normal"
+
+    @model_validator(mode="before")
+    @classmethod
+    def _default_layout(cls, data):
+        if isinstance(data, dict) and data.get("engine") == "pim" and "layout" not in data:
+            data = {**data, "layout": "pim"}
+        return data
+
+    @model_validator(mode="after")
+    def _pim_layout(self) -> Placement:
+        if (self.engine == "pim") != (self.layout == "pim"):
+            raise ValueError(f"layout: '{self.layout}' does not go with engine '{self.engine}' (PIM operators "
+                             "keep their tensor in PIM units; host operators in normal units or spread)")
+        return self
 
     @property
-    def key(self) -> tuple[str, int]:
-        """(engine, share) with share 0 on the host: the placement's identity in cost tables."""
-        return (self.engine, self.share if self.engine == "pim" else 0)
+    def key(self) -> tuple[str, int, str]:
+        """(engine, share, layout) with share 0 on the host: the placement's identity in cost tables."""
+        return (self.engine, self.share if self.engine == "pim" else 0, self.layout)
 
 
 HOST = Placement(engine="host", share=0)
+HOST_SPREAD = Placement(engine="host", share=0, layout="spread")
 
 
 class Staging(_Strict):

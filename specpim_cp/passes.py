@@ -75,10 +75,11 @@ class Acceptance:
 class RoundStats:
     """The integer statistics of a speculation choice (the contract of `speculation.py`).
 
-    tokens_micro: expected tokens per round per sequence x TOKENS_SCALE; q: P(round fails) x Q_SCALE
-    when pipelined (0 otherwise); outcomes: joint drafting cycles per drafter with integer
-    probabilities; rounds_scaled: expected cycles per drafter x OUTCOME_SCALE; drafter_q: per drafter,
-    P(its optimistic drafting is wasted) x Q_SCALE when pipelined (0 otherwise).
+    tokens_micro: expected committed tokens per round per sequence x TOKENS_SCALE (pipelined rounds
+    that continue drop the bonus token, BONUS-1); q: P(a pipelined round does not continue) x Q_SCALE
+    (0 without a pipeline); outcomes: joint drafting cycles per drafter with integer probabilities;
+    rounds_scaled: expected cycles per drafter x OUTCOME_SCALE; drafter_q: per drafter, P(its
+    optimistic drafting is wasted) x Q_SCALE when pipelined (0 otherwise).
     """
 
     tokens_micro: int
@@ -104,10 +105,10 @@ def _round_stats(choice: SpecChoice, alphas: tuple[float, ...], alpha2: tuple[fl
                   for d, a2 in zip(choice.drafters, alpha2, strict=True))
     pipe = choice.pipeline
     return RoundStats(
-        tokens_micro=spec.expected_tokens_micro(alphas, gammas),
+        tokens_micro=spec.expected_tokens_micro(alphas, gammas, pipeline=pipe),  # BONUS-1
         q=spec.fail_q(alphas, gammas) if pipe else 0,
         outcomes=spec.draft_outcomes(dists),
         dists=dists,
         rounds_scaled=tuple(spec.expected_rounds_scaled(d) for d in dists),
-        drafter_q=tuple(spec.fail_q((alphas[i],), (gammas[i],)) if pipe else 0 for i in range(len(gammas))),
+        drafter_q=tuple(spec.drafter_fail_q(alphas, gammas, i) if pipe else 0 for i in range(len(gammas))),
     )

@@ -64,19 +64,20 @@ def format_evaluation(sc: Scenario, ev) -> str:
         cap = mb.capacity
         rows.append([label, mb.model, mb.pass_tokens, mb.pass_time_ns / 1e3, mb.layer_makespan_ns / 1e3,
                      mb.pass_energy_nj / 1e6, f"{cap.pim_need_kib / GIB_IN_KIB:.2f}/{cap.pim_capacity_kib / GIB_IN_KIB:.1f}",
-                     f"{cap.host_need_kib / GIB_IN_KIB:.2f}/{cap.normal_capacity_kib / GIB_IN_KIB:.1f}",
-                     f"{cap.spill_kib / GIB_IN_KIB:.2f}"])
+                     f"{cap.normal_need_kib / GIB_IN_KIB:.2f}/{cap.normal_capacity_kib / GIB_IN_KIB:.1f}"])
     lines.append(table(["model", "name", "tokens", "pass us", "layer us", "pass mJ", "PIM GiB used/cap",
-                        "normal GiB used/cap", "spill GiB"], rows))
+                        "normal GiB used/cap"], rows))
     op_rows = []
     for label, mb in b.models():
         for op, o in mb.operators.items():
-            op_rows.append([label, op, o.engine + (f" {o.share}/{sc.space.share_levels}" if o.share else ""),
-                            o.time_ns / 1e3, o.energy_nj / 1e3])
+            where = f" {o.share}/{sc.space.share_levels}" if o.share else f" ({o.layout})"
+            op_rows.append([label, op, o.engine + where, o.time_ns / 1e3, o.energy_nj / 1e3])
     lines.append(table(["model", "operator", "engine", "time us", "energy uJ"], op_rows))
     r = b.round
     lines.append(f"round: verify {r.verify_ns / 1e3:,.1f} us, sync {r.sync_ns / 1e3:,.1f} us, "
-                 f"fail probability {r.fail_probability:.4f}, static energy {r.static_energy_nj / 1e6:,.2f} mJ")
+                 f"P(pipelined round does not continue) {r.fail_probability:.4f}")
+    lines.append("energy per round by component (mJ): " + ", ".join(
+        f"{k} {v / 1e6:,.3f}" for k, v in r.energy_nj_by_component.items()))
     return "\n".join(lines)
 
 

@@ -63,6 +63,20 @@ class Space(_Strict):
     share_levels: int = Field(default=4, ge=1, le=8)
 
 
+class Assumptions(_Strict):
+    """Named modelling conventions a scenario can switch (formulations/physics.md).
+
+    memory_model: "time-shared" (default; DESIGN.md rules 1-3: the host reads PIM units in normal mode,
+    channels are shared in time, tensor layout is a decision) or "partitioned" (the SpecPIM authors'
+    convention, rule 4: host data only in normal units, host bandwidth = external x normal fraction).
+    energy_accounting: "total" (idle power of every device for the whole round included) or "dynamic"
+    (idle power excluded, the accounting most PIM papers use).
+    """
+
+    memory_model: Literal["time-shared", "partitioned"] = "time-shared"
+    energy_accounting: Literal["total", "dynamic"] = "total"
+
+
 class Scenario(_Strict):
     name: str = Field(min_length=1)
     description: str = ""
@@ -77,6 +91,7 @@ class Scenario(_Strict):
     verifier: ModelEntry
     drafters: list[DrafterEntry] = Field(default_factory=list, max_length=4)
     space: Space = Field(default_factory=Space)
+    assumptions: Assumptions = Field(default_factory=Assumptions)
 
     @model_validator(mode="after")
     def _devices(self) -> Scenario:
@@ -118,8 +133,18 @@ def check_scenario(sc: Scenario, catalog: Catalog) -> Scenario:
     for m in sc.memory_types:
         catalog.memory(m)
     v = catalog.model(sc.verifier.model, "verifier.model")
+    seen: dict[str, int] = {}
     for i, d in enumerate(sc.drafters):
         dm = catalog.model(d.model, f"drafters[{i}].model")
+        if d.model in seen:
+            raise ScenarioError(
+                f"drafters[{i}].model: '{d.model}' duplicates drafters[{seen[d.model]}]; two copies of one drafter "
+                "propose the same tokens, so their drafts are not independent")
+        seen[d.model] = i
+        if dm.parameter_count() >= v.parameter_count():
+            raise ScenarioError(
+                f"drafters[{i}].model: '{d.model}' ({dm.parameter_count() / 1e9:.2f} B parameters) is not smaller "
+                f"than the verifier '{v.name}' ({v.parameter_count() / 1e9:.2f} B)")
         if dm.tokenizer != v.tokenizer:
             raise ScenarioError(
                 f"drafters[{i}].model: '{d.model}' uses the {dm.tokenizer} tokenizer but the verifier "

@@ -5,8 +5,9 @@ from __future__ import annotations
 from dataclasses import asdict, dataclass
 
 from specpim_cp import speculation as spec
+from specpim_cp.design import Design
 from specpim_cp.evaluate import Evaluator
-from specpim_cp.scenario import Design, Scenario
+from specpim_cp.scenario import Scenario
 from specpim_cp.simulate import SimulationResult, simulate_rounds
 
 
@@ -19,6 +20,7 @@ class DesignSimulation:
     def as_dict(self) -> dict:
         sim = asdict(self.simulation)
         sim.update(tokens_agree=self.simulation.tokens_agree(), time_agree=self.simulation.time_agree(),
+                   continue_agree=self.simulation.continue_agree(), waste_agree=self.simulation.waste_agree(),
                    evaluator_round_ns=self.evaluator_round_ns, evaluator_tokens=self.evaluator_tokens)
         return sim
 
@@ -27,12 +29,11 @@ def simulate_design(scenario: Scenario, design: Design, rounds: int, seed: int) 
     ev = Evaluator(scenario)
     result = ev.evaluate(design)
     b = result.breakdown
-    alphas = [d["alpha"] for d in b["drafters"]]
-    gammas = [d["draft_length"] for d in b["drafters"]]
-    staging = [None if d["staging"] is None else (d["staging"]["alpha2"], d["staging"]["draft_length"])
-               for d in b["drafters"]]
-    cycles = [d["cycle_ns"] for d in b["drafters"]]
-    sim = simulate_rounds(alphas, gammas, staging, cycles, b["round"]["verify_ns"], b["round"]["sync_ns"],
+    alphas = [d.alpha for d in b.drafters]
+    gammas = [d.draft_length for d in b.drafters]
+    staging = [None if d.staging is None else (d.staging.alpha2, d.staging.draft_length) for d in b.drafters]
+    cycles = [d.cycle_ns for d in b.drafters]
+    sim = simulate_rounds(alphas, gammas, staging, cycles, b.round.verify_ns, b.round.sync_ns,
                           design.pipeline, rounds, seed)
     return DesignSimulation(sim, result.metrics.round_time_ns,
                             result.metrics.tokens_per_round_micro / spec.TOKENS_SCALE)

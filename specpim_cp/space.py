@@ -54,6 +54,7 @@ class DesignSpace:
         self.space: Space = scenario.space
         self.share_levels = scenario.space.share_levels
         self.rule = scenario.space.mapping
+        self.memory_model = scenario.assumptions.memory_model
         self.models = [self._model_options(j, label, entry) for j, (label, entry) in enumerate(model_labels(scenario))]
         self.drafter_options: list[tuple[DrafterChoice, ...]] = [
             tuple(DrafterChoice(g, st) for g in self.gamma_options(i) for st in self.staging_options(i))
@@ -147,7 +148,7 @@ class DesignSpace:
             for k in self.pim_unit_options(mem):
                 for n in self.device_options(j):
                     arch = ArchConfig(mem, k, n)
-                    physical = placement_options(memory, arch, self.share_levels)
+                    physical = placement_options(memory, arch, self.share_levels, self.memory_model)
                     per_op = {op: tuple(p for p in physical if rule_allows(self.rule, op, p.engine))
                               for op in PLACEABLE_OPS}
                     if all(per_op.values()):  # [MAP-2] every operator can run somewhere
@@ -230,12 +231,16 @@ class DesignSpace:
         return f"{where}: architecture {arch.label()} cannot run every operator under mapping '{self.rule}' [MAP-2]"
 
     def _placement_violation(self, arch: ArchConfig, op: str, p: Placement) -> str:
-        physical = placement_options(self.catalog.memory(arch.memory_type), arch, self.share_levels)
+        physical = placement_options(self.catalog.memory(arch.memory_type), arch, self.share_levels,
+                                     self.memory_model)
         if p.key in {q.key for q in physical}:
             return f"{p.engine} breaks mapping rule '{self.rule}'"
         if p.engine == "pim" and arch.pim_units == 0:
             return "pim is impossible: no PIM units (pim_units = 0)"
         if p.engine == "host":
+            if any(q.engine == "host" for q in physical):
+                return (f"host layout '{p.layout}' is impossible on {arch.label()} under the "
+                        f"{self.memory_model} memory model")
             return "host is impossible: no normal memory left for the host"
         return f"pim is impossible: share must be 1..{self.share_levels}"
 

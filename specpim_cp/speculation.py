@@ -1,11 +1,13 @@
-"""Speculation semantics: expected tokens, pass probability, staged drafting and round time.
+"""Speculation semantics: expected tokens, continue probability, staged drafting and round time.
 
 Pure functions (numpy-free, standard library only), shared by the evaluator and the exact CP-SAT
 optimizer. The optimizer reproduces the *integer* conventions below with integer arithmetic, so they
 are part of the contract:
 
-* ``expected_tokens_micro`` = round(E * TOKENS_SCALE), E computed with ``math.fsum``.
-* ``fail_q`` = round((1 - p_pass) * Q_SCALE); 0 with no drafters.
+* ``expected_tokens_micro(alphas, gammas, pipeline)`` = round(E * TOKENS_SCALE), E computed with
+  ``math.fsum`` over the vanilla terms (and, with ``pipeline``, minus the continue terms).
+* ``fail_q`` = round((1 - p_cont) * Q_SCALE); 0 with no drafters (the round time, pipeline only).
+* ``drafter_fail_q(.., i)`` = round((1 - P(valid_i)) * Q_SCALE) (drafter i's wasted optimistic drafting).
 * ``staged_rounds_int`` / ``draft_outcomes``: probabilities as integers summing to exactly
   OUTCOME_SCALE, by largest-remainder rounding (ties: lexicographically smaller outcome first),
   zero entries dropped.
@@ -13,10 +15,19 @@ are part of the contract:
   max(D_o, V) + ceil(q * min(D_o, V) / Q_SCALE) (pipeline); T = ceil(sum_o P_o R_o / OUTCOME_SCALE)
   + sync_ns.
 
-Model. Drafter i (acceptance alpha_i in [0, 1), draft length gamma_i >= 1) drafts a chain; the
-verifier checks all chains merged into one token tree in one pass. The number of leading accepted
-tokens a_i is truncated geometric, P(a_i >= j) = alpha_i^j (j <= gamma_i); a round yields
-1 + max_i a_i tokens (the bonus token included).
+Model. Drafter i (acceptance alpha_i in [0, 1), draft length gamma_i >= 1) drafts a chain from the
+committed output; the verifier checks all chains merged into one token tree in one pass. L_i, the
+number of leading draft tokens equal to the verifier's greedy tokens, has P(L_i >= j) = alpha_i^j
+(independent across drafters); a_i = min(L_i, gamma_i), a* = max_i a_i. A vanilla round commits the
+a* accepted tokens plus the verifier's next token (correction or bonus): 1 + a* tokens.
+
+Pipeline, rule BONUS-1 (formulations/speculation_rounds.md): while the verifier checks a round,
+every drafter keeps drafting optimistically from the end of its own draft. The round *continues*
+iff some drafter's whole draft is the whole accepted prefix (a_i = gamma_i = a*: its optimistic
+context is the committed output); then the verifier's bonus token is dropped, the round commits
+a* tokens, and that drafter's continuation is the next round's draft. Otherwise the round commits
+1 + a* tokens and the drafters resync. Hence p_cont = P(exists i: a_i = gamma_i = a*), drafter i's
+continuation is valid with P(valid_i) = P(a_i = gamma_i = a*), and E_pipe = E - p_cont.
 
 Staged drafting: the drafter produces its gamma tokens in cycles; per cycle a cheaper draft2
 (acceptance alpha2, draft length gamma2) proposes gamma2 tokens, the drafter verifies them in one
@@ -45,12 +56,14 @@ __all__ = [
     "OUTCOME_SCALE",
     "Q_SCALE",
     "TOKENS_SCALE",
+    "continue_probability",
     "draft_outcomes",
+    "drafter_fail_q",
+    "drafter_valid_probability",
     "expected_rounds_scaled",
     "expected_tokens",
     "expected_tokens_micro",
     "fail_q",
-    "pass_probability",
     "round_time_expected",
     "round_time_ns",
     "staged_rounds_distribution",
@@ -90,46 +103,104 @@ def _check_drafters(alphas: Sequence[float], gammas: Sequence[int]) -> tuple[lis
     return a, g
 
 
-# --------------------------------------------------------------------------- tokens and pass probability
+def _check_index(i: int, n: int) -> int:
+    try:
+        k = operator.index(i)
+    except TypeError:
+        raise ValueError(f"drafter index must be an integer, got {i!r}") from None
+    if not 0 <= k < n:
+        raise ValueError(f"drafter index {k} out of range for {n} drafters")
+    return k
 
 
-def expected_tokens(alphas: Sequence[float], gammas: Sequence[int]) -> float:
-    """E[1 + max_i a_i] = 1 + sum_{j=1..max gamma} (1 - prod_i (1 - [j <= gamma_i] alpha_i^j)).
+# --------------------------------------------------------------------------- tokens and continue probability
 
-    One drafter gives (1 - alpha^(gamma+1)) / (1 - alpha); no drafters give 1.
-    """
-    a, g = _check_drafters(alphas, gammas)
-    if not g:
-        return 1.0
+
+def _vanilla_terms(a: Sequence[float], g: Sequence[int]) -> list[float]:
+    """1 and P(a* >= j) = 1 - prod_i (1 - [j <= gamma_i] alpha_i^j), j = 1..max gamma."""
     terms = [1.0]
-    for j in range(1, max(g) + 1):
+    for j in range(1, max(g, default=0) + 1):
         prod_none = 1.0
         for alpha, gamma in zip(a, g):
             if j <= gamma:
                 prod_none *= 1.0 - alpha**j
         terms.append(1.0 - prod_none)
+    return terms
+
+
+def _continue_terms(a: Sequence[float], g: Sequence[int]) -> list[float]:
+    """P(a* = m and some drafter with gamma_i = m holds a_i = m), one term per distinct m in gammas.
+
+    = [1 - prod_{gamma_i = m} (1 - alpha_i^m)] * prod_{gamma_j > m} (1 - alpha_j^(m+1)): a drafter with
+    a longer draft must not accept m + 1 tokens; shorter drafts cannot exceed m. Disjoint in m (a* = m).
+    """
+    terms = []
+    for m in sorted(set(g)):
+        prod_none = 1.0
+        prod_longer = 1.0
+        for alpha, gamma in zip(a, g):
+            if gamma == m:
+                prod_none *= 1.0 - alpha**m
+            elif gamma > m:
+                prod_longer *= 1.0 - alpha ** (m + 1)
+        terms.append((1.0 - prod_none) * prod_longer)
+    return terms
+
+
+def expected_tokens(alphas: Sequence[float], gammas: Sequence[int], pipeline: bool = False) -> float:
+    """Expected committed tokens per round.
+
+    Vanilla: E = E[1 + a*] = 1 + sum_{j=1..max gamma} (1 - prod_i (1 - [j <= gamma_i] alpha_i^j));
+    one drafter gives (1 - alpha^(gamma+1)) / (1 - alpha), no drafters give 1.
+    Pipeline (BONUS-1): E - p_cont, since a continued round drops the verifier's bonus token.
+    """
+    a, g = _check_drafters(alphas, gammas)
+    terms = _vanilla_terms(a, g)
+    if pipeline:
+        terms += [-t for t in _continue_terms(a, g)]
     return math.fsum(terms)
 
 
-def expected_tokens_micro(alphas: Sequence[float], gammas: Sequence[int]) -> int:
-    """round(expected_tokens * TOKENS_SCALE)."""
-    return round(expected_tokens(alphas, gammas) * TOKENS_SCALE)
+def expected_tokens_micro(alphas: Sequence[float], gammas: Sequence[int], pipeline: bool = False) -> int:
+    """round(expected_tokens(alphas, gammas, pipeline) * TOKENS_SCALE)."""
+    return round(expected_tokens(alphas, gammas, pipeline) * TOKENS_SCALE)
 
 
-def pass_probability(alphas: Sequence[float], gammas: Sequence[int]) -> float:
-    """P(at least one drafter's whole draft accepted) = 1 - prod_i (1 - alpha_i^gamma_i); 0 with none."""
+def continue_probability(alphas: Sequence[float], gammas: Sequence[int]) -> float:
+    """p_cont = P(exists i: a_i = gamma_i = a*): a pipelined round continues (BONUS-1); 0 with no drafters.
+
+    One drafter: alpha^gamma. Equal draft lengths: 1 - prod_i (1 - alpha_i^gamma) (SpecPIM's p_pass, same
+    float operations). Mixed draft lengths: at most that, since a longer draft that accepts more tokens
+    leaves the shorter full drafts out of the committed output.
+    """
     a, g = _check_drafters(alphas, gammas)
-    prod_fail = 1.0
+    return math.fsum(_continue_terms(a, g))
+
+
+def drafter_valid_probability(alphas: Sequence[float], gammas: Sequence[int], i: int) -> float:
+    """P(valid_i) = P(a_i = gamma_i = a*) = alpha_i^gamma_i * prod_{gamma_j > gamma_i} (1 - alpha_j^(gamma_i+1)).
+
+    The probability that drafter i's optimistic continuation becomes its next draft (pipeline).
+    """
+    a, g = _check_drafters(alphas, gammas)
+    i = _check_index(i, len(g))
+    p = a[i] ** g[i]
     for alpha, gamma in zip(a, g):
-        prod_fail *= 1.0 - alpha**gamma
-    return 1.0 - prod_fail
+        if gamma > g[i]:
+            p *= 1.0 - alpha ** (g[i] + 1)
+    return p
 
 
 def fail_q(alphas: Sequence[float], gammas: Sequence[int]) -> int:
-    """round((1 - p_pass) * Q_SCALE); 0 when there are no drafters (nothing to idle on)."""
+    """round((1 - p_cont) * Q_SCALE); 0 when there are no drafters (nothing to idle on)."""
     if len(alphas) == 0 and len(gammas) == 0:
         return 0
-    return round((1.0 - pass_probability(alphas, gammas)) * Q_SCALE)
+    return round((1.0 - continue_probability(alphas, gammas)) * Q_SCALE)
+
+
+def drafter_fail_q(alphas: Sequence[float], gammas: Sequence[int], i: int) -> int:
+    """round((1 - P(valid_i)) * Q_SCALE): how often drafter i's optimistic drafting is wasted (pipeline)."""
+    return round((1.0 - drafter_valid_probability(alphas, gammas, i)) * Q_SCALE)
 
 
 # --------------------------------------------------------------------------- staged drafting
@@ -318,11 +389,11 @@ def round_time_expected(
     verify_ns: float,
     sync_ns: float,
     pipeline: bool,
-    p_pass: float,
+    p_continue: float,
 ) -> float:
     """E[T] in floating point from the exact per-drafter distributions of R (no integer rounding).
 
-    vanilla: E[D] + V + sync; pipeline: E[max(D, V)] + (1 - p_pass) E[min(D, V)] + sync,
+    vanilla: E[D] + V + sync; pipeline: E[max(D, V)] + (1 - p_continue) E[min(D, V)] + sync,
     with D = max_i R_i * cycle_ns[i] (independent drafters; D independent of the acceptance events).
     The distribution of D comes from the product of per-drafter CDFs.
     """
@@ -342,7 +413,7 @@ def round_time_expected(
     else:
         pmf = [(0.0, 1.0)]
     if pipeline:
-        fail = 1.0 - float(p_pass)
+        fail = 1.0 - float(p_continue)
         body = math.fsum(p * (max(x, v) + fail * min(x, v)) for x, p in pmf)
     else:
         body = math.fsum(p * x for x, p in pmf) + v

@@ -271,14 +271,15 @@ def test_catalog_models_lists_every_model_with_parameters():
         assert m.source in res.stdout
 
 
-def test_catalog_devices_shows_rule2_and_sources():
+def test_catalog_devices_shows_memory_model_sources_and_ranges():
     res = _run("catalog", "devices")
     assert res.exit_code == 0, res.stderr
     out = res.stdout
     for name in ("a100-40gb", "h100-sxm", "hbm", "gddr"):
         assert name in out
-    assert "RULE 2" in out
-    assert "hbm.source_external_bandwidth:" in out and "a100-40gb.source_peak:" in out
+    assert "time-shared" in out and "partitioned" in out
+    assert "hbm.source_group_external_bandwidth_gbps:" in out and "a100-40gb.source_peak_fp16_tflops:" in out
+    assert "hbm.range_pim_efficiency: 0.45 .. 0.85" in out
 
 
 def test_kernels_predict_matches_python_api():
@@ -355,10 +356,11 @@ def test_simulate_prints_agreement(tmp_path):
     assert res.exit_code == 0, res.stderr
     assert "Monte Carlo: 20000 rounds, seed 3" in res.stdout
     assert "agree" in res.stdout
-    assert res.stdout.count(" yes") == 2 and " NO" not in res.stdout
+    assert " NO" not in res.stdout and "greedy sequence: yes" in res.stdout
     js = _run("simulate", OPT13, "--design", str(design), "--rounds", "20000", "--json")
     data = json.loads(js.stdout)
-    assert data["tokens_agree"] is True and data["time_agree"] is True
+    assert data["tokens_agree"] is True and data["time_agree"] is True and data["continue_agree"] is True
+    assert data["stream_verified"] is True
     assert (
         data["evaluator_round_ns"]
         == Evaluator(load_scenario(OPT13)).evaluate(_opt13_design(pipeline=True)).metrics.round_time_ns

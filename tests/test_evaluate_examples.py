@@ -120,6 +120,29 @@ def _closest_pipelined(sc, archs, placements) -> Design:
     return best[1]
 
 
+def _staged_expected_drafting(ev: Evaluator, design: Design) -> tuple[float, int, int]:
+    """(E[D], number of possible cycle counts, V) of a one-drafter staged design."""
+    b = ev.evaluate(design).breakdown.as_dict()
+    d = b["drafters"][0]
+    dist = staged_rounds_distribution(d["staging"]["alpha2"], d["staging"]["draft_length"], d["draft_length"])
+    return sum(r * p for r, p in dist.items()) * d["cycle_ns"], len(dist), b["round"]["verify_ns"]
+
+
+def _staged_d_close_to_v(sc, archs, place) -> Design:
+    """The staged pipelined design (draft and draft2 lengths) whose expected drafting time is closest
+    to verification, among those with a random number of cycles."""
+    ev = Evaluator(sc)
+    best = None
+    for gamma in range(2, sc.max_draft_length + 1):
+        for g2 in range(1, sc.drafters[0].staging.max_draft_length + 1):
+            d = build_design(sc, archs, place, [gamma], [Staging(draft2="ngram", draft_length=g2)], True)
+            mean_d, outcomes, verify = _staged_expected_drafting(ev, d)
+            if outcomes >= 2 and (best is None or abs(mean_d / verify - 1) < best[0]):
+                best = (abs(mean_d / verify - 1), d)
+    assert best is not None
+    return best[1]
+
+
 def _mc_designs(name: str) -> list[tuple[str, Design]]:
     sc = _scenario(name)
     res = _baselines(name)
@@ -139,6 +162,7 @@ def _mc_designs(name: str) -> list[tuple[str, Design]]:
         for gamma, g2, pipe in ((3, 1, True), (4, 4, True), (8, 3, False), (6, 2, True)):
             d = build_design(sc, archs, place, [gamma], [Staging(draft2="ngram", draft_length=g2)], pipe)
             out.append((f"staged g={gamma} g2={g2} pipeline={pipe}", d))
+        out.append(("staged D~V", _staged_d_close_to_v(sc, archs, place)))
         archs = [ArchConfig("gddr", 2, 1), ArchConfig("hbm", 4, 1)]
         place = [rule_placement("fc-offload", share), rule_placement("fc-offload", share)]
         out.append(
@@ -171,16 +195,14 @@ def test_monte_carlo_agrees_with_evaluator(name, label):
 
 
 def test_staged_d_close_to_v_design_exercises_the_nonlinearity():
-    """The chosen staged pipelined design has E[D] within 3% of V and a random drafting time."""
+    """The chosen staged pipelined design has E[D] within 10% of V and a random drafting time."""
     sc = _scenario("gpt2-staged")
-    design = dict(_mc_designs("gpt2-staged"))["staged g=3 g2=1 pipeline=True"]
-    b = Evaluator(sc).evaluate(design).breakdown.as_dict()
-    d = b["drafters"][0]
-    dist = staged_rounds_distribution(d["staging"]["alpha2"], d["staging"]["draft_length"], d["draft_length"])
-    assert len(dist) >= 2
-    mean_d = sum(r * p for r, p in dist.items()) * d["cycle_ns"]
-    assert abs(mean_d / b["round"]["verify_ns"] - 1) < 0.03
-    assert 0.2 < b["round"]["fail_probability"] < 0.9
+    ev = Evaluator(sc)
+    design = dict(_mc_designs("gpt2-staged"))["staged D~V"]
+    mean_d, outcomes, verify = _staged_expected_drafting(ev, design)
+    assert outcomes >= 2
+    assert abs(mean_d / verify - 1) < 0.1
+    assert 0.2 < ev.evaluate(design).breakdown.round.fail_probability < 0.9
 
 
 # ------------------------------------------------------------------------------------------------
@@ -209,8 +231,8 @@ def _host_design(sc, gammas, pipeline, staging=None):
 def _step_and_verify(ev, design):
     sc = ev.scenario
     gammas = [d.draft_length for d in design.drafters]
-    step = ev.pass_price(design.drafters[0], sc.batch_size, 0).time_ns
-    verify = ev.pass_price(design.verifier, sc.batch_size * (sum(gammas) + 1), 0).time_ns
+    step = ev.pass_price(design.drafters[0], sc.batch_size).time_ns
+    verify = ev.pass_price(design.verifier, sc.batch_size * (sum(gammas) + 1)).time_ns
     return step, verify
 
 
@@ -223,7 +245,8 @@ def test_pipeline_with_drafts_that_always_pass_costs_max_of_phases(gamma):
     sync = CAT.host(sc.host).sync_latency_ns
     m = ev.evaluate(design).metrics
     assert m.round_time_ns == max(gamma * step, verify) + sync
-    assert m.tokens_per_round == pytest.approx(gamma + 1, abs=1e-4)
+    # every round continues, so the verifier's bonus token is dropped (BONUS-1): gamma tokens, not gamma + 1
+    assert m.tokens_per_round == pytest.approx(gamma, abs=1e-4)
     vanilla = ev.evaluate(design.model_copy(update={"pipeline": False})).metrics
     assert vanilla.round_time_ns == gamma * step + verify + sync
 
@@ -283,7 +306,7 @@ def test_no_drafters_round_is_one_verification_pass():
     ev = Evaluator(sc)
     design = _host_design(sc, [], False)
     m = ev.evaluate(design).metrics
-    assert m.round_time_ns == ev.pass_price(design.verifier, 3, 0).time_ns
+    assert m.round_time_ns == ev.pass_price(design.verifier, 3).time_ns
     assert m.tokens_per_round == 1.0
     assert m.throughput_tokens_per_s == pytest.approx(3 * 1e9 / m.round_time_ns)
 
@@ -302,8 +325,8 @@ def test_staged_with_useless_draft2_takes_gamma_cycles():
     for gamma in (1, 3, 5):
         design = build_design(sc0, archs, place, [gamma], [Staging(draft2="ngram", draft_length=1)], False)
         m = ev.evaluate(design).metrics
-        cycle = CAT.ngrams["ngram"].step_ns + ev.pass_price(design.drafters[0], 2 * sc0.batch_size, 0).time_ns
-        verify = ev.pass_price(design.verifier, sc0.batch_size * (gamma + 1), 0).time_ns
+        cycle = CAT.ngrams["ngram"].step_ns + ev.pass_price(design.drafters[0], 2 * sc0.batch_size).time_ns
+        verify = ev.pass_price(design.verifier, sc0.batch_size * (gamma + 1)).time_ns
         assert m.round_time_ns == gamma * cycle + verify + CAT.host(sc0.host).sync_latency_ns
         unstaged = ev.evaluate(
             design.model_copy(update={"drafters": [design.drafters[0].model_copy(update={"staging": None})]})

@@ -20,22 +20,23 @@ EXAMPLES = sorted((Path(__file__).parents[1] / "benchmarks" / "examples").glob("
 
 # (verifier, candidate drafters) per family; small models keep brute force fast
 FAMILIES = {
-    "gpt2": ("gpt2-medium", ["gpt2-small", "opt-125m"]),
-    "opt": ("opt-350m", ["opt-125m", "gpt2-small"]),
-    "llama": ("llama-1.3b", ["llama-1.3b", "llama-2.7b"]),
-    "palm": ("palm-2.7b", ["palm-1.3b", "palm-1.3b"]),
+    "gpt2": ("gpt2-large", ["gpt2-small", "opt-125m", "gpt2-medium"]),
+    "opt": ("opt-1.3b", ["opt-125m", "gpt2-small", "opt-350m"]),
+    "llama": ("llama-2.7b", ["llama-1.3b"]),
+    "palm": ("palm-2.7b", ["palm-1.3b"]),
 }
 
 
 def small_scenarios(n: int, seed: int = 7) -> list[dict]:
-    """Seeded small scenarios covering every family, 1-3 drafters, pipeline on/off, HBM and GDDR."""
+    """Seeded small scenarios covering every family, 1-3 drafters, pipeline on/off, HBM and GDDR, both
+    memory models (time-shared layouts and the partitioned convention) and both energy accountings."""
     rng = random.Random(seed)
     fams = list(FAMILIES)
     out = []
     for k in range(n):
         fam = fams[k % len(fams)]
         verifier, pool = FAMILIES[fam]
-        n_drafters = 1 + k % 3
+        n_drafters = min(1 + k % 3, len(pool))
         mem = ["hbm", "gddr"][(k // 2) % 2]
         drafters = [{"model": pool[i % len(pool)], "devices": 1, "acceptance": round(rng.uniform(0.5, 0.85), 2)}
                     for i in range(n_drafters)]
@@ -52,6 +53,9 @@ def small_scenarios(n: int, seed: int = 7) -> list[dict]:
             "generated_tokens": 64, "objective": ["latency", "energy", "edp"][k % 3] if n_drafters == 1 else "latency",
             "host": "a100-40gb", "memory_types": ["hbm", "gddr"], "max_draft_length": 3 if n_drafters < 3 else 2,
             "verifier": {"model": verifier, "devices": 1}, "drafters": drafters, "space": space,
+            # both memory models and both energy accountings (formulations/physics.md)
+            "assumptions": {"memory_model": "partitioned" if k % 4 == 1 else "time-shared",
+                            "energy_accounting": "dynamic" if k % 5 == 2 else "total"},
         })
     return out
 
@@ -136,7 +140,7 @@ def test_contradictory_space_is_a_clear_error():
     sc = parse_scenario({"name": "no-host", "batch_size": 1, "prompt_tokens": 64, "generated_tokens": 64,
                          "memory_types": ["hbm"], "verifier": {"model": "gpt2-medium", "devices": 1},
                          "drafters": [{"model": "gpt2-small", "devices": 1}],
-                         "space": {"pim_units": 8, "mapping": "fc-offload"}})
+                         "space": {"pim_units": 0, "mapping": "fc-offload"}})
     with pytest.raises(ScenarioError, match=r"MAP-2"):
         solve(sc, deterministic=True, time_limit_s=5)
 
@@ -145,7 +149,7 @@ def test_infeasible_scenario_names_the_capacity_family():
     sc = parse_scenario({"name": "too-big", "batch_size": 1, "prompt_tokens": 256, "generated_tokens": 128,
                          "memory_types": ["gddr"], "verifier": {"model": "opt-66b", "devices": 1},
                          "drafters": [{"model": "opt-1.3b", "devices": 1}]})
-    with pytest.raises(ScenarioError, match=r"CAP-1.*verifier"):
+    with pytest.raises(ScenarioError, match=r"\[CAP capacity of verifier \(opt-66b\)\].*at most"):
         solve(sc, deterministic=True, time_limit_s=20)
 
 

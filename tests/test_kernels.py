@@ -4,11 +4,14 @@ from __future__ import annotations
 
 import csv
 import itertools
+import time
 from importlib.resources import files
 
 import pytest
 
+from specpim_cp.errors import ScenarioError
 from specpim_cp.kernels import (
+    TOKEN_RANGES,
     allreduce_us,
     fit_report,
     format_fit_report,
@@ -17,31 +20,63 @@ from specpim_cp.kernels import (
     memory_floor,
     predict_linear_us,
 )
+from specpim_cp.kernels import linear as linear_module
 
-A100_PEAK_GBPS = 2039.0
+GPUS = ["a100", "h100", "a40"]
+A100_PEAK_GBPS = 2039.0  # NVIDIA A100 80 GB SXM datasheet
+
+# Accuracy achieved by the model (see the linear.py docstring); regression guards with ~1 point margin.
+ACHIEVED_MEDIAN, ACHIEVED_P90 = 0.09, 0.23
+ACHIEVED_EXTRAPOLATION_MEDIAN, ACHIEVED_EXTRAPOLATION_P90 = 0.125, 0.28
+# The accuracy asked for, which this data does not support for unseen shapes (see the docstring).
+TARGET_MEDIAN, TARGET_P90 = 0.03, 0.10
 
 
-def _fp16_bytes(n_in: int, n_out: int) -> float:
-    return 2.0 * n_in * n_out
+@pytest.fixture(scope="module")
+def report():
+    return {r.gpu: r for r in fit_report()}
 
 
 def test_known_gpus_and_unknown_gpu_error():
-    assert {"a100", "h100", "a40"} <= set(known_gpus())
-    with pytest.raises(ValueError, match="a100"):
-        predict_linear_us("tpu-v9", 4096, 4096, 1)
-    with pytest.raises(ValueError, match="h100"):
-        memory_floor("nope")
+    assert set(GPUS) <= set(known_gpus())
+    for call in (
+        lambda: predict_linear_us("tpu-v9", 4096, 4096, 1),
+        lambda: linear_time_us("tpu-v9", 4096, 4096, 1),
+        lambda: memory_floor("nope"),
+    ):
+        with pytest.raises(ScenarioError, match="a100.*h100|h100.*a100"):
+            call()
 
 
-def test_a100_leave_one_model_out_median_error_within_10_percent():
-    rows = {r.gpu: r for r in fit_report()}
-    assert set(rows) == set(known_gpus())
-    a100 = rows["a100"]
-    assert a100.models >= 3 and a100.points > 1000
-    assert a100.median_abs_rel_error <= 0.10
-    assert a100.p90_abs_rel_error >= a100.median_abs_rel_error
-    table = format_fit_report(list(rows.values()))
-    assert "a100" in table and "%" in table
+def test_fit_report_has_every_gpu_range_and_the_extrapolation_check(report):
+    assert set(report) == set(known_gpus())
+    for r in report.values():
+        assert r.models >= 4 and r.points > 1000
+        assert [(b.first_tokens, b.last_tokens) for b in r.by_tokens] == list(TOKEN_RANGES)
+        assert sum(b.points for b in r.by_tokens) == r.points
+        assert (r.extrapolation.first_tokens, r.extrapolation.last_tokens) == (257, 512)
+        assert r.extrapolation.points == r.by_tokens[-1].points
+        for e in (r, *r.by_tokens, r.extrapolation):
+            assert 0 <= e.median_abs_rel_error <= e.p90_abs_rel_error
+    table = format_fit_report(list(report.values()))
+    for text in ("a100", "h100", "a40", "1-16", "257-512", "extrap", "%"):
+        assert text in table
+
+
+@pytest.mark.parametrize("gpu", GPUS)
+def test_cross_validated_error_holds_the_achieved_level(report, gpu):
+    r = report[gpu]
+    assert r.median_abs_rel_error <= ACHIEVED_MEDIAN
+    assert r.p90_abs_rel_error <= ACHIEVED_P90
+    assert r.extrapolation.median_abs_rel_error <= ACHIEVED_EXTRAPOLATION_MEDIAN
+    assert r.extrapolation.p90_abs_rel_error <= ACHIEVED_EXTRAPOLATION_P90
+
+
+@pytest.mark.xfail(strict=True, reason="median <= 3 %, p90 <= 10 % not reachable on this data; see linear.py")
+@pytest.mark.parametrize("gpu", GPUS)
+def test_cross_validated_error_meets_the_target(report, gpu):
+    assert report[gpu].median_abs_rel_error <= TARGET_MEDIAN
+    assert report[gpu].p90_abs_rel_error <= TARGET_P90
 
 
 # (source model, tp, op, in, out, tokens, measured us) rows of the A100 table (a held-in shape).
@@ -75,66 +110,71 @@ def test_rows_are_from_the_table():
 def test_predict_close_to_measured_points(row):
     _, tp, _, n_in, n_out, tokens, measured = row
     pred = predict_linear_us("a100", n_in, n_out, tokens, tensor_parallel=tp)
-    assert abs(pred - measured) / measured <= 0.15
+    assert abs(pred - measured) / measured <= 0.10
 
 
-def test_tensor_parallel_divides_weight_bytes():
-    whole = predict_linear_us("a100", 8192, 28672, 1, tensor_parallel=4)
-    shard = predict_linear_us("a100", 8192, 28672 // 4, 1)
-    assert whole == pytest.approx(shard)
+def test_tensor_parallel_splits_out_features():
+    whole = predict_linear_us("a100", 8192, 28672, 64, tensor_parallel=4)
+    assert whole == pytest.approx(linear_time_us("a100", 8192, 28672 // 4, 64))
+    assert predict_linear_us("a100", 8192, 28672, 64) > whole
 
 
-@pytest.mark.parametrize("gpu", ["a100", "h100", "a40"])
-def test_monotone_in_tokens_and_bytes(gpu):
-    sizes = [(1024, 1024), (4096, 4096), (4096, 11008), (8192, 28672)]
-    for n_in, n_out in sizes:
-        w = _fp16_bytes(n_in, n_out)
-        prev = 0.0
-        for tokens in range(1, 1025):
-            t = linear_time_us(gpu, w, tokens)
-            assert t >= prev - 1e-9, (n_in, n_out, tokens)
-            prev = t
-    for tokens in (1, 7, 64, 300, 512, 1024):
-        prev = 0.0
-        for mb in (0.5, 1, 4, 16, 64, 128, 256, 512, 1024):
-            t = linear_time_us(gpu, mb * 1e6, tokens)
-            assert t >= prev - 1e-9, (tokens, mb)
-            prev = t
+_FEATURES = [1, 7, 64, 100, 513, 1000, 2560, 4096, 5000, 11008, 22016, 30000]
+_TOKENS = [1, 2, 3, 8, 15, 16, 17, 63, 64, 65, 100, 128, 129, 200, 256, 257, 384, 511, 512, 513, 576, 1000,
+           2048]
 
 
-def test_extrapolation_beyond_512_tokens_grows_like_compute():
-    w = _fp16_bytes(8192, 8192)
-    t512 = linear_time_us("a100", w, 512)
-    t1024 = linear_time_us("a100", w, 1024)
+@pytest.mark.parametrize("gpu", GPUS)
+@pytest.mark.parametrize("scale", [1.0, 0.4])
+def test_monotone_in_tokens_and_features(gpu, scale):
+    def t(n_in, n_out, tokens):
+        return linear_time_us(gpu, n_in, n_out, tokens, scale)
+
+    for n_in, n_out in [(1024, 1024), (4096, 4096), (4096, 11008), (8192, 28672), (5120, 1920)]:
+        times = [t(n_in, n_out, m) for m in range(1, 1025)]
+        assert all(b >= a for a, b in itertools.pairwise(times)), (n_in, n_out)
+    for tokens, fixed in itertools.product(_TOKENS, _FEATURES):
+        along_in = [t(n, fixed, tokens) for n in _FEATURES]
+        along_out = [t(fixed, n, tokens) for n in _FEATURES]
+        assert all(b >= a for a, b in itertools.pairwise(along_in)), (tokens, fixed)
+        assert all(b >= a for a, b in itertools.pairwise(along_out)), (tokens, fixed)
+
+
+@pytest.mark.parametrize("gpu", GPUS)
+def test_extrapolation_beyond_512_tokens_grows_like_compute(gpu):
+    t512 = linear_time_us(gpu, 8192, 8192, 512)
+    t1024 = linear_time_us(gpu, 8192, 8192, 1024)
     assert 1.5 * t512 <= t1024 <= 2.2 * t512
+    assert linear_time_us(gpu, 8192, 8192, 576) > t512  # 64 x 9 tokens: one more row of tiles
 
 
-def test_halving_bandwidth_doubles_memory_bound_time():
-    w = _fp16_bytes(8192, 8192)
-    t0, _ = memory_floor("a100")
-    full = linear_time_us("a100", w, 1, bandwidth_scale=1.0)
-    half = linear_time_us("a100", w, 1, bandwidth_scale=0.5)
-    assert (half - t0) / (full - t0) == pytest.approx(2.0, rel=0.15)
+@pytest.mark.parametrize("gpu", GPUS)
+def test_halving_bandwidth_doubles_the_memory_time_of_a_weight_streaming_layer(gpu):
+    t0, _ = memory_floor(gpu)
+    full = linear_time_us(gpu, 8192, 8192, 1, bandwidth_scale=1.0)
+    half = linear_time_us(gpu, 8192, 8192, 1, bandwidth_scale=0.5)
+    assert (half - t0) / (full - t0) == pytest.approx(2.0, rel=0.05)
 
 
-def test_compute_bound_layer_insensitive_to_small_bandwidth_loss():
-    w = _fp16_bytes(8192, 8192)
-    full = linear_time_us("a100", w, 512, bandwidth_scale=1.0)
-    reduced = linear_time_us("a100", w, 512, bandwidth_scale=0.9)
-    assert reduced == pytest.approx(full, rel=0.02)
+def test_compute_bound_layer_barely_depends_on_bandwidth():
+    full = linear_time_us("a100", 8192, 28672, 512, bandwidth_scale=1.0)
+    assert linear_time_us("a100", 8192, 28672, 512, bandwidth_scale=0.9) == pytest.approx(full, rel=0.02)
+    assert linear_time_us("a100", 8192, 28672, 512, bandwidth_scale=0.5) == pytest.approx(full, rel=0.10)
+    # more bandwidth than measured helps only the memory-bound layer
+    assert linear_time_us("a100", 8192, 28672, 512, bandwidth_scale=1.2) <= full
+    assert linear_time_us("a100", 8192, 28672, 1, bandwidth_scale=1.2) < 0.9 * linear_time_us(
+        "a100", 8192, 28672, 1
+    )
 
 
-def test_scale_one_equals_fit_unless_floor_above():
+def test_scale_one_is_the_fit():
     for tokens in (1, 16, 128, 512):
-        fit = predict_linear_us("a100", 4096, 11008, tokens)
-        t = linear_time_us("a100", _fp16_bytes(4096, 11008), tokens)
-        assert t >= fit
-        assert t == pytest.approx(fit, rel=0.05)
+        assert linear_time_us("a100", 4096, 11008, tokens) == predict_linear_us("a100", 4096, 11008, tokens)
 
 
 def test_a100_streams_100mb_at_realistic_bandwidth():
-    w = 100e6
-    bw_gbps = w / linear_time_us("a100", w, 1) / 1e3
+    n_in, n_out = 8192, 6104  # ~100 MB of FP16 weights
+    bw_gbps = 2 * n_in * n_out / linear_time_us("a100", n_in, n_out, 1) / 1e3
     assert 0.5 * A100_PEAK_GBPS <= bw_gbps <= A100_PEAK_GBPS
     t0, eff_bw = memory_floor("a100")
     assert 0 < t0 < 20
@@ -142,19 +182,53 @@ def test_a100_streams_100mb_at_realistic_bandwidth():
 
 
 def test_faster_memory_gpu_is_faster_at_one_token():
-    w = _fp16_bytes(8192, 8192)
-    assert linear_time_us("h100", w, 1) < linear_time_us("a100", w, 1) < linear_time_us("a40", w, 1)
+    assert (linear_time_us("h100", 8192, 8192, 1) < linear_time_us("a100", 8192, 8192, 1)
+            < linear_time_us("a40", 8192, 8192, 1))
 
 
 def test_linear_argument_errors():
-    with pytest.raises(ValueError):
-        linear_time_us("a100", 1e6, 1, bandwidth_scale=0.0)
-    with pytest.raises(ValueError):
-        linear_time_us("a100", 1e6, 1, bandwidth_scale=-1.0)
-    with pytest.raises(ValueError):
-        linear_time_us("a100", 1e6, 0)
-    with pytest.raises(ValueError):
-        predict_linear_us("a100", 4096, 4096, 0)
+    bad_calls = [
+        lambda: linear_time_us("a100", 4096, 4096, 1, bandwidth_scale=0.0),
+        lambda: linear_time_us("a100", 4096, 4096, 1, bandwidth_scale=-1.0),
+        lambda: linear_time_us("a100", 4096, 4096, 0),
+        lambda: linear_time_us("a100", 0, 4096, 1),
+        lambda: linear_time_us("a100", 4096, 0, 1),
+        lambda: linear_time_us("a100", 4096, 4096, 1.5),
+        lambda: linear_time_us("a100", 4096.5, 4096, 1),
+        lambda: predict_linear_us("a100", 4096, 4096, 0),
+        lambda: predict_linear_us("a100", 4096, 4096, 1, tensor_parallel=0),
+    ]
+    for call in bad_calls:
+        with pytest.raises(ValueError):
+            call()
+
+
+@pytest.mark.parametrize("gpu", GPUS)
+def test_scalar_path_matches_the_fitted_vector_path(gpu):
+    rows = linear_module._load()[gpu]
+    model = linear_module._fitted(gpu)
+    vector = linear_module._Design.of(rows).predict_us(model)
+    for i in range(0, len(rows.tokens), 37):
+        k, n, m = int(rows.in_features[i]), int(rows.out_features[i]), int(rows.tokens[i])
+        assert linear_time_us(gpu, k, n, m) == pytest.approx(vector[i], rel=1e-12)
+
+
+def test_fit_is_deterministic():
+    rows = linear_module._load()["h100"]
+    assert linear_module._fit(rows, 132) == linear_module._fit(rows, 132) == linear_module._fitted("h100")
+
+
+def test_single_prediction_is_cheap():
+    uncached = linear_time_us.__wrapped__
+    uncached("a100", 4096, 4096, 1)  # fit outside the timing
+    shapes = [(4096, 4096), (8192, 28672), (5120, 1920)]
+    start = time.perf_counter()
+    calls = 0
+    for tokens in range(1, 577, 3):
+        for n_in, n_out in shapes:
+            uncached("a100", n_in, n_out, tokens, 0.7)
+            calls += 1
+    assert (time.perf_counter() - start) / calls < 50e-6  # ~8 us on a laptop core; the target is 20 us
 
 
 def test_allreduce_one_worker_is_free():

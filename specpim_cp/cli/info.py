@@ -2,6 +2,8 @@
 
 from __future__ import annotations
 
+import json
+
 import click
 
 from specpim_cp.cli.common import user_errors
@@ -39,23 +41,30 @@ def catalog_devices() -> None:
     from specpim_cp.report_text import table
 
     cat = default_catalog()
-    rows = [[h.name, h.peak_fp16_tflops, h.kernel_table, h.kernel_table_bandwidth_gbps, h.static_power_mw / 1000,
-             h.link_bandwidth_gbps] for h in cat.hosts.values()]
-    click.echo(table(["host", "FP16 TFLOPS", "kernel table", "table GB/s", "static W", "link GB/s"], rows))
+    rows = [[h.name, h.peak_fp16_tflops, h.kernel_table, h.kernel_table_bandwidth_gbps, h.idle_power_mw / 1000,
+             h.onchip_energy_pj_per_bit, h.link_bandwidth_gbps] for h in cat.hosts.values()]
+    click.echo(table(["host", "FP16 TFLOPS", "kernel table", "table GB/s", "idle W", "on-chip pJ/bit",
+                      "link GB/s"], rows))
     click.echo("")
     rows = []
     for m in cat.memories.values():
         units = m.groups * m.units_per_group
-        rows.append([m.name, f"{m.groups} x {m.units_per_group}", m.group_external_bandwidth_gbps * m.groups,
-                     units * m.normal_unit_capacity_mib / 1024, m.pim_unit_capacity_mib / 1024,
-                     m.pim_lanes_per_unit * m.pim_lane_bandwidth_gbps, m.external_energy_pj_per_bit,
+        rows.append([m.name, f"{m.groups} x {m.units_per_group}", m.units_per_channel, m.pim_arrangement,
+                     m.group_external_bandwidth_gbps * m.groups, units * m.normal_unit_capacity_mib / 1024,
+                     m.pim_unit_capacity_mib / 1024, m.pim_lanes_per_unit * m.pim_lane_bandwidth_gbps,
+                     m.pim_efficiency, m.pim_mode_switch_ns, m.external_energy_pj_per_bit,
                      m.internal_energy_pj_per_bit])
-    click.echo(table(["memory", "groups x units", "ext GB/s", "GiB (k=0)", "GiB/PIM unit", "PIM GB/s/unit",
-                      "ext pJ/bit", "PIM pJ/bit"], rows))
-    click.echo("\nRULE 2 (modelling assumption): host bandwidth = external x normal units / all units.")
+    click.echo(table(["memory", "groups x units", "units/channel", "PIM arrangement", "ext GB/s", "GiB (k=0)",
+                      "GiB/PIM unit", "PIM GB/s/unit", "PIM efficiency", "PIM kernel ns", "ext pJ/bit",
+                      "PIM pJ/bit"], rows))
+    click.echo("\nMemory model (a scenario's [assumptions] memory_model): time-shared by default: the host reads "
+               "PIM units in normal mode, host tensors are kept in normal units or spread over every unit; "
+               "\"partitioned\" is the SpecPIM authors' convention (formulations/physics.md).")
     for m in list(cat.hosts.values()) + list(cat.memories.values()):
         for k, v in m.sources.items():
             click.echo(f"{m.name}.{k}: {v}")
+        for k, (lo, hi) in m.ranges.items():
+            click.echo(f"{m.name}.range_{k}: {lo:g} .. {hi:g}")
 
 
 @click.group()
@@ -89,4 +98,19 @@ def kernels_fit_report() -> None:
 
     click.echo(format_fit_report(fit_report()))
 
-COMMANDS = (catalog, kernels)
+
+
+@click.command()
+@click.option("--json", "as_json", is_flag=True, help="machine-readable rows")
+@user_errors
+def validate(as_json: bool) -> None:
+    """The model next to measurements: kernels, all-reduce, GPU latency and power, PIM GEMV, Monte Carlo."""
+    from specpim_cp.validate import format_validation, validation_rows
+
+    rows = validation_rows()
+    click.echo(json.dumps([r.as_dict() for r in rows], indent=2) if as_json else format_validation(rows))
+    if not all(r.ok for r in rows):
+        raise SystemExit(1)
+
+
+COMMANDS = (catalog, kernels, validate)

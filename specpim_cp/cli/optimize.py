@@ -2,6 +2,8 @@
 
 from __future__ import annotations
 
+import json
+
 import click
 
 from specpim_cp.cli.common import emit, load, user_errors
@@ -154,4 +156,36 @@ def compare(scenario, budget, time_limit, seed) -> None:
     click.echo("heuristic design:")
     click.echo("\n".join(design_lines(sc, heur.design)))
 
-COMMANDS = (solve, pareto, heuristic, compare)
+
+
+@click.command()
+@click.argument("scenario")
+@click.option("--time-limit", type=click.FloatRange(0.1), default=60.0, show_default=True,
+              help="per solve (deterministic time units)")
+@click.option("--seed", type=int, default=0, show_default=True)
+@click.option("--plot", "plot_path", type=click.Path(dir_okay=False), help="write the tornado plot (PNG) here")
+@click.option("--json", "as_json", is_flag=True)
+@user_errors
+def sensitivity(scenario, time_limit, seed, plot_path, as_json) -> None:
+    """Re-solve with each uncertain constant at its low and high source value: a tornado table."""
+    from specpim_cp.sensitivity import format_sensitivity, plot_tornado
+    from specpim_cp.sensitivity import sensitivity as run
+
+    sc = load(scenario)
+    result = run(sc, time_limit_s=time_limit, seed=seed)
+    if plot_path:
+        plot_tornado(result, plot_path)
+    if as_json:
+        rows = [{"constant": r.constant, "nominal": r.nominal, "ends": [
+            {"value": p.value, "objective": float(p.objective), "relative": p.relative,
+             "energy_relative": p.energy_relative,
+             "design_changed": p.design_changed, "design": p.summary, "resolved": p.resolved}
+            for p in (r.low, r.high)]} for r in result.rows]
+        click.echo(json.dumps({"scenario": result.scenario, "objective": result.objective_name,
+                               "nominal": float(result.nominal), "design": result.nominal_summary,
+                               "rows": rows}, indent=2))
+    else:
+        click.echo(format_sensitivity(result))
+
+
+COMMANDS = (solve, pareto, heuristic, compare, sensitivity)

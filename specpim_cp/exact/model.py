@@ -7,10 +7,16 @@ design with exactly the evaluator's integers.
 
 Decision variables (all Boolean one-hots):
   x[j][a]      model j uses architecture a (memory type, PIM units per group, device count)
-  y[j][o][p]   operator o of model j takes placement p (host, or PIM on p of share_levels slots)
-  z[c]         speculation choice c (draft length and staging of every drafter, pipeline on/off)
-Derived integer variables: operator durations and energies, one layer's schedule (intervals), pass
-times and energies, spill, drafting phases per outcome, round time T (ns) and energy per round (nJ).
+  y[j][o][p]   operator o of model j takes placement p (host with a tensor layout, or PIM on a share)
+  z[c]         speculation choice c (draft and staging of every drafter, pipeline on/off)
+Derived integer variables: operator, all-reduce and embedding durations and energies, one layer's
+schedule, pass times and energies, drafter cycles, drafting phases per outcome, round time T (ns) and
+energy per round (nJ).
+
+Families (formulations/*.md), one `add_*` method each, called per model where the family is per model:
+ARCH add_architecture, MAP add_placement, SPEC add_speculation_choice, DUR add_durations,
+SCH add_layer_schedule, CAP add_capacity, PASS add_passes, CUT add_cuts, CYC add_cycles,
+RND add_round, EN add_energy.
 """
 
 from __future__ import annotations
@@ -41,10 +47,6 @@ def add_ceil(m: cp_model.CpModel, target, numerator, denominator: int, enforce) 
     """target == ceil(numerator / denominator), enforced: two-sided rows leave no slack to shave."""
     m.add(denominator * target >= numerator).only_enforce_if(enforce)
     m.add(denominator * target <= numerator + denominator - 1).only_enforce_if(enforce)
-
-
-def ceil_frac(x: Fraction) -> int:
-    return -(-x.numerator // x.denominator)
 
 
 class SpecModel:
@@ -80,22 +82,28 @@ class SpecModel:
     def build(self) -> None:
         m = self.m
         self.x = [{a: m.new_bool_var(f"x[{j}][{a.label()}]") for a in d.archs} for j, d in enumerate(self.data)]
-        self.y = [{op: {p: m.new_bool_var(f"y[{j}][{op}][{p.engine}{p.share}]") for p in self.places(j, op)}
+        self.y = [{op: {p: m.new_bool_var(f"y[{j}][{op}][{p.engine}{p.share}{p.layout}]") for p in self.places(j, op)}
                    for op in PLACEABLE_OPS} for j in range(len(self.data))]
         self.z = [m.new_bool_var(f"z[{k}]") for k in range(len(self.choices))]
-        self.add_architecture()            # [ARCH-1], [ARCH-2]
-        self.add_placement()               # [MAP-1], [MAP-2]
-        self.add_speculation_choice()      # [SPEC-1], [SPEC-2]
-        self.pass_time = []
-        self.pass_energy = []
+        self._layout_lits: dict[tuple[int, str, str], cp_model.IntVar] = {}
+        self.add_architecture()
+        self.add_placement()
+        self.add_speculation_choice()
+        self.pass_time, self.pass_energy = [], []
         for j in range(len(self.data)):
-            self.add_model(j)              # [CAP-*], [DUR-*], [EN-1], [SCH-*], [PASS-*]
-        self.add_cycles()                  # [SPEC-3]
-        self.add_round()                   # [RND-1..3]
-        self.add_energy()                  # [EN-2..4]
+            dur, energy, ar, emb = self.add_durations(j)
+            mk = self.add_layer_schedule(j, dur, ar[0])
+            self.add_capacity(j)
+            pt, pe = self.add_passes(j, dur, energy, ar, emb, mk)
+            self.add_cuts(j, pt, pe)
+            self.pass_time.append(pt)
+            self.pass_energy.append(pe)
+        self.add_cycles()
+        self.add_round()
+        self.add_energy()
 
-    # [ARCH-1] exactly one architecture per model; [ARCH-2] device budget
     def add_architecture(self) -> None:
+        """[ARCH] ARCH-1 exactly one architecture per model; ARCH-2 the device budget."""
         m = self.m
         for xs in self.x:
             m.add_exactly_one(xs.values())
@@ -105,8 +113,8 @@ class SpecModel:
             m.add(sum(a.devices * v for xs in self.x for a, v in xs.items())
                   <= self.scenario.device_budget).only_enforce_if(lit)
 
-    # [MAP-1] one placement per operator; [MAP-2] the placement exists on the chosen architecture
     def add_placement(self) -> None:
+        """[MAP] MAP-1 one placement per operator; MAP-2 the placement exists on the chosen architecture."""
         m = self.m
         for j, d in enumerate(self.data):
             for op in PLACEABLE_OPS:
@@ -116,8 +124,9 @@ class SpecModel:
                         if not self.valid(j, a, op, p):
                             m.add_bool_or([~xa, ~yp])
 
-    # [SPEC-1] one speculation choice; [SPEC-2] each model's pass token count follows from it
     def add_speculation_choice(self) -> None:
+        """[SPEC] SPEC-1 one speculation choice; SPEC-2 each model's pass token count and each drafter's
+        staging follow from it."""
         m = self.m
         m.add_exactly_one(self.z)
         self.tokens_micro = sum(st.tokens_micro * z for st, z in zip(self.stats, self.z))
@@ -145,115 +154,131 @@ class SpecModel:
                 lits[st] = b
             self.stage_lit.append(lits)
 
-    def add_model(self, j: int) -> None:
+    def _lit_sum(self, name: str, lits: list) -> cp_model.IntVar:
+        """A Boolean equal to the sum of mutually exclusive literals (0 when there are none)."""
+        b = self.m.new_bool_var(name)
+        self.m.add(b == sum(lits)) if lits else self.m.add(b == 0)
+        return b
+
+    def layout_literal(self, j: int, op: str, layout: str) -> cp_model.IntVar:
+        """1 iff model j's operator `op` keeps its tensor with `layout` (cached)."""
+        key = (j, op, layout)
+        if key not in self._layout_lits:
+            self._layout_lits[key] = self._lit_sum(f"layout[{j}][{op}]={layout}",
+                                                   [v for p, v in self.y[j][op].items() if p.layout == layout])
+        return self._layout_lits[key]
+
+    def add_durations(self, j: int):
+        """[DUR] DUR-1 operator durations and energies from the cost tables, enforced on (architecture,
+        placement); DUR-2 the all-reduce's; DUR-3 the embedding lookup's (on the LM head's layout)."""
         m = self.m
         d = self.data[j]
         model = d.spec
         c = self.costs
         kb = self.kb[j]
         tokens = sorted(kb)
-        levels = c.share_levels
-        # engine literal per operator (PIM on any share)
-        on_pim = {}
-        for op in PLACEABLE_OPS:
-            pim_lits = [v for p, v in self.y[j][op].items() if p.engine == "pim"]
-            b = m.new_bool_var(f"pim[{j}][{op}]")
-            m.add(b == sum(pim_lits)) if pim_lits else m.add(b == 0)
-            on_pim[op] = b
-
-        # [DUR-1] operator durations and [EN-1] energies from the tables
         dur, energy = {}, {}
         for op in PLACEABLE_OPS:
-            vals_t, vals_e = [], []
-            for a in d.archs:
-                for p in self.y[j][op]:
-                    if not self.valid(j, a, op, p):
-                        continue
-                    for t in tokens:
-                        oc = c.op_cost(model, op, p.engine, p.share, a, t)
-                        vals_t.append(oc.time_ns)
-                        vals_e.append(oc.energy_nj)
-            dv = m.new_int_var(0, max(vals_t), f"dur[{j}][{op}]")
-            ev = m.new_int_var(0, max(vals_e), f"en[{j}][{op}]")
-            for a, xa in self.x[j].items():
-                for p, yp in self.y[j][op].items():
-                    if not self.valid(j, a, op, p):
-                        continue
-                    costs_t = {t: c.op_cost(model, op, p.engine, p.share, a, t) for t in tokens}
-                    m.add(dv == sum(costs_t[t].time_ns * kb[t] for t in tokens)).only_enforce_if([xa, yp])
-                    m.add(ev == sum(costs_t[t].energy_nj * kb[t] for t in tokens)).only_enforce_if([xa, yp])
+            table = {(a, p): {t: c.placement_cost(model, op, p, a, t) for t in tokens}
+                     for a in d.archs for p in d.allowed(a, op)}
+            dv = m.new_int_var(0, max(oc.time_ns for v in table.values() for oc in v.values()), f"dur[{j}][{op}]")
+            ev = m.new_int_var(0, max(oc.energy_nj for v in table.values() for oc in v.values()), f"en[{j}][{op}]")
+            for (a, p), costs_t in table.items():
+                lits = [self.x[j][a], self.y[j][op][p]]
+                m.add(dv == sum(costs_t[t].time_ns * kb[t] for t in tokens)).only_enforce_if(lits)
+                m.add(ev == sum(costs_t[t].energy_nj * kb[t] for t in tokens)).only_enforce_if(lits)
             dur[op], energy[op] = dv, ev
-        # [DUR-2] all-reduce durations and energies
         ar_t = {(a, t): c.allreduce_cost(model, a, t) for a in d.archs for t in tokens}
         ar_d = m.new_int_var(0, max(v.time_ns for v in ar_t.values()), f"ar[{j}]")
         ar_e = m.new_int_var(0, max(v.energy_nj for v in ar_t.values()), f"ar_en[{j}]")
         for a, xa in self.x[j].items():
             m.add(ar_d == sum(ar_t[(a, t)].time_ns * kb[t] for t in tokens)).only_enforce_if(xa)
             m.add(ar_e == sum(ar_t[(a, t)].energy_nj * kb[t] for t in tokens)).only_enforce_if(xa)
+        layouts = sorted({p.layout for p in self.y[j]["lm_head"]})
+        emb_t = {(a, lay, t): c.embedding_cost(model, a, lay, t) for a in d.archs for lay in layouts for t in tokens}
+        em_d = m.new_int_var(0, max(v.time_ns for v in emb_t.values()), f"emb[{j}]")
+        em_e = m.new_int_var(0, max(v.energy_nj for v in emb_t.values()), f"emb_en[{j}]")
+        for a, xa in self.x[j].items():
+            for lay in layouts:
+                lits = [xa, self.layout_literal(j, "lm_head", lay)]
+                m.add(em_d == sum(emb_t[(a, lay, t)].time_ns * kb[t] for t in tokens)).only_enforce_if(lits)
+                m.add(em_e == sum(emb_t[(a, lay, t)].energy_nj * kb[t] for t in tokens)).only_enforce_if(lits)
+        return dur, energy, (ar_d, ar_e), (em_d, em_e)
 
-        # [SCH-0..4] one layer's schedule
+    def add_layer_schedule(self, j: int, dur: dict, ar_d) -> cp_model.IntVar:
+        """[SCH] one layer's makespan: SCH-0 a sequential block is the sum of its nodes; a parallel block
+        is scheduled exactly by SCH-1..4 (`_add_schedule`)."""
+        m = self.m
+        model = self.data[j].spec
         horizon = sum(ub(dur[op]) for op in LAYER_OPS) + 2 * ub(ar_d)
         mk = m.new_int_var(0, horizon, f"makespan[{j}]")
-        if is_chain(model.parallel_block):  # [SCH-0] a chain runs its nodes one after another
+        if is_chain(model.parallel_block):  # SCH-0: a chain runs its nodes one after another
             n_ar_nodes = sum(1 for n in layer_order(model.parallel_block) if n.startswith("allreduce"))
             m.add(mk == sum(dur[op] for op in LAYER_OPS) + n_ar_nodes * ar_d)
         else:
-            self._add_schedule(j, model, dur, ar_d, mk, horizon, levels)
+            self._add_schedule(j, model, dur, ar_d, mk, horizon, self.costs.share_levels)
+        return mk
 
-        # [CAP-1] bytes fit the devices; [CAP-2] spill = overflow of each side; [CAP-3] its cost
-        store_ub = 0
-        rate_t, rate_e = Fraction(0), Fraction(0)
-        for a in d.archs:
-            store_ub = max(store_ub, self._stored_kib_ub(j, a))
-            ns, nj = c.spill_rates(a)
-            rate_t, rate_e = max(rate_t, ns), max(rate_e, nj)
-        spill = m.new_int_var(0, store_ub, f"spill[{j}]")
-        spill_t = m.new_int_var(0, ceil_frac(store_ub * rate_t), f"spill_ns[{j}]")
-        spill_e = m.new_int_var(0, ceil_frac(store_ub * rate_e), f"spill_nj[{j}]")
-        cap_lit = m.new_bool_var(f"assume[CAP-1][{j}]")
-        self.assumption_families[f"CAP-1 capacity of {d.label} ({model.name})"] = cap_lit
+    def add_capacity(self, j: int) -> None:
+        """[CAP] CAP-1 the PIM units hold what the layouts put there; CAP-2 the normal units likewise
+        (weights and KV cache at the maximum context; an untied embedding beside the LM head; a draft2
+        model by `CostModel.draft2_layout`)."""
+        m = self.m
+        d = self.data[j]
+        model = d.spec
+        c = self.costs
+        cap_lit = m.new_bool_var(f"assume[CAP][{j}]")
+        self.assumption_families[f"CAP capacity of {d.label} ({model.name})"] = cap_lit
         for a, xa in self.x[j].items():
             tb = c.tensor_bytes(model, a.devices)
-            pim_cap, normal_cap = c.capacity_kib(a)
-            pim_need = sum(tb.op_kib[op] * on_pim[op] for op in PLACEABLE_OPS)
-            host_need = sum(tb.op_kib[op] * (1 - on_pim[op]) for op in PLACEABLE_OPS)
-            if model.tied_embeddings:
-                host_need += tb.embedding_kib * on_pim["lm_head"]
-            else:
-                host_need += tb.embedding_kib
+            pim_need, normal_need = [], []
+            for op in PLACEABLE_OPS:
+                kib = tb.op_kib[op] + (tb.embedding_kib if op == "lm_head" else 0)
+                for p, yp in self.y[j][op].items():
+                    if self.valid(j, a, op, p):
+                        pk, nk = c.split_kib(a, p.layout, kib)
+                        pim_need.append(pk * yp)
+                        normal_need.append(nk * yp)
             if j > 0:
+                lay = c.draft2_layout(a) or "normal"
                 for st, lit in self.stage_lit[j - 1].items():
                     if st is not None and st.draft2 in self.catalog.models:
-                        d2 = self.catalog.models[st.draft2]
-                        host_need += c.tensor_bytes(d2, a.devices).total_kib() * lit
-            m.add(pim_need + host_need <= pim_cap + normal_cap).only_enforce_if([xa, cap_lit])
-            sp_pim = m.new_int_var(0, store_ub, f"spill_pim[{j}][{a.label()}]")
-            sp_host = m.new_int_var(0, store_ub, f"spill_host[{j}][{a.label()}]")
-            m.add_max_equality(sp_pim, [0, pim_need - pim_cap])    # [CAP-2]
-            m.add_max_equality(sp_host, [0, host_need - normal_cap])
-            m.add(spill == sp_pim + sp_host).only_enforce_if(xa)
-            ns, nj = c.spill_rates(a)
-            add_ceil(m, spill_t, spill * ns.numerator, ns.denominator, xa)   # [CAP-3]
-            add_ceil(m, spill_e, spill * nj.numerator, nj.denominator, xa)
-        # [PASS-1] pass time; [PASS-2] pass energy
+                        pk, nk = c.split_kib(a, lay, c.tensor_bytes(self.catalog.models[st.draft2], a.devices).total_kib())
+                        pim_need.append(pk * lit)
+                        normal_need.append(nk * lit)
+            pim_cap, normal_cap = c.capacity_kib(a)
+            m.add(sum(pim_need) <= pim_cap).only_enforce_if([xa, cap_lit])        # CAP-1
+            m.add(sum(normal_need) <= normal_cap).only_enforce_if([xa, cap_lit])  # CAP-2
+
+    def add_passes(self, j: int, dur: dict, energy: dict, ar, emb, mk) -> tuple[cp_model.IntVar, cp_model.IntVar]:
+        """[PASS] PASS-1 pass time = embedding lookup + layers x makespan + LM head; PASS-2 pass energy."""
+        m = self.m
+        model = self.data[j].spec
+        ar_e, (em_d, em_e) = ar[1], emb
         layers = model.layers
         n_ar = 1 if model.parallel_block else 2
-        pt_ub = layers * horizon + ub(dur["lm_head"]) + ub(spill_t)
-        pe_ub = (layers * (sum(ub(energy[op]) for op in LAYER_OPS) + n_ar * ub(ar_e)) + ub(energy["lm_head"])
-                 + ub(spill_e))
+        pt_ub = ub(em_d) + layers * ub(mk) + ub(dur["lm_head"])
+        pe_ub = ub(em_e) + layers * (sum(ub(energy[op]) for op in LAYER_OPS) + n_ar * ub(ar_e)) + ub(energy["lm_head"])
         pt = m.new_int_var(0, pt_ub, f"pass_ns[{j}]")
         pe = m.new_int_var(0, pe_ub, f"pass_nj[{j}]")
-        m.add(pt == layers * mk + dur["lm_head"] + spill_t)
-        m.add(pe == layers * (sum(energy[op] for op in LAYER_OPS) + n_ar * ar_e) + energy["lm_head"] + spill_e)
+        m.add(pt == em_d + layers * mk + dur["lm_head"])
+        m.add(pe == em_e + layers * (sum(energy[op] for op in LAYER_OPS) + n_ar * ar_e) + energy["lm_head"])
+        return pt, pe
+
+    def add_cuts(self, j: int, pt, pe) -> None:
+        """[CUT] valid redundant bounds: CUT-1 per architecture and token count a pass is no faster (no
+        cheaper) than its critical path at every operator's fastest (cheapest) placement; CUT-2 the same
+        at the best architecture, unconditional (visible to the LP relaxation)."""
+        m = self.m
+        d = self.data[j]
+        kb = self.kb[j]
+        tokens = sorted(kb)
         pt_cut, pe_cut = self._bound_cuts(j, tokens)
-        for a, xa in self.x[j].items():  # [CUT-1]
+        for a, xa in self.x[j].items():  # CUT-1
             m.add(pt >= sum(pt_cut[a][t] * kb[t] for t in tokens)).only_enforce_if(xa)
             m.add(pe >= sum(pe_cut[a][t] * kb[t] for t in tokens)).only_enforce_if(xa)
-        # [CUT-2] the same bounds at the best architecture, unconditional (visible to the LP relaxation)
-        m.add(pt >= sum(min(pt_cut[a][t] for a in d.archs) * kb[t] for t in tokens))
+        m.add(pt >= sum(min(pt_cut[a][t] for a in d.archs) * kb[t] for t in tokens))  # CUT-2
         m.add(pe >= sum(min(pe_cut[a][t] for a in d.archs) * kb[t] for t in tokens))
-        self.pass_time.append(pt)
-        self.pass_energy.append(pe)
 
     def _add_schedule(self, j: int, model: ModelSpec, dur, ar_d, mk, horizon: int, levels: int) -> None:
         """One layer of a parallel block, with no free start times (so no slack to shave).
@@ -281,13 +306,16 @@ class SpecModel:
             m.add_bool_or([~o_uv, ~o_vu])
             for pu, yu in self.y[j][u].items():
                 for pv, yv in self.y[j][v].items():
-                    conflict = (pu.engine == pv.engine == "host") or (
-                        pu.engine == pv.engine == "pim" and pu.share + pv.share > levels)
-                    if conflict:
+                    conflict = self._conflict_literal(j, pu, pv, levels)
+                    if conflict is True:
                         m.add_bool_or([~yu, ~yv, o_uv, o_vu])
-                    else:
+                    elif conflict is False:
                         m.add_bool_or([~yu, ~yv, ~o_uv])
                         m.add_bool_or([~yu, ~yv, ~o_vu])
+                    else:  # a host operator that contends with PIM on some architectures only
+                        m.add_bool_or([~yu, ~yv, ~conflict, o_uv, o_vu])
+                        m.add_bool_or([~yu, ~yv, conflict, ~o_uv])
+                        m.add_bool_or([~yu, ~yv, conflict, ~o_vu])
             before[v].append((o_uv, u))
             before[u].append((o_vu, v))
         start, end = {}, {}
@@ -310,18 +338,67 @@ class SpecModel:
         m.add_max_equality(mk, list(end.values()))
         # the same schedule as interval variables: host no-overlap and cumulative PIM shares. They are
         # implied by the orders above (redundant) and let CP-SAT's scheduling propagators reason on it.
+        # A host operator that contends with the PIM units takes every PIM slot (as in the evaluator).
         host_iv, pim_iv, pim_dem = [], [], []
         for node in ops:
             for p, yp in self.y[j][node].items():
                 iv = m.new_optional_interval_var(start[node], dur[node], end[node], yp, f"iv[{j}][{node}]{p}")
-                if p.engine == "host":
-                    host_iv.append(iv)
-                else:
+                if p.engine == "pim":
                     pim_iv.append(iv)
                     pim_dem.append(p.share)
-        m.add_no_overlap(host_iv)                    # [SCH-1]
+                    continue
+                host_iv.append(iv)
+                contends = self._conflict_literal(j, p, Placement(engine="pim", share=levels), levels)
+                if contends is False:
+                    continue
+                if contends is not True:
+                    present = m.new_bool_var(f"contending[{j}][{node}]{p}")
+                    m.add_bool_and([yp, contends]).only_enforce_if(present)
+                    m.add_bool_or([~yp, ~contends, present])
+                    iv = m.new_optional_interval_var(start[node], dur[node], end[node], present,
+                                                     f"iv_c[{j}][{node}]{p}")
+                pim_iv.append(iv)
+                pim_dem.append(levels)
+        m.add_no_overlap(host_iv)                    # SCH-1
         if pim_iv:
-            m.add_cumulative(pim_iv, pim_dem, levels)  # [SCH-2]
+            m.add_cumulative(pim_iv, pim_dem, levels)  # SCH-2
+
+    def _conflict_literal(self, j: int, pu: Placement, pv: Placement, levels: int):
+        """Whether two concurrent operators of model j conflict: True, False, or a literal that is 1
+        exactly on the architectures where they do (a host operator whose layout shares channels with
+        the PIM units, `CostModel.host_contends_with_pim`, against a PIM operator)."""
+        if pu.engine == pv.engine:
+            return pu.engine == "host" or pu.share + pv.share > levels
+        host = pu if pu.engine == "host" else pv
+        archs = self.data[j].archs
+        contends = [a for a in archs if self.costs.host_contends_with_pim(a, host.layout)]
+        if not contends:
+            return False
+        if len(contends) == len(archs):
+            return True
+        key = (j, "contends", host.layout)
+        if key not in self._layout_lits:
+            self._layout_lits[key] = self._lit_sum(f"contends[{j}][{host.layout}]", [self.x[j][a] for a in contends])
+        return self._layout_lits[key]
+
+    def _area_bound(self, j: int, a: ArchConfig, t: int) -> int:
+        """A layer is no shorter than the PIM slots' busy area: every operator at its least area, where
+        a PIM operator on s of S slots covers s/S of its time, a host operator that contends with PIM
+        covers all of it, and one that does not covers none (valid for every schedule of the layer)."""
+        c = self.costs
+        levels = c.share_levels
+        model = self.data[j].spec
+        total = Fraction(0)
+        for op in LAYER_OPS:
+            areas = []
+            for p in self.data[j].allowed(a, op):
+                time_ns = c.placement_cost(model, op, p, a, t).time_ns
+                if p.engine == "pim":
+                    areas.append(Fraction(time_ns * p.share, levels))
+                else:
+                    areas.append(Fraction(time_ns) if c.host_contends_with_pim(a, p.layout) else Fraction(0))
+            total += min(areas)
+        return -(-total.numerator // total.denominator)
 
     def _bound_cuts(self, j: int, tokens: list[int]) -> tuple[dict, dict]:
         """[CUT-1] per architecture and token count, a pass is no faster (no cheaper) than its critical
@@ -337,21 +414,25 @@ class SpecModel:
             for t in tokens:
                 bt, be = {}, {}
                 for op in PLACEABLE_OPS:
-                    opts = [c.op_cost(model, op, p.engine, p.share, a, t) for p in d.allowed(a, op)]
+                    opts = [c.placement_cost(model, op, p, a, t) for p in d.allowed(a, op)]
                     bt[op] = min((o.time_ns for o in opts), default=0)
                     be[op] = min((o.energy_nj for o in opts), default=0)
                 ar = c.allreduce_cost(model, a, t)
+                embs = [c.embedding_cost(model, a, lay, t) for lay in {p.layout for p in d.allowed(a, "lm_head")}]
+                emb_t, emb_e = min(e.time_ns for e in embs), min(e.energy_nj for e in embs)
                 if model.parallel_block:
-                    path = max(bt["qkv"] + bt["score"] + bt["context"] + bt["o_proj"], bt["ffn_up"] + bt["ffn_down"])
+                    path = max(bt["qkv"] + bt["score"] + bt["context"] + bt["o_proj"], bt["ffn_up"] + bt["ffn_down"],
+                               self._area_bound(j, a, t))
                 else:
                     path = sum(bt[op] for op in LAYER_OPS)
-                lb_t[t] = model.layers * (path + n_ar * ar.time_ns) + bt["lm_head"]
-                lb_e[t] = model.layers * (sum(be[op] for op in LAYER_OPS) + n_ar * ar.energy_nj) + be["lm_head"]
+                lb_t[t] = emb_t + model.layers * (path + n_ar * ar.time_ns) + bt["lm_head"]
+                lb_e[t] = emb_e + model.layers * (sum(be[op] for op in LAYER_OPS) + n_ar * ar.energy_nj) + be["lm_head"]
             pt_cut[a], pe_cut[a] = lb_t, lb_e
         return pt_cut, pe_cut
 
-    # [SPEC-3] drafter cycle: one step (unstaged) or gamma2 draft2 steps + one pass (staged)
     def add_cycles(self) -> None:
+        """[CYC] CYC-1 a drafter's cycle is one pass (unstaged) or gamma2 draft2 steps + one pass
+        (staged); CYC-2 a staged option whose draft2 cannot run on an architecture excludes the pair."""
         m = self.m
         self.cycle_t, self.cycle_e = [], []
         for i in range(self.n_drafters):
@@ -363,7 +444,7 @@ class SpecModel:
                         continue
                     try:
                         steps[(st, a)] = self.ev.draft2_step(self._probe_design(j, a, st))
-                    except ScenarioError:  # a draft2 model cannot run on a host without normal memory
+                    except ScenarioError:  # CYC-2: a draft2 model cannot run on this host
                         m.add_bool_or([~xa, ~self.stage_lit[i][st]])
             extra_t = max((st.draft_length * v.time_ns for (st, _), v in steps.items()), default=0)
             extra_e = max((st.draft_length * v.energy_nj for (st, _), v in steps.items()), default=0)
@@ -383,25 +464,15 @@ class SpecModel:
             self.cycle_t.append(ct)
             self.cycle_e.append(ce)
 
-    def _stored_kib_ub(self, j: int, a: ArchConfig) -> int:
-        """Every byte model j could store on architecture a (weights, KV, embedding, draft2 models)."""
-        c = self.costs
-        tb = c.tensor_bytes(self.data[j].spec, a.devices)
-        total = tb.total_kib()
-        if j > 0:
-            total += max((c.tensor_bytes(self.catalog.models[st.draft2], a.devices).total_kib()
-                          for st in self.stage_lit[j - 1] if st is not None and st.draft2 in self.catalog.models),
-                         default=0)
-        return total
-
     def _probe_design(self, j: int, a: ArchConfig, st: Staging) -> ModelDesign:
         """A ModelDesign carrying arch + staging, to price a draft2 step (independent of placement)."""
         return ModelDesign(model=self.data[j].spec.name, memory_type=a.memory_type, pim_units=a.pim_units,
                            devices=a.devices, placement={op: HOST for op in PLACEABLE_OPS}, draft_length=1,
                            staging=st)
 
-    # [RND-1] drafting phase per outcome slot; [RND-2] outcome round time; [RND-3] expected round time
     def add_round(self) -> None:
+        """[RND] RND-1 drafting phase per outcome slot; RND-2 outcome round time (vanilla or pipelined);
+        RND-3 expected round time; RND-4 every round holds one verification pass (a valid floor)."""
         m = self.m
         V = self.pass_time[0]
         sync = self.costs.host.sync_latency_ns if self.n_drafters else 0
@@ -415,22 +486,24 @@ class SpecModel:
         R = [m.new_int_var(0, r_ub, f"R[{k}]") for k in range(n_slots)]
         for k in range(n_slots):
             m.add_max_equality(MX[k], [D[k], V])
-        m.add(self.T >= V + sync)  # [CUT-2] every round contains one verification pass
+        m.add(self.T >= V + sync)  # RND-4
         for c, st, z in zip(self.choices, self.stats, self.z):
             for k, (rs, _prob) in enumerate(st.outcomes):
-                if rs:  # [RND-1]
+                if rs:  # RND-1
                     m.add_max_equality(D[k], [r * self.cycle_t[i] for i, r in enumerate(rs)]).only_enforce_if(z)
                 else:  # no drafters: autoregressive rounds
                     m.add(D[k] == 0).only_enforce_if(z)
-                if c.pipeline:                                                      # [RND-2]
+                if c.pipeline:  # RND-2
                     add_ceil(m, R[k], (spec.Q_SCALE - st.q) * MX[k] + st.q * (D[k] + V), spec.Q_SCALE, z)
                 else:
                     m.add(R[k] == D[k] + V).only_enforce_if(z)
-            add_ceil(m, self.T - sync, sum(prob * R[k] for k, (_rs, prob) in enumerate(st.outcomes)),  # [RND-3]
+            add_ceil(m, self.T - sync, sum(prob * R[k] for k, (_rs, prob) in enumerate(st.outcomes)),  # RND-3
                      spec.OUTCOME_SCALE, z)
 
-    # [EN-2] drafting energy (+ wasted optimistic drafts); [EN-3] static; [EN-4] energy per round
     def add_energy(self) -> None:
+        """[EN] EN-1 drafting energy per round (+ wasted optimistic drafts); EN-2 idle energy of every
+        model's devices for the round (0 under dynamic accounting) with its unconditional floor;
+        EN-3 energy per round."""
         m = self.m
         parts = [self.pass_energy[0]]
         for i in range(self.n_drafters):
@@ -443,14 +516,15 @@ class SpecModel:
                 waste = st.drafter_q[i]
                 add_ceil(m, total, (spec.Q_SCALE + waste) * expected, spec.Q_SCALE, z)
             parts.append(total)
-        for j in range(len(self.data)):
-            p_max = max(self.costs.static_power_mw(a) for a in self.x[j])
-            p_min = min(self.costs.static_power_mw(a) for a in self.x[j])
-            st = m.new_int_var(0, -(-p_max * ub(self.T) // 1000), f"static_nj[{j}]")
+        for j in range(len(self.data)):  # EN-2
+            power = {a: self.costs.idle_power_mw(a) for a in self.x[j]}
+            if max(power.values()) == 0:
+                continue
+            idle = m.new_int_var(0, -(-max(power.values()) * ub(self.T) // 1000), f"idle_nj[{j}]")
             for a, xa in self.x[j].items():
-                add_ceil(m, st, self.costs.static_power_mw(a) * self.T, 1000, xa)
-            m.add(1000 * st >= p_min * self.T)  # [CUT-2] unconditional static-energy floor
-            parts.append(st)
+                add_ceil(m, idle, power[a] * self.T, 1000, xa)
+            m.add(1000 * idle >= min(power.values()) * self.T)
+            parts.append(idle)
         self.energy = m.new_int_var(0, sum(ub(p) for p in parts), "energy_nj")
         m.add(self.energy == sum(parts))
 

@@ -264,12 +264,15 @@ def explain_infeasible(sm: SpecModel, opts: SolverOptions) -> str:
         return "the [space] restrictions leave no valid design (mapping rule vs PIM units)"
     details = []
     for name in names:
-        if name.startswith("CAP-1"):
+        if name.startswith("CAP "):
             j = next(j for j, d in enumerate(sm.data) if f"{d.label} ({d.spec.name})" in name)
-            best = max(sum(sm.costs.capacity_kib(a)) for a in sm.data[j].archs)
-            need = min(sm.costs.tensor_bytes(sm.data[j].spec, a.devices).total_kib() for a in sm.data[j].archs)
-            details.append(f"[{name}]: needs at least {need / (1 << 20):.2f} GiB, the largest allowed "
-                           f"architecture holds {best / (1 << 20):.2f} GiB")
+            archs = sm.data[j].archs
+            need = min(sm.costs.tensor_bytes(sm.data[j].spec, a.devices).total_kib() for a in archs)
+            pim = max(sm.costs.capacity_kib(a)[0] for a in archs)
+            normal = max(sm.costs.capacity_kib(a)[1] for a in archs)
+            details.append(f"[{name}]: no allowed architecture holds its weights and KV cache ({need / (1 << 20):.2f} "
+                           f"GiB) with the placements the space allows (PIM units hold at most {pim / (1 << 20):.2f} "
+                           f"GiB, normal units at most {normal / (1 << 20):.2f} GiB)")
         else:
             details.append(f"[{name}]")
     return "infeasible: " + "; ".join(details)

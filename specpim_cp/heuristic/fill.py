@@ -20,6 +20,7 @@ from __future__ import annotations
 
 import multiprocessing
 import time
+from collections.abc import Callable
 from dataclasses import dataclass
 
 import numpy as np
@@ -36,6 +37,21 @@ MAX_POLISH_ROUNDS = 3  # rounds of (hill climbing on the genome, architecture sw
 MAX_CLIMB_STEPS = 8
 
 Stats = list[tuple[list[int], list[float]]]
+
+
+@dataclass(frozen=True)
+class Deadline:
+    """A time limit on a clock (`time.monotonic` by default; tests pass a deterministic one)."""
+
+    at: float
+    clock: Callable[[], float] = time.monotonic
+
+    @classmethod
+    def after(cls, seconds: float, clock: Callable[[], float] = time.monotonic) -> Deadline:
+        return cls(clock() + seconds, clock)
+
+    def passed(self) -> bool:
+        return self.clock() > self.at
 
 
 @dataclass(frozen=True)
@@ -119,10 +135,10 @@ class Filler:
                           tuple(top), pr.evaluations - evaluations0, pr.unique_designs - priced0,
                           tuple(run.leaves))
 
-    def fill_all(self, jobs: list[FillJob], deadline: float | None) -> list[FillResult | None]:
+    def fill_all(self, jobs: list[FillJob], deadline: Deadline | None) -> list[FillResult | None]:
         out: list[FillResult | None] = []
         for job in jobs:
-            out.append(None if deadline is not None and time.monotonic() > deadline else self.fill(job))
+            out.append(None if deadline is not None and deadline.passed() else self.fill(job))
         return out
 
 
@@ -210,7 +226,7 @@ class SerialFiller:
         self.filler = filler
 
     def run(self, jobs: list[FillJob], stats: Stats, incumbent: float,
-            deadline: float | None) -> list[FillResult | None]:
+            deadline: Deadline | None) -> list[FillResult | None]:
         self.filler.begin_generation(stats, incumbent)
         return self.filler.fill_all(jobs, deadline)
 
@@ -228,7 +244,7 @@ def _init_worker(scenario: Scenario, catalog: Catalog, objective: str, leaves_pe
     _worker_filler = Filler(space, Pricer(space, catalog, objective), leaves_per_model)
 
 
-def _fill_chunk(args: tuple[Stats, float, float | None, list[FillJob]]) -> list[FillResult | None]:
+def _fill_chunk(args: tuple[Stats, float, Deadline | None, list[FillJob]]) -> list[FillResult | None]:
     stats, incumbent, deadline, jobs = args
     assert _worker_filler is not None
     _worker_filler.begin_generation(stats, incumbent)
@@ -249,7 +265,7 @@ class PoolFiller:
                              initargs=(scenario, catalog, objective, leaves_per_model))
 
     def run(self, jobs: list[FillJob], stats: Stats, incumbent: float,
-            deadline: float | None) -> list[FillResult | None]:
+            deadline: Deadline | None) -> list[FillResult | None]:
         if not jobs:
             return []
         size = max(1, -(-len(jobs) // (self.workers * self.CHUNKS_PER_WORKER)))

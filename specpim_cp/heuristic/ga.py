@@ -2,7 +2,7 @@
 
 One generation: keep the elite, breed the rest by tournament selection, uniform crossover and
 per-gene mutation of the dataflow genes (each drafter's speculation option, pipeline, per-operator
-engine and PIM share; architectures are inherited per model from either parent), then hand every new candidate
+engine, PIM share and host layout; architectures are inherited per model from either parent), then hand every new candidate
 to the filler (`fill.Filler`: capacity repair, then per-model MCTS over architectures). The fitness
 of a candidate is the search objective of its best completion. After the generation, the fills' MCTS
 backups are merged into the persistent trees and their best designs into a bounded archive, from
@@ -19,7 +19,7 @@ import time
 
 import numpy as np
 
-from specpim_cp.heuristic.fill import FillJob, FillResult, Individual, SerialFiller
+from specpim_cp.heuristic.fill import Deadline, FillJob, FillResult, Individual, SerialFiller
 from specpim_cp.heuristic.mcts import ArchTree
 from specpim_cp.heuristic.pricing import INFEASIBLE, DesignKey
 from specpim_cp.heuristic.space import HOST, PIM, Genome, SearchSpace
@@ -39,14 +39,14 @@ class GeneticExplorer:
     """The GA of one seeded run; `filler` (serial or a process pool) fills candidates' architectures."""
 
     def __init__(self, space: SearchSpace, filler, rng: np.random.Generator, seed: int, *, generations: int,
-                 population: int, deadline: float | None = None, polish: bool = True):
+                 population: int, deadline: Deadline | None = None, polish: bool = True):
         self.space = space
         self.filler = filler
         self.rng = rng
         self.seed = seed
         self.generations = generations
         self.population = population
-        self.deadline = deadline  # time.monotonic() value
+        self.deadline = deadline
         self.polish = polish
         self.start = time.perf_counter()
         self.trees = [ArchTree(space.model_archs[j], space.archs) for j in range(space.n_models)]
@@ -64,10 +64,10 @@ class GeneticExplorer:
         self._filled: dict[tuple[Genome, tuple[int, ...]], Individual] = {}
         self._polished: dict[tuple[Genome, tuple[int, ...]], Individual] = {}
         self._rate = MUTATED_GENES / max(1, space.mutable_genes)
-        self._n_slots = space.n_drafters + 1 + 2 * space.n_models * len(space.engine_opts)
+        self._n_slots = space.n_drafters + 1 + 3 * space.n_models * len(space.engine_opts)
 
     def out_of_time(self) -> bool:
-        return self.deadline is not None and time.monotonic() > self.deadline
+        return self.deadline is not None and self.deadline.passed()
 
     # -- filling a batch of candidates -------------------------------------------------------
     def _fill(self, candidates: list[tuple[Genome, tuple[int, ...]]], generation: int) -> list[Individual | None]:
@@ -138,14 +138,17 @@ class GeneticExplorer:
             flat += e
         for s in g.shares:
             flat += s
+        for lay in g.layouts:
+            flat += lay
         return flat
 
     def _unflatten(self, flat: list[int]) -> Genome:
         nd, n, k = self.space.n_drafters, self.space.n_models, len(self.space.engine_opts)
-        engines_at, shares_at = nd + 1, nd + 1 + n * k
+        engines_at, shares_at, layouts_at = nd + 1, nd + 1 + n * k, nd + 1 + 2 * n * k
         return Genome(tuple(flat[:nd]), bool(flat[nd]),
                       tuple(tuple(flat[engines_at + j * k: engines_at + (j + 1) * k]) for j in range(n)),
-                      tuple(tuple(flat[shares_at + j * k: shares_at + (j + 1) * k]) for j in range(n)))
+                      tuple(tuple(flat[shares_at + j * k: shares_at + (j + 1) * k]) for j in range(n)),
+                      tuple(tuple(flat[layouts_at + j * k: layouts_at + (j + 1) * k]) for j in range(n)))
 
     def _crossover(self, a: Individual, b: Individual) -> tuple[Genome, tuple[int, ...]]:
         fa, fb = self._flatten(a.genome), self._flatten(b.genome)
@@ -177,8 +180,10 @@ class GeneticExplorer:
             elif pos < nd + 1 + n * k:
                 if len(sp.engine_opts[(pos - nd - 1) % k]) > 1:
                     flat[pos] = PIM if flat[pos] == HOST else HOST
-            else:
+            elif pos < nd + 1 + 2 * n * k:
                 flat[pos] = sp.random_share(rng)
+            elif sp.layout_choice:
+                flat[pos] = 1 - flat[pos]
         return self._unflatten(flat)
 
     def _children(self, pop: list[Individual], n: int, seen: set) -> list[tuple[Genome, tuple[int, ...]]]:

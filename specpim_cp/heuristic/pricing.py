@@ -12,11 +12,11 @@ this module does no arithmetic of its own on prices). For speed,
 
 The design the heuristic returns is re-priced by a plain `Evaluator`, breakdown and validation included.
 
-The capacity checker (DESIGN.md section 2, rule 3): a model whose weights and KV cache exceed its
-devices' total capacity is infeasible (the candidate is discarded or its architecture repaired by the
-caller); a model whose PIM side or normal side overflows is feasible but pays spill shuffling, and the
-checker offers a re-placement that moves operators between host and PIM so each side fits. Both are
-priced; the better one is kept.
+The capacity checker (DESIGN.md section 2, rule 3): a model whose PIM units or normal units cannot hold
+what its layouts put there is not a design; the checker offers a re-placement that fits, changing host
+layouts first (normal <-> spread) and then moving operators between host and PIM, moving as few bytes
+as it can. When no re-placement fits, the candidate is discarded or its architecture repaired by the
+caller.
 """
 
 from __future__ import annotations
@@ -28,7 +28,7 @@ from specpim_cp.design import Design, ModelDesign, Placement
 from specpim_cp.errors import ScenarioError
 from specpim_cp.evaluate import CapacityUse, Evaluator, Metrics
 from specpim_cp.graph import PLACEABLE_OPS
-from specpim_cp.heuristic.space import HOST, PIM, Genome, Place, SearchSpace
+from specpim_cp.heuristic.space import HOST, HOST_NORMAL, HOST_SPREAD, PIM, Genome, Place, SearchSpace
 
 #: (speculation choice id (SearchSpace.choice_id), architecture ids, placements): one concrete design.
 DesignKey = tuple[int, tuple[int, ...], tuple[Place, ...]]
@@ -44,7 +44,8 @@ class Pricer:
         self.space = space
         self.objective = objective
         self.evaluator = Evaluator(space.scenario, catalog)
-        self._placements = {0: Placement(engine="host", share=0)}
+        self._placements = {HOST_NORMAL: Placement(engine="host", share=0),
+                             HOST_SPREAD: Placement(engine="host", share=0, layout="spread")}
         self._placements.update({s: Placement(engine="pim", share=s) for s in range(1, space.levels + 1)})
         self._models = [catalog.models[name] for name in space.model_names]
         self._model_keys: dict[tuple, tuple] = {}
@@ -93,90 +94,100 @@ class Pricer:
 
     @staticmethod
     def holds(cap: CapacityUse) -> bool:
-        """The model fits its devices in total (else infeasible, Evaluator.check_capacity)."""
+        """Each side holds what the layouts put there (else Evaluator.check_capacity rejects it)."""
         return cap.holds
 
     def arch_holds(self, genome: Genome, j: int, arch_id: int) -> bool:
+        """Model j fits `arch_id` with the genome's placement or the capacity checker's re-placement."""
         place = self.space.placement(genome, j, arch_id)
-        return self.holds(self.capacity(j, arch_id, place, genome.drafts[j - 1] if j > 0 else 0))
+        draft = genome.drafts[j - 1] if j > 0 else 0
+        return self.holds(self.capacity(j, arch_id, place, draft)) or \
+            self.fit(j, arch_id, place, draft, genome.shares[j]) is not None
 
     def fit(self, j: int, arch_id: int, place: Place, draft: int, shares: tuple[int, ...]) -> Place | None:
-        """Capacity repair: a re-placement without spill, moving as few bytes as possible, or None."""
+        """Capacity repair of a placement that does not fit: a re-placement that fits, or None."""
         key = (j, arch_id, place, self._draft2[j][draft] if j else None, shares)
         if key in self._fit:
             return self._fit[key]
         self._fit[key] = out = self._fit_uncached(j, arch_id, place, draft, shares)
         return out
 
-    def _fit_uncached(self, j: int, arch_id: int, place: Place, draft: int, shares: tuple[int, ...]) -> Place | None:
-        cap = self.capacity(j, arch_id, place, draft)
-        if cap.spill_kib == 0 or not self.holds(cap):
-            return None
+    def _moves(self, j: int, arch_id: int, place: Place, shares: tuple[int, ...], to_pim: bool):
+        """Single-operator changes that shift bytes toward the PIM side (`to_pim`) or the normal side:
+        (bytes shifted, new code, operator), layout changes before engine changes."""
         sp = self.space
         arch = sp.archs[arch_id]
-        op_kib = self.evaluator.costs.tensor_bytes(self._models[j], arch.devices).op_kib
-        if cap.pim_need_kib > cap.pim_capacity_kib:  # PIM side overflows: move operators to the host
-            over, room, to = cap.pim_need_kib - cap.pim_capacity_kib, cap.normal_capacity_kib - cap.host_need_kib, HOST
-            movable = [o for o, p in enumerate(place) if p > 0 and HOST in sp.engine_opts[o]]
-            if not sp.host_possible(arch):
-                return None
-        else:  # normal side overflows: move operators to PIM
-            over, room, to = cap.host_need_kib - cap.normal_capacity_kib, cap.pim_capacity_kib - cap.pim_need_kib, PIM
-            movable = [o for o, p in enumerate(place) if p == 0 and PIM in sp.engine_opts[o]]
-            if not sp.pim_possible(arch):
-                return None
-        sizes = {o: op_kib[PLACEABLE_OPS[o]] for o in movable}
-        single = [o for o in movable if over <= sizes[o] <= room]
+        costs = self.evaluator.costs
+        tb = costs.tensor_bytes(self._models[j], arch.devices)
+        host_codes = sp.host_codes(arch_id)
+        layout_of = {HOST_NORMAL: "normal", HOST_SPREAD: "spread"}
+        out = []
+        for o, code in enumerate(place):
+            op = PLACEABLE_OPS[o]
+            kib = tb.op_kib[op] + (tb.embedding_kib if op == "lm_head" else 0)
+            old = costs.split_kib(arch, "pim" if code > 0 else layout_of[code], kib)[0]
+            targets = []
+            if code <= 0:  # a host operator: the other layout, or PIM
+                targets += [(0, c) for c in host_codes if c != code]
+                if PIM in sp.engine_opts[o] and sp.pim_possible(arch_id):
+                    targets.append((1, shares[o]))
+            elif HOST in sp.engine_opts[o]:  # a PIM operator: the host
+                targets += [(1, c) for c in host_codes]
+            for rank, new in targets:
+                pim_bytes = costs.split_kib(arch, "pim" if new > 0 else layout_of[new], kib)[0]
+                shift = pim_bytes - old if to_pim else old - pim_bytes
+                if shift > 0:
+                    out.append((rank, shift, new, o))
+        return out
+
+    def _fit_uncached(self, j: int, arch_id: int, place: Place, draft: int, shares: tuple[int, ...]) -> Place | None:
+        cap = self.capacity(j, arch_id, place, draft)
+        if cap.holds:
+            return None
+        to_pim = cap.normal_need_kib > cap.normal_capacity_kib
+        over = (cap.normal_need_kib - cap.normal_capacity_kib) if to_pim else (cap.pim_need_kib - cap.pim_capacity_kib)
+        room = (cap.pim_capacity_kib - cap.pim_need_kib) if to_pim else (cap.normal_capacity_kib - cap.normal_need_kib)
+        if over > room:
+            return None
+        moves = self._moves(j, arch_id, place, shares, to_pim)
+        single = [m for m in moves if over <= m[1] <= room]
         if single:
-            chosen = [min(single, key=lambda o: (sizes[o], o))]
-        else:  # largest first until the overflow is gone
-            chosen, moved = [], 0
-            for o in sorted(movable, key=lambda o: (-sizes[o], o)):
+            chosen = [min(single, key=lambda m: (m[0], m[1], m[3]))]
+        else:  # layout changes first, then the largest moves, until the overflow is gone
+            chosen, moved, used = [], 0, set()
+            for m in sorted(moves, key=lambda m: (m[0], -m[1], m[3])):
                 if moved >= over:
                     break
-                if moved + sizes[o] <= room:
-                    chosen.append(o)
-                    moved += sizes[o]
+                if m[3] not in used and moved + m[1] <= room:
+                    chosen.append(m)
+                    moved += m[1]
+                    used.add(m[3])
         if not chosen:
             return None
         new = list(place)
-        for o in chosen:
-            new[o] = 0 if to == HOST else shares[o]
+        for _, _, code, o in chosen:
+            new[o] = code
         new_place = tuple(new)
-        return new_place if self.capacity(j, arch_id, new_place, draft).spill_kib == 0 else None
+        return new_place if self.capacity(j, arch_id, new_place, draft).holds else None
 
     # -- whole designs -----------------------------------------------------------------------
     def complete(self, genome: Genome, archs: tuple[int, ...]) -> tuple[float, DesignKey | None]:
-        """Best priced completion of a genome on architectures `archs`: the genes' placements,
-        repaired for each architecture, and (where a side overflows) the capacity checker's
-        re-placement. (INFEASIBLE, None) when a model does not fit its devices at all."""
+        """Priced completion of a genome on architectures `archs`: the genes' placements, repaired for
+        each architecture and, where a side overflows, re-placed by the capacity checker.
+        (INFEASIBLE, None) when a model cannot be made to fit its devices."""
         sp = self.space
         places: list[Place] = []
-        fitted: list[tuple[int, Place]] = []
         for j in range(sp.n_models):
             place = sp.placement(genome, j, archs[j])
             draft = genome.drafts[j - 1] if j > 0 else 0
-            cap = self.capacity(j, archs[j], place, draft)
-            if not self.holds(cap):
-                return INFEASIBLE, None
-            if cap.spill_kib:
-                alt = self.fit(j, archs[j], place, draft, genome.shares[j])
-                if alt is not None:
-                    fitted.append((j, alt))
+            if not self.holds(self.capacity(j, archs[j], place, draft)):
+                place = self.fit(j, archs[j], place, draft, genome.shares[j])
+                if place is None:
+                    return INFEASIBLE, None
             places.append(place)
-        cid = sp.choice_id(genome)
-        best_key: DesignKey = (cid, archs, tuple(places))
-        best = self.price(best_key)
-        for j, alt in fitted:
-            trial = list(best_key[2])
-            trial[j] = alt
-            key = (cid, archs, tuple(trial))
-            value = self.price(key)
-            if value < best:
-                best, best_key = value, key
-        if best == INFEASIBLE:
-            return INFEASIBLE, None
-        return best, best_key
+        key: DesignKey = (sp.choice_id(genome), archs, tuple(places))
+        value = self.price(key)
+        return (INFEASIBLE, None) if value == INFEASIBLE else (value, key)
 
     def price(self, key: DesignKey) -> float:
         """Search objective of one concrete design (cached); INFEASIBLE if the evaluator rejects it."""

@@ -22,6 +22,7 @@ from __future__ import annotations
 import hashlib
 import json
 import time
+from collections.abc import Callable
 from dataclasses import asdict, dataclass
 from fractions import Fraction
 
@@ -33,7 +34,7 @@ from specpim_cp.catalog import Catalog, default_catalog
 from specpim_cp.design import ArchConfig, DrafterChoice, SpecChoice
 from specpim_cp.errors import ScenarioError
 from specpim_cp.evaluate import Evaluator, Metrics
-from specpim_cp.heuristic.fill import Filler, PoolFiller, SerialFiller
+from specpim_cp.heuristic.fill import Deadline, Filler, PoolFiller, SerialFiller
 from specpim_cp.heuristic.ga import GeneticExplorer
 from specpim_cp.heuristic.pricing import INFEASIBLE, DesignKey, Pricer
 from specpim_cp.heuristic.space import Genome, SearchSpace
@@ -118,7 +119,8 @@ def _visited_hash(visited) -> str:
 def run_heuristic(scenario: Scenario, *, budget: str | Budget = "quick", seed: int = 0,
                   search_objective: str | None = None, select_objective: str | None = None,
                   catalog: Catalog | None = None, time_limit_s: float | None = None,
-                  workers: int = 1, polish: bool = True) -> SolveResult:
+                  workers: int = 1, polish: bool = True, warm_start: bool = True,
+                  clock: Callable[[], float] = time.monotonic) -> SolveResult:
     """SpecPIM's explorer: GA over dataflow, per-model MCTS over architecture; seeded and reproducible.
 
     `search_objective` and `select_objective` default to `scenario.objective` (see the module
@@ -126,7 +128,8 @@ def run_heuristic(scenario: Scenario, *, budget: str | Budget = "quick", seed: i
     architecture of every model, then one-gene hill climbing, repeated; False gives the paper's
     GA + MCTS alone. `workers` > 1 fills candidates in that many processes; the result is the same as
     with one (only `unique_designs` counts a design once per process that priced it).
-    `time_limit_s` stops between candidates (the result then depends on the machine).
+    `time_limit_s` stops between candidates (the result then depends on the machine), measured on
+    `clock`. `warm_start=False` starts from random candidates only (no baseline recipes).
     Raises ScenarioError for an invalid option or when no design of the restricted space fits the
     scenario's devices.
     """
@@ -148,11 +151,11 @@ def run_heuristic(scenario: Scenario, *, budget: str | Budget = "quick", seed: i
         filler = SerialFiller(Filler(space, pricer, bud.mcts_leaves_per_model))
     else:
         filler = PoolFiller(workers, scenario, catalog, search, bud.mcts_leaves_per_model)
-    deadline = None if time_limit_s is None else time.monotonic() + time_limit_s
+    deadline = None if time_limit_s is None else Deadline.after(time_limit_s, clock)
     explorer = GeneticExplorer(space, filler, np.random.default_rng(seed), seed, generations=bud.generations,
                                population=bud.population, deadline=deadline, polish=polish)
     try:
-        explorer.run(_warm_starts(scenario, catalog, space))
+        explorer.run(_warm_starts(scenario, catalog, space) if warm_start else [])
     finally:
         filler.close()
     if explorer.best_value == INFEASIBLE or not explorer.archive:
@@ -168,7 +171,7 @@ def run_heuristic(scenario: Scenario, *, budget: str | Budget = "quick", seed: i
     objective: Fraction = evaluation.metrics.objective(scenario.objective)
     wall_s = time.perf_counter() - t0
     options = {"method": "heuristic", "budget": bud.as_dict(), "seed": seed, "search_objective": search,
-               "select_objective": select, "time_limit_s": time_limit_s, "polish": polish}
+               "select_objective": select, "time_limit_s": time_limit_s, "polish": polish, "warm_start": warm_start}
     extra = {
         "budget": bud.as_dict(),
         "search_objective": search,

@@ -2,8 +2,9 @@
 
 A *genome* is the GA's dataflow candidate: per drafter an index into its speculation options
 (`DesignSpace.drafter_options`: draft and staging), pipeline on/off, and per model and placeable
-operator an engine gene (host/PIM) plus a latent PIM share gene (kept while the operator sits on the
-host, so a later flip back to PIM restores it). The architecture of each model is not in the genome:
+operator an engine gene (host/PIM), a latent PIM share gene (kept while the operator sits on the host,
+so a later flip back to PIM restores it) and a latent host layout gene (normal or spread: where a host
+operator's tensor lives). The architecture of each model is not in the genome:
 the per-model MCTS fills it in. Architectures are handled as integer ids into `SearchSpace.archs`
 for fast hashing.
 
@@ -18,6 +19,7 @@ from typing import NamedTuple
 import numpy as np
 
 from specpim_cp.catalog import Catalog
+from specpim_cp.costs import CostModel
 from specpim_cp.design import ArchConfig, Design, SpecChoice
 from specpim_cp.graph import PLACEABLE_OPS
 from specpim_cp.recipes import rule_allows
@@ -28,8 +30,11 @@ HOST, PIM = 0, 1
 N_OPS = len(PLACEABLE_OPS)
 FULL_SHARE_PROBABILITY = 0.5
 
-#: A phenotype placement of one model: per operator 0 (host) or the PIM share 1..share_levels.
+NORMAL, SPREAD = 0, 1  # host layout genes
+#: A phenotype placement of one model: per operator HOST_NORMAL (0), HOST_SPREAD (-1) or the PIM share.
 Place = tuple[int, ...]
+HOST_NORMAL, HOST_SPREAD = 0, -1
+LAYOUT_CODE = {"normal": HOST_NORMAL, "spread": HOST_SPREAD}
 
 
 class Genome(NamedTuple):
@@ -39,6 +44,7 @@ class Genome(NamedTuple):
     pipeline: bool
     engines: tuple[tuple[int, ...], ...]  # per model, per operator: HOST or PIM
     shares: tuple[tuple[int, ...], ...]  # per model, per operator: PIM share 1..share_levels (latent on host)
+    layouts: tuple[tuple[int, ...], ...]  # per model, per operator: NORMAL or SPREAD (latent on PIM)
 
 
 class SearchSpace:
@@ -74,15 +80,23 @@ class SearchSpace:
                     self.archs.append(arch)
                 ids.append(self._arch_id[arch])
             self.model_archs.append(tuple(ids))
-        # engines each architecture offers (an operator whose engine is missing takes the other one)
-        self._offered = [(HOST,) if not self.pim_possible(a) else (PIM,) if not self.host_possible(a) else (HOST, PIM)
-                         for a in self.archs]
+        # engines and host layouts each architecture offers (a missing one is replaced by one offered)
+        costs = CostModel(scenario, catalog)
+        self._offered: list[tuple[int, ...]] = []
+        self._layouts_offered: list[tuple[int, ...]] = []
+        for a in self.archs:
+            physical = costs.placements(a)
+            host = tuple(LAYOUT_CODE[p.layout] for p in physical if p.engine == "host")
+            self._layouts_offered.append(host)
+            self._offered.append(((HOST,) if host else ()) + ((PIM,) if a.pim_units > 0 else ()))
+        self.layout_choice = any(len(h) > 1 for h in self._layouts_offered)
         self._place_memo: dict[tuple, Place] = {}
         self._nearest: dict[tuple[int, int], list[int]] = {}
         self.mutable_genes = (sum(len(o) > 1 for o in self.drafter_opts)
                               + (len(self.pipeline_opts) > 1)
                               + self.n_models * sum(len(e) > 1 for e in self.engine_opts)
-                              + (self.n_models * N_OPS if self.levels > 1 else 0))
+                              + (self.n_models * N_OPS if self.levels > 1 else 0)
+                              + (self.n_models * N_OPS if self.layout_choice else 0))
 
     # -- speculation -------------------------------------------------------------------------
     def choice_id(self, genome: Genome) -> int:
@@ -121,11 +135,15 @@ class SearchSpace:
     def units(self, arch: ArchConfig) -> int:
         return self.catalog.memory(arch.memory_type).units_per_group
 
-    def host_possible(self, arch: ArchConfig) -> bool:
-        return arch.pim_units < self.units(arch)
+    def host_possible(self, arch_id: int) -> bool:
+        return HOST in self._offered[arch_id]
 
-    def pim_possible(self, arch: ArchConfig) -> bool:
-        return arch.pim_units > 0
+    def pim_possible(self, arch_id: int) -> bool:
+        return PIM in self._offered[arch_id]
+
+    def host_codes(self, arch_id: int) -> tuple[int, ...]:
+        """Host placement codes (HOST_NORMAL, HOST_SPREAD) the architecture offers."""
+        return self._layouts_offered[arch_id]
 
     def arch_id(self, arch: ArchConfig) -> int | None:
         return self._arch_id.get(arch)
@@ -152,17 +170,22 @@ class SearchSpace:
 
     # -- placement repair --------------------------------------------------------------------
     def placement(self, genome: Genome, j: int, arch_id: int) -> Place:
-        """Model j's placement on `arch_id`: the genes, with engines the architecture lacks flipped."""
-        engines, shares = genome.engines[j], genome.shares[j]
-        offered = self._offered[arch_id]
-        key = (engines, shares, offered)
+        """Model j's placement on `arch_id`: the genes, with an engine or host layout the architecture
+        lacks replaced by one it offers."""
+        engines, shares, layouts = genome.engines[j], genome.shares[j], genome.layouts[j]
+        offered, host_layouts = self._offered[arch_id], self._layouts_offered[arch_id]
+        key = (engines, shares, layouts, offered, host_layouts)
         place = self._place_memo.get(key)
         if place is None:
             out = []
-            for e, s in zip(engines, shares):
+            for e, s, lay in zip(engines, shares, layouts):
                 if e not in offered:
                     e = offered[0]
-                out.append(s if e == PIM else 0)
+                if e == PIM:
+                    out.append(s)
+                else:
+                    code = HOST_SPREAD if lay == SPREAD else HOST_NORMAL
+                    out.append(code if code in host_layouts else host_layouts[0])
             place = self._place_memo[key] = tuple(out)
         return place
 
@@ -170,14 +193,16 @@ class SearchSpace:
     def normalized(self, genome: Genome, archs: tuple[int, ...]) -> Genome:
         """The genome with each engine gene set to the engine its operator runs on with `archs` (same
         designs on `archs`; on other architectures it keeps the placement rather than latent genes)."""
-        engines = tuple(tuple(HOST if p == 0 else PIM for p in self.placement(genome, j, archs[j]))
-                        for j in range(self.n_models))
-        return genome._replace(engines=engines)
+        places = [self.placement(genome, j, archs[j]) for j in range(self.n_models)]
+        engines = tuple(tuple(HOST if p <= 0 else PIM for p in place) for place in places)
+        layouts = tuple(tuple(SPREAD if p == HOST_SPREAD else lay for p, lay in zip(place, genome.layouts[j]))
+                        for j, place in enumerate(places))
+        return genome._replace(engines=engines, layouts=layouts)
 
     def neighbours(self, genome: Genome, archs: tuple[int, ...]) -> list[Genome]:
         """Genomes one gene away whose designs on `archs` differ: a neighbouring speculation option of
         one drafter (`DesignSpace.drafter_neighbours`), the other pipeline mode, an operator's other
-        engine, a PIM operator's other shares."""
+        engine, a PIM operator's other shares, a host operator's other layout."""
         out = []
         for i in range(self.n_drafters):
             for k in self.design_space.drafter_neighbours(i, genome.drafts[i]):
@@ -188,13 +213,16 @@ class SearchSpace:
             offered = self._offered[archs[j]]
             place = self.placement(genome, j, archs[j])
             for o in range(N_OPS):
-                flipped = PIM if place[o] == 0 else HOST
+                flipped = PIM if place[o] <= 0 else HOST
                 if flipped in offered and flipped in self.engine_opts[o]:
                     out.append(genome._replace(engines=_set(genome.engines, j, _set(genome.engines[j], o, flipped))))
                 if place[o] > 0:
                     for share in range(1, self.levels + 1):
                         if share != place[o]:
                             out.append(genome._replace(shares=_set(genome.shares, j, _set(genome.shares[j], o, share))))
+                elif len(self._layouts_offered[archs[j]]) > 1:
+                    other = NORMAL if place[o] == HOST_SPREAD else SPREAD
+                    out.append(genome._replace(layouts=_set(genome.layouts, j, _set(genome.layouts[j], o, other))))
         return out
 
     # -- random individuals ------------------------------------------------------------------
@@ -204,7 +232,9 @@ class SearchSpace:
         engines = tuple(tuple(int(opts[rng.integers(len(opts))]) for opts in self.engine_opts)
                         for _ in range(self.n_models))
         shares = tuple(tuple(self.random_share(rng) for _ in range(N_OPS)) for _ in range(self.n_models))
-        return Genome(drafts, pipeline, engines, shares)
+        layouts = tuple(tuple(int(rng.integers(2)) if self.layout_choice else NORMAL for _ in range(N_OPS))
+                        for _ in range(self.n_models))
+        return Genome(drafts, pipeline, engines, shares, layouts)
 
     def random_share(self, rng: np.random.Generator) -> int:
         """A PIM share: all units half of the time (an operator alone on PIM wants them all; smaller
@@ -226,16 +256,18 @@ class SearchSpace:
         models = [md for _, md in design.models()]
         drafts = tuple(self.design_space.nearest_drafter_option(i, md.choice) for i, md in enumerate(models[1:]))
         pipeline = design.pipeline if design.pipeline in self.pipeline_opts else self.pipeline_opts[0]
-        engines, shares, archs = [], [], []
+        engines, shares, layouts, archs = [], [], [], []
         for j, md in enumerate(models):
-            eng, sh = [], []
+            eng, sh, lay = [], [], []
             for o, op in enumerate(PLACEABLE_OPS):
                 p = md.placement[op]
                 code = PIM if p.engine == "pim" else HOST
                 eng.append(code if code in self.engine_opts[o] else self.engine_opts[o][0])
                 sh.append(min(max(p.share, 1), self.levels) if p.engine == "pim" else self.levels)
+                lay.append(SPREAD if p.layout == "spread" else NORMAL)
             engines.append(tuple(eng))
             shares.append(tuple(sh))
+            layouts.append(tuple(lay))
             arch = md.arch
             aid = self.arch_id(arch)
             if aid is None or aid not in self.model_archs[j]:
@@ -243,7 +275,7 @@ class SearchSpace:
                     self.archs[b].memory_type != arch.memory_type, abs(self.archs[b].pim_units - arch.pim_units),
                     abs(self.archs[b].devices - arch.devices), b))
             archs.append(aid)
-        genome = Genome(drafts, bool(pipeline), tuple(engines), tuple(shares))
+        genome = Genome(drafts, bool(pipeline), tuple(engines), tuple(shares), tuple(layouts))
         return genome, tuple(archs)
 
     # -- membership (tests and a final assertion) ---------------------------------------------

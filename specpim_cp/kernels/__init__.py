@@ -1,4 +1,4 @@
-"""Host GPU kernel latency model: fitted FP16 linear layers and NVLink all-reduce.
+"""Host GPU kernel latency model: FP16 linear layers (fitted memory/compute wave model) and NVLink all-reduce.
 
 Both are built from measured tables in ``data/`` (see ``data/README.md``; MIT-licensed, notice in
 ``data/LICENSE-vidur-data.txt``), fitted once per process and cached.
@@ -6,7 +6,9 @@ Both are built from measured tables in ``data/`` (see ``data/README.md``; MIT-li
 
 from specpim_cp.kernels.allreduce import allreduce_us, measured_allreduce_workers
 from specpim_cp.kernels.linear import (
+    TOKEN_RANGES,
     FitReportRow,
+    TokenRangeError,
     fit_report,
     format_fit_report,
     known_gpus,
@@ -16,7 +18,9 @@ from specpim_cp.kernels.linear import (
 )
 
 __all__ = [
+    "TOKEN_RANGES",
     "FitReportRow",
+    "TokenRangeError",
     "allreduce_us",
     "fit_report",
     "format_fit_report",

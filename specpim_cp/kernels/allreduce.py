@@ -1,22 +1,26 @@
-"""All-reduce latency between A100s over NVLink, interpolated from measured times.
+"""All-reduce latency between A100s over NVLink: the lower envelope of measured times.
 
-The table (``a100_nvlink_allreduce_measured.csv``) holds the median all-reduce time for 2 and 4 workers
-at message sizes of 2 K to 536 M fp16 elements. It is noisy (small messages jump between ~10 and ~70 us),
-so each worker count's curve is cleaned before use:
+The table (``a100_nvlink_allreduce_measured.csv``, Vidur) holds median all-reduce times for 2 and 4
+workers at message sizes of 2 K to 536 M fp16 elements. It is noisy: on 2 GPUs a 2,048-element reduce
+takes 7 us, 10,240 elements 45 us and 92,160 elements 10 us. The jitter only ever adds time (launch and
+scheduling delays), so the model is the **lower envelope**, what the link and NCCL achieve when nothing
+gets in the way (a decode loop under CUDA graphs), per worker count:
 
-1. duplicate ``(workers, size)`` rows are replaced by their median;
-2. the times are made non-decreasing in size by a running maximum (a larger message never reduces
-   faster; the dips are measurement noise, and the running max is the conservative choice).
+1. per message size, the fastest measurement (duplicate rows are repeats);
+2. made non-decreasing in size: a larger message never reduces faster, so each size's time is at most
+   the fastest time of any larger size (a running minimum from the largest size down);
+3. the lower convex hull of those points: piecewise linear in size, i.e. a latency plus size over a
+   bandwidth on each segment, with bandwidths that fall as messages grow (convex, non-decreasing).
 
-Lookup: piecewise-linear in ``log(size)`` between measured sizes; below the smallest size, the smallest
-size's time; above the largest size, linear in size (the bandwidth term) with the slope of the chord
-from half the largest size to the largest size. (The chord over the top factor of two is used instead
-of the last two rows, which are 0.1 % apart in size and whose slope is pure noise.)
+Lookup: linear in size between hull vertices; below the smallest size, the smallest size's time; above the
+largest (536 M elements, 1 GiB), proportional to size (the bandwidth of the largest measured reduce). The old running *maximum*
+over the medians priced a 30 KiB reduce on 2 GPUs at 54.7 us; the envelope gives about 8 us, near AttAcc's
+NVLink model (about 6 us plus size over link bandwidth). `envelope_fit_report` states how the envelope
+sits against every measurement.
 
-Worker counts other than the measured ones (e.g. 3 or 8) are an **extrapolation**: the nearest measured
-count's curve (the larger one on a tie) is scaled by the ring all-reduce traffic factor ``2(n-1)/n``
-relative to that count's factor. This keeps the measured latency floor and topology effects but assumes
-the per-link bandwidth of the measured configuration; it has not been validated against measurements.
+Worker counts other than the measured ones (e.g. 8) are an **extrapolation**: the nearest measured count's
+curve (the larger one on a tie) scaled by the ring all-reduce traffic factor 2(n-1)/n relative to that
+count's factor; not validated against measurements.
 """
 
 from __future__ import annotations
@@ -24,60 +28,80 @@ from __future__ import annotations
 import csv
 import functools
 import io
-import math
+from dataclasses import dataclass
 from importlib.resources import files
 
 import numpy as np
 
-__all__ = ["allreduce_us", "measured_allreduce_workers"]
+__all__ = ["AllreduceFitRow", "allreduce_us", "envelope_fit_report", "measured_allreduce_workers"]
 
 _DATA_FILE = "a100_nvlink_allreduce_measured.csv"
 
 
 @functools.lru_cache(maxsize=1)
-def _curves() -> dict[int, tuple[np.ndarray, np.ndarray]]:
-    """Per worker count: (sizes ascending, cleaned non-decreasing times in us)."""
+def _measured() -> dict[int, tuple[np.ndarray, np.ndarray, np.ndarray]]:
+    """Per worker count: (sizes ascending, fastest time per size, median time per size), in us."""
     text = (files("specpim_cp.kernels") / "data" / _DATA_FILE).read_text(encoding="utf-8")
     raw: dict[int, dict[int, list[float]]] = {}
     for r in csv.DictReader(io.StringIO(text)):
         raw.setdefault(int(r["num_workers"]), {}).setdefault(int(r["size_elements"]), []).append(
-            float(r["median_us"])
-        )
+            float(r["median_us"]))
     out = {}
     for workers, by_size in sorted(raw.items()):
         sizes = np.array(sorted(by_size), dtype=float)
-        times = np.array([float(np.median(by_size[int(s)])) for s in sizes])
-        out[workers] = (sizes, np.maximum.accumulate(times))
+        out[workers] = (sizes, np.array([min(by_size[int(s)]) for s in sizes]),
+                        np.array([float(np.median(by_size[int(s)])) for s in sizes]))
+    return out
+
+
+def _lower_hull(x: np.ndarray, y: np.ndarray) -> tuple[np.ndarray, np.ndarray]:
+    """Vertices of the lower convex hull of points sorted by x (Andrew's monotone chain)."""
+    hull: list[tuple[float, float]] = []
+    for p in zip(x.tolist(), y.tolist()):
+        while len(hull) >= 2:
+            (x1, y1), (x2, y2) = hull[-2], hull[-1]
+            if (x2 - x1) * (p[1] - y1) - (y2 - y1) * (p[0] - x1) <= 0:  # not a left turn: drop the middle
+                hull.pop()
+            else:
+                break
+        hull.append(p)
+    hx, hy = zip(*hull)
+    return np.array(hx), np.array(hy)
+
+
+@functools.lru_cache(maxsize=1)
+def _envelopes() -> dict[int, tuple[np.ndarray, np.ndarray]]:
+    out = {}
+    for workers, (sizes, fastest, _median) in _measured().items():
+        monotone = np.minimum.accumulate(fastest[::-1])[::-1]
+        out[workers] = _lower_hull(sizes, monotone)
     return out
 
 
 def measured_allreduce_workers() -> list[int]:
     """Worker counts present in the all-reduce table (others are extrapolated)."""
-    return list(_curves())
+    return list(_envelopes())
 
 
-def _measured_us(workers: int, size_elements: float) -> float:
-    sizes, times = _curves()[workers]
-    if size_elements <= sizes[0]:
-        return float(times[0])
-    if size_elements <= sizes[-1]:
-        return float(np.interp(math.log(size_elements), np.log(sizes), times))
-    half = sizes[-1] / 2
-    t_half = float(np.interp(math.log(half), np.log(sizes), times)) if half >= sizes[0] else float(times[0])
-    slope = max((float(times[-1]) - t_half) / (sizes[-1] - half), 0.0)
-    return float(times[-1] + slope * (size_elements - sizes[-1]))
+def _envelope_us(workers: int, size_elements: float) -> float:
+    xs, ys = _envelopes()[workers]
+    if size_elements <= xs[0]:
+        return float(ys[0])
+    if size_elements <= xs[-1]:
+        return float(np.interp(size_elements, xs, ys))
+    return float(ys[-1] * size_elements / xs[-1])  # bandwidth-bound: time proportional to size
 
 
 def _ring_factor(n: int) -> float:
     return 2.0 * (n - 1) / n
 
 
+@functools.lru_cache(maxsize=1 << 16)
 def allreduce_us(workers: int, size_elements: int) -> float:
     """Time (us) to all-reduce ``size_elements`` fp16 elements across ``workers`` A100s over NVLink.
 
-    0 for one worker (or an empty message). Measured worker counts (2, 4) are interpolated from the
-    table; other counts are extrapolated from the nearest measured count by the ring traffic factor
-    ``2(n-1)/n`` (see the module docstring).
+    0 for one worker (or an empty message). Measured worker counts (2, 4) follow their lower envelope;
+    other counts are extrapolated from the nearest measured count by the ring traffic factor.
     """
     if workers < 1:
         raise ValueError(f"workers must be >= 1, got {workers!r}")
@@ -87,6 +111,29 @@ def allreduce_us(workers: int, size_elements: int) -> float:
         return 0.0
     measured = measured_allreduce_workers()
     if workers in measured:
-        return _measured_us(workers, size_elements)
+        return _envelope_us(workers, size_elements)
     nearest = min(measured, key=lambda m: (abs(m - workers), -m))
-    return _measured_us(nearest, size_elements) * _ring_factor(workers) / _ring_factor(nearest)
+    return _envelope_us(nearest, size_elements) * _ring_factor(workers) / _ring_factor(nearest)
+
+
+@dataclass(frozen=True)
+class AllreduceFitRow:
+    """How the envelope sits against the measured table for one worker count (over message sizes in
+    [min_elements, max_elements], the range the optimizer's messages fall in)."""
+
+    workers: int
+    sizes: int
+    share_at_or_above: float  # measured medians at or above the envelope (a lower envelope: about 1)
+    median_ratio_to_fastest: float  # envelope / fastest measurement, median over sizes (<= 1)
+    median_ratio_to_median: float  # envelope / median measurement, median over sizes
+
+
+def envelope_fit_report(min_elements: int = 1, max_elements: int = 1 << 24) -> list[AllreduceFitRow]:
+    out = []
+    for workers, (sizes, fastest, median) in _measured().items():
+        sel = (sizes >= min_elements) & (sizes <= max_elements)
+        model = np.array([_envelope_us(workers, s) for s in sizes[sel]])
+        out.append(AllreduceFitRow(
+            workers, int(sel.sum()), float(np.mean(median[sel] >= model - 1e-9)),
+            float(np.median(model / fastest[sel])), float(np.median(model / median[sel]))))
+    return out

@@ -1,44 +1,88 @@
-"""Host GPU latency of FP16 linear layers, fitted to measured kernel times.
+"""Host GPU latency of FP16 linear layers: a fitted memory/compute model with GEMM wave quantization.
 
-Model form (per GPU), piecewise-linear in tokens and linear in weight bytes
---------------------------------------------------------------------------
-The breakpoints are the measured token counts ``M_j`` (1, 2, 4, 8, 16, 24, ..., 512). At each one,
+Model (per GPU)
+---------------
+``M`` = tokens, ``K`` = in_features, ``N`` = out_features (per-GPU shard sizes), ``s`` = split-K factor,
+``SMs`` = streaming multiprocessors (datasheet constant below), ``beta`` = bandwidth_scale::
 
-    t_us(M_j, W) = a_j + b_j * W,        W = in_features * out_features * 2  (FP16 weight bytes per GPU),
+    t_us   = t0 + (t_mem ** q + t_comp ** q) ** (1 / q)
+    t_mem  = 2 * (K*N + M*(K + N)) * us_per_byte / beta         FP16 weights, input and output streamed
+    t_comp = min over tiles (tn x tm) in {256x16, 128x64, 256x128} and s in {1, 2, 4} of
+             waves * (2 * tm * tn * ceil(K / s) * us_per_flop_sm / speedup_tile + wave_overhead_us)
+    waves  = (1 - theta) * ceil(c / SMs) + theta * c / SMs,    c = ceil(N / tn) * ceil(M / tm) * s
 
-fitted by weighted least squares over every row of that GPU at that token count with weights ``1 / t``,
-i.e. minimising the sum of squared *relative* residuals (the acceptance criterion is relative error;
-plain least squares lets the few largest layers dominate and roughly doubles the error on small ones).
-``1 / b_j`` is the effective bandwidth at ``M_j`` (memory bound for few tokens, a FLOP rate times bytes
-per FLOP once compute bound) and ``a_j`` the launch / fixed overhead.
+Eight parameters per GPU, fitted to the measured table (fitted values for A100 / H100 / A40):
 
-Two constraints make the model physical and cost nothing measurable in cross-validated error:
+* ``t0`` (us): launch and fixed per-kernel cost (3.8 / 4.0 / 2.2 us).
+* ``us_per_byte``: inverse effective memory bandwidth; :func:`memory_floor` reports it in GB/s
+  (1613 / 2966 / 539 GB/s, i.e. 79 / 89 / 77 % of the datasheet 2039 / 3350 / 696 GB/s).
+* ``us_per_flop_sm``: inverse tensor-core FLOP rate of one SM running the skinny tile.
+* ``speedup_tile``: per-SM rate of the 128x64 and 256x128 tiles relative to the skinny one (larger tiles
+  reuse operands more); with 256x128 the whole GPU runs at 251 / 797 / 132 TFLOP/s, 80 / 81 / 88 % of
+  the datasheet dense FP16 peak 312 / 989 / 149.7.
+* ``q``: overlap of memory and compute time (2.7 / 2.9 / 2.5); ``q -> inf`` is a hard roofline ``max``,
+  ``q = 1`` no overlap. Near the ridge point a GEMM is slower than either bound alone.
+* ``wave_overhead_us``: per-wave fixed cost (pipeline prologue, epilogue writing the output tile).
+* ``theta``: how much of the last partial wave is *not* paid for (0 = a partial wave costs a full one,
+  the textbook tile/wave quantization; 1 = fluid). The fit gives ~0.4: the quantization is real (the
+  measured efficiency at 512 tokens peaks where ``c / SMs`` is an integer) but softer than the textbook.
 
-* ``a_j`` and ``b_j`` are each made non-decreasing in ``j`` (isotonic regression, pool adjacent
-  violators). The raw per-breakpoint fits wobble by a few percent; with both non-decreasing (and
-  ``b_j >= 0``) the time is non-decreasing in tokens for every layer size, and in bytes for every token
-  count.
-* Between breakpoints ``a`` and ``b`` (hence ``t``) are interpolated linearly in ``M``; below the first
-  breakpoint the first fit is used. Beyond the last breakpoint ``t`` is extrapolated linearly in ``M``
-  with the slope of the chord from ``M = 256`` to the last breakpoint (512). That chord, not the last
-  8-token segment, is used on purpose: 504..512 tokens sit inside one GEMM tile, where time is almost
-  flat, so that segment's slope would predict 1024 tokens at ~1.1x the 512-token time; the 256..512 chord
-  gives ~1.9x, as compute-bound GEMMs do. Since the slopes are non-negative, the extrapolation is never
-  below the value at the last breakpoint.
+The tiles (``tn`` along out_features x ``tm`` along tokens): 128x64 and 256x128 are cuBLAS HMMA GEMM
+tiles and explain the measured steps, which come at ``M = 64k + 8`` for small layers and ``M = 128k + 8``
+for large ones; 256x16 stands for the few-token (GEMV-like) kernels, whose work does not grow with a
+64-row padding. The library's choice is modelled as the candidate (tile, split-K) with the smallest
+predicted time, so few-token, deep-``K`` layers get split-K as with cuBLAS.
 
-Richer forms were tried (an extra ``in+out`` activation-bytes term, an ``out`` term, an L1 relative
-loss): none lowered the leave-one-source-model-out error by more than a few tenths of a percent on all
-three GPUs, so the two-parameter form is kept.
+Every term is non-decreasing in ``M``, ``K`` and ``N`` (ceilings and products of them, a ``min`` over
+candidates that each are, joined by a ``q``-norm), so the time is monotone in tokens and in both
+feature counts, also beyond the measured 512 tokens. ``bandwidth_scale`` divides only ``t_mem``: a
+weight-streaming layer at half the bandwidth takes twice its memory time; a compute-bound layer changes
+only through the ``q``-norm (8192x8192 at 512 tokens and half the bandwidth: +8 % on A100; +25 % on
+H100 and +22 % on A40, whose 512-token GEMMs sit near the ridge point once the bandwidth is halved).
 
-Memory-streaming floor
-----------------------
-Per GPU, ``t_us = t0_us + W / (eff_bw_gbps * 1e3)`` fitted (same relative-error weighting) over all rows
-with ``M <= 16``, where the layers are weight-streaming bound. :func:`linear_time_us` uses it to rescale
-a layer when the host gets only a fraction of the measured GPU's memory bandwidth:
-``max(fit(M, W), t0 + W / (eff_bw * scale))``.
+Fitting: Levenberg-Marquardt (numpy only, forward-difference Jacobian, parameters in log / logit form
+so they stay in range) on the relative residual ``(pred - t) / t`` under a pseudo-Huber loss with a 3 %
+knee, so the kernels cuBLAS picks badly (up to 2x slower than their neighbours) do not drag the fit. The
+start is data-driven (a linear memory-floor fit over <= 16 tokens and the median FLOP rate at the most
+tokens), so the fit is deterministic; it runs once per GPU per process (~0.1 s).
 
-Accuracy is reported by :func:`fit_report` as leave-one-source-model-out cross-validation (refit without
-one LLM's layer shapes, predict that LLM's rows), so the numbers hold for shapes the fit never saw.
+Extrapolation beyond 512 tokens: the same formula; ``waves`` grow linearly with ``M``, so the time grows
+like a compute-bound GEMM's (1024 vs 512 tokens: x1.7-1.9). Checked by fitting on tokens <= 256 and
+predicting 257..512 (a doubling of ``M``, as 512 -> 1024 is): median / p90 |error| A100 6.8 / 17.7 %,
+H100 5.3 / 18.7 %, A40 11.4 / 25.9 % (the previous model: 25.0 / 40.4, 18.5 / 34.4, 19.6 / 38.5 %).
+
+Accuracy
+--------
+Leave-one-source-model-out (refit without one LLM's rows, predict that LLM's rows, pool the absolute
+relative errors), median / p90 in %, from :func:`fit_report`:
+
+====  ===========  ==========  ==========  ==========  ===========  ===========
+GPU   all tokens   1-16        17-64       65-128      129-256      257-512
+====  ===========  ==========  ==========  ==========  ===========  ===========
+A100  5.9 / 17.7   3.9 / 8.7   4.0 / 10.3  4.3 / 14.5  7.6 / 20.1   6.9 / 18.3
+H100  5.0 / 16.8   4.4 / 14.0  4.0 / 11.4  3.4 / 14.2  5.5 / 17.8   5.9 / 17.9
+A40   8.1 / 22.1   3.7 / 8.9   2.6 / 9.6   4.9 / 14.2  10.7 / 20.8  10.8 / 25.0
+====  ===========  ==========  ==========  ==========  ===========  ===========
+
+The previous model (per-token-count linear fits in weight bytes, ~130 parameters per GPU) scored
+A100 7.1 / 20.5, H100 6.9 / 18.4, A40 8.2 / 22.6 overall; it was better only on A40 at <= 64 tokens.
+
+The target of median <= 3 % and p90 <= 10 % is **not met**, and this data does not seem to allow it
+for unseen shapes. At a fixed token count the times of different layer shapes scatter by 5-10 %
+(median) around any smooth or tile/wave function of ``(K, N)``: a cubic polynomial in ``(log K, log N)``
+fitted separately at each token count leaves, *in-sample*, median / p90 5.7 / 16 % (A100), 6.3 / 15 %
+(H100), 9.8 / 21 % (A40) at 512 tokens; per-token-count linear fits with wave terms (~400 parameters per
+GPU) reach only 6.4 / 18.4 % (A100), 6.0 / 18.9 % (H100), 6.7 / 19.3 % (A40) cross-validated. The
+residual is cuBLAS's kernel selection (on A100 at 512 tokens 5120x5120 runs at 39 % of peak, 5120x6912
+at 85 %), which ~60 layer shapes per GPU do not determine.
+
+Forms tried (A100 cross-validated median / p90 %; H100 and A40 moved alike): hard ``max`` of memory and
+compute with the cheapest of six tiles, 7.4 / 21.3; fluid (no waves) padded-``M`` compute, 8.9 / 23.3;
+waves with the ``q``-norm, 7.0 / 21.0; adding split-K, 6.5 / 18.1; adding ``theta`` and the per-wave
+overhead, 6.0 / 17.8; adding the skinny tile, 5.9 / 17.7 (this model; it mostly helps <= 64 tokens,
+H100 1-16 p90 20.6 -> 14.0). Four or six GEMM tiles, split-K up to 16, weight re-reads per M-strip, a
+separate fit per kernel class (<= 64 tokens / above, as PM2Lat) and a Huber knee of 1 % or 10 %
+instead of 3 % all moved the figures by less than +-0.5 point, so the simplest form is kept.
 """
 
 from __future__ import annotations
@@ -46,6 +90,7 @@ from __future__ import annotations
 import csv
 import functools
 import io
+from collections.abc import Callable, Iterator
 from dataclasses import dataclass
 from importlib.resources import files
 
@@ -54,7 +99,9 @@ import numpy as np
 from specpim_cp.errors import ScenarioError
 
 __all__ = [
+    "TOKEN_RANGES",
     "FitReportRow",
+    "TokenRangeError",
     "fit_report",
     "format_fit_report",
     "known_gpus",
@@ -65,8 +112,41 @@ __all__ = [
 
 _DATA_FILE = "gpu_linear_measured.csv"
 _FP16_BYTES = 2
-_FLOOR_MAX_TOKENS = 16  # rows with at most this many tokens define the memory-streaming floor
-_EXTRAPOLATION_FROM_TOKENS = 256  # beyond the last breakpoint: slope of the chord from here to the last
+_FLOPS_PER_MAC = 2
+
+# Streaming multiprocessors per GPU. Sources: NVIDIA A100 Tensor Core GPU Architecture whitepaper
+# (108 SMs), NVIDIA H100 Tensor Core GPU Architecture whitepaper (132 SMs, SXM5), NVIDIA A40 datasheet /
+# GA102 architecture whitepaper (84 SMs).
+_SM_COUNT = {"a100": 108, "h100": 132, "a40": 84}
+
+# Thread-block tiles (out_features x tokens): a skinny 256x16 tile standing for cuBLAS's few-token
+# (GEMV-like) kernels, and the HMMA GEMM tiles named in its kernels ``*_gemm_fp16_128x64_*`` and
+# ``*_gemm_fp16_256x128_*``. The first is the reference of ``tile_speedup``.
+_TILES = ((256, 16), (128, 64), (256, 128))
+_SPLIT_K = (1, 2, 4)  # split-K factors cuBLAS uses for few-tile, deep-K GEMMs
+
+_FLOOR_MAX_TOKENS = 16  # rows up to this many tokens start the bandwidth fit (weight-streaming bound)
+_HUBER_KNEE = 0.03  # relative residual where the loss turns from quadratic to linear (the error scale)
+# Levenberg-Marquardt settings (the usual Marquardt/Nielsen choices; the fits converge in 20-40 steps)
+_LM_MAX_ITERATIONS = 100
+_LM_JACOBIAN_STEP = 1e-6  # forward-difference step on log/logit parameters
+_LM_TOLERANCE = 1e-10  # stop when one step improves the loss by less than this fraction
+_LM_DAMPING_START, _LM_DAMPING_MIN, _LM_DAMPING_MAX = 1e-3, 1e-9, 1e10
+_LM_DAMPING_UP, _LM_DAMPING_DOWN = 4.0, 3.0  # after a rejected / accepted step
+_LM_DIAGONAL_FLOOR = 1e-12  # keeps the damped normal matrix invertible for a flat parameter
+
+# Fit starting values that the data do not give directly (the fit moves them)
+_START_OVERLAP_Q = 2.0  # a soft roofline
+_START_WAVE_OVERHEAD_US = 1.0
+_START_T0_US = 1.0  # used only if the memory-floor regression gives a non-positive intercept
+_PREDICTION_CACHE_SIZE = 1 << 17  # distinct (gpu, shape, tokens, scale) calls kept; ~30 MB at most
+
+# The formula helpers below run on Python ints (one prediction, the hot path) and on numpy arrays (fit).
+_IntLike = int | np.ndarray
+_FloatLike = float | np.ndarray
+
+TOKEN_RANGES = ((1, 16), (17, 64), (65, 128), (129, 256), (257, 512))  # fit_report's per-range rows
+_EXTRAPOLATION_FIT_MAX_TOKENS = 256  # the extrapolation check fits tokens <= this, tests the rest
 
 
 @dataclass(frozen=True)
@@ -74,79 +154,187 @@ class _Rows:
     """One GPU's measured rows as parallel arrays."""
 
     tokens: np.ndarray  # int
-    weight_bytes: np.ndarray  # float, per GPU shard
+    in_features: np.ndarray  # int, per GPU shard
+    out_features: np.ndarray  # int, per GPU shard
     time_us: np.ndarray  # float
     source_model: np.ndarray  # str
 
     def subset(self, mask: np.ndarray) -> _Rows:
-        return _Rows(self.tokens[mask], self.weight_bytes[mask], self.time_us[mask], self.source_model[mask])
+        return _Rows(*(a[mask] for a in (self.tokens, self.in_features, self.out_features,
+                                         self.time_us, self.source_model)))
 
 
 @dataclass(frozen=True)
-class _PiecewiseFit:
-    """``t = a(M) + b(M) * W`` with ``a``, ``b`` given at the breakpoints ``tokens``."""
+class _GemmModel:
+    """The fitted parameters of one GPU (see the module docstring for the formula)."""
 
-    tokens: np.ndarray
-    intercept_us: np.ndarray
-    us_per_byte: np.ndarray
-
-    def evaluate(self, tokens: np.ndarray, weight_bytes: np.ndarray) -> np.ndarray:
-        m = np.asarray(tokens, dtype=float)
-        w = np.asarray(weight_bytes, dtype=float)
-        bp = self.tokens.astype(float)
-        a = np.interp(m, bp, self.intercept_us)  # clamps to the end values outside the breakpoints
-        b = np.interp(m, bp, self.us_per_byte)
-        t = a + b * w
-        beyond = m > bp[-1]
-        if np.any(beyond) and len(bp) > 1:
-            # chord from the last breakpoint <= _EXTRAPOLATION_FROM_TOKENS (at least the second-to-last)
-            j0 = min(int(np.searchsorted(bp, _EXTRAPOLATION_FROM_TOKENS, side="right")) - 1, len(bp) - 2)
-            j0 = max(j0, 0)
-            span = bp[-1] - bp[j0]
-            da = (self.intercept_us[-1] - self.intercept_us[j0]) / span
-            db = (self.us_per_byte[-1] - self.us_per_byte[j0]) / span
-            extra = (m - bp[-1]) * (da + db * w)
-            t = np.where(beyond, t + np.maximum(extra, 0.0), t)
-        return t
+    sms: int
+    t0_us: float
+    us_per_byte: float
+    us_per_flop_sm: float
+    overlap_q: float
+    wave_overhead_us: float
+    wave_fluid_fraction: float  # theta
+    tile_speedup: tuple[float, ...]  # per entry of _TILES, the first is 1
 
 
-def _isotonic_non_decreasing(y: np.ndarray) -> np.ndarray:
-    """Least-squares non-decreasing fit to ``y`` (pool adjacent violators, equal weights)."""
-    blocks: list[list[float]] = []  # [mean, count]
-    for v in y:
-        blocks.append([float(v), 1.0])
-        while len(blocks) > 1 and blocks[-2][0] > blocks[-1][0]:
-            m2, n2 = blocks.pop()
-            m1, n1 = blocks.pop()
-            blocks.append([(m1 * n1 + m2 * n2) / (n1 + n2), n1 + n2])
-    return np.concatenate([np.full(int(n), m) for m, n in blocks])
+def _ceil_div(a: _IntLike, b: _IntLike) -> _IntLike:
+    """``ceil(a / b)`` for non-negative integers or integer arrays (exact, no float rounding)."""
+    return -(-a // b)
 
 
-def _relative_lstsq(weight_bytes: np.ndarray, time_us: np.ndarray) -> tuple[float, float]:
-    """Fit ``t = a + b * W`` minimising the sum of squared relative residuals ``((a + bW - t) / t)^2``."""
-    x = np.column_stack([np.ones_like(weight_bytes), weight_bytes]) / time_us[:, None]
-    coef, *_ = np.linalg.lstsq(x, np.ones_like(time_us), rcond=None)
-    return float(coef[0]), float(coef[1])
+def _stream_bytes(tokens: _IntLike, in_features: _IntLike, out_features: _IntLike) -> _IntLike:
+    """FP16 bytes a linear layer moves: the weights once, the input and output activations once."""
+    return _FP16_BYTES * (in_features * out_features + tokens * (in_features + out_features))
 
 
-def _fit_piecewise(rows: _Rows) -> _PiecewiseFit:
-    breakpoints = np.unique(rows.tokens)
-    a = np.empty(len(breakpoints))
-    b = np.empty(len(breakpoints))
-    for j, m in enumerate(breakpoints):
-        sel = rows.tokens == m
-        a[j], b[j] = _relative_lstsq(rows.weight_bytes[sel], rows.time_us[sel])
-    a = _isotonic_non_decreasing(a)
-    b = np.maximum(_isotonic_non_decreasing(b), 0.0)
-    return _PiecewiseFit(breakpoints, a, b)
+def _candidate_geometry(
+    tokens: _IntLike, in_features: _IntLike, out_features: _IntLike
+) -> Iterator[tuple[int, _IntLike, _IntLike]]:
+    """Per (tile, split-K) candidate: (tile index, thread blocks, FLOPs per block); scalars or arrays."""
+    for i, (tile_n, tile_m) in enumerate(_TILES):
+        tiles = _ceil_div(out_features, tile_n) * _ceil_div(tokens, tile_m)
+        for split in _SPLIT_K:
+            yield i, tiles * split, _FLOPS_PER_MAC * tile_m * tile_n * _ceil_div(in_features, split)
 
 
-def _fit_floor(rows: _Rows) -> tuple[float, float]:
-    sel = rows.tokens <= _FLOOR_MAX_TOKENS
-    t0, us_per_byte = _relative_lstsq(rows.weight_bytes[sel], rows.time_us[sel])
+def _candidate_time_us(
+    model: _GemmModel, tile: int, blocks: _IntLike, flops_per_block: _FloatLike
+) -> _FloatLike:
+    """Compute time of one candidate: waves of thread blocks over the SMs times the per-wave time."""
+    theta = model.wave_fluid_fraction
+    waves = (1.0 - theta) * _ceil_div(blocks, model.sms) + theta * (blocks / model.sms)
+    per_wave = flops_per_block * model.us_per_flop_sm / model.tile_speedup[tile] + model.wave_overhead_us
+    return waves * per_wave
+
+
+def _combine_us(model: _GemmModel, t_mem: _FloatLike, t_comp: _FloatLike) -> _FloatLike:
+    """``t0 + (t_mem^q + t_comp^q)^(1/q)``: the soft roofline joining the two bounds."""
+    q = model.overlap_q
+    return model.t0_us + (t_mem**q + t_comp**q) ** (1.0 / q)
+
+
+def _time_us(model: _GemmModel, in_features: int, out_features: int, tokens: int, scale: float) -> float:
+    """The model for one layer (plain Python arithmetic: this is the hot path of cost-table building)."""
+    t_mem = _stream_bytes(tokens, in_features, out_features) * model.us_per_byte / scale
+    t_comp = min(_candidate_time_us(model, i, b, f)
+                 for i, b, f in _candidate_geometry(tokens, in_features, out_features))
+    return float(_combine_us(model, t_mem, t_comp))
+
+
+# ---------------------------------------------------------------------------------------------------
+# fitting
+
+
+@dataclass(frozen=True)
+class _Design:
+    """Parameter-independent arrays of a set of rows, computed once per fit."""
+
+    stream_bytes: np.ndarray
+    tile: tuple[int, ...]
+    blocks: tuple[np.ndarray, ...]
+    flops_per_block: tuple[np.ndarray, ...]
+
+    @staticmethod
+    def of(rows: _Rows) -> _Design:
+        cands = list(_candidate_geometry(rows.tokens, rows.in_features, rows.out_features))
+        return _Design(
+            stream_bytes=_stream_bytes(rows.tokens, rows.in_features, rows.out_features).astype(float),
+            tile=tuple(c[0] for c in cands),
+            blocks=tuple(c[1] for c in cands),
+            flops_per_block=tuple(c[2].astype(float) for c in cands),
+        )
+
+    def predict_us(self, model: _GemmModel) -> np.ndarray:
+        t_comp = np.min([_candidate_time_us(model, i, b, f)
+                         for i, b, f in zip(self.tile, self.blocks, self.flops_per_block)], axis=0)
+        return _combine_us(model, self.stream_bytes * model.us_per_byte, t_comp)
+
+
+def _model_from_vector(p: np.ndarray, sms: int) -> _GemmModel:
+    """Unconstrained fit vector -> parameters (logs keep them positive, the logit keeps theta in (0, 1))."""
+    return _GemmModel(
+        sms=sms,
+        t0_us=float(np.exp(p[0])),
+        us_per_byte=float(np.exp(p[1])),
+        us_per_flop_sm=float(np.exp(p[2])),
+        overlap_q=float(np.exp(p[3])),
+        wave_overhead_us=float(np.exp(p[4])),
+        wave_fluid_fraction=float(0.5 * (1.0 + np.tanh(0.5 * p[5]))),  # logistic, overflow-free
+        tile_speedup=(1.0, *(float(x) for x in np.exp(p[6:]))),
+    )
+
+
+def _relative_lstsq(x: np.ndarray, time_us: np.ndarray) -> np.ndarray:
+    """Coefficients of ``t ~ x @ c`` minimising the sum of squared relative residuals."""
+    coef, *_ = np.linalg.lstsq(x / time_us[:, None], np.ones_like(time_us), rcond=None)
+    return coef
+
+
+def _start_vector(rows: _Rows, sms: int) -> np.ndarray:
+    """Data-driven starting point: memory floor from the few-token rows, FLOP rate at the most tokens."""
+    few = rows.tokens <= _FLOOR_MAX_TOKENS
+    w = _stream_bytes(rows.tokens[few], rows.in_features[few], rows.out_features[few]).astype(float)
+    t0, us_per_byte = _relative_lstsq(np.column_stack([np.ones_like(w), w]), rows.time_us[few])
     if us_per_byte <= 0:
         raise RuntimeError("memory-floor fit gave a non-positive time per byte; check the kernel table")
-    return t0, 1.0 / (us_per_byte * 1e3)
+    most = rows.tokens == rows.tokens.max()
+    flops = _FLOPS_PER_MAC * (rows.tokens[most] * rows.in_features[most] * rows.out_features[most])
+    us_per_flop_sm = float(np.median(rows.time_us[most] / flops)) * sms
+    theta_logit, log_tile_speedups = 0.0, [0.0] * (len(_TILES) - 1)  # theta = 0.5, equal tile rates
+    return np.array([np.log(t0 if t0 > 0 else _START_T0_US), np.log(us_per_byte), np.log(us_per_flop_sm),
+                     np.log(_START_OVERLAP_Q), np.log(_START_WAVE_OVERHEAD_US), theta_logit,
+                     *log_tile_speedups])
+
+
+def _pseudo_huber(r: np.ndarray) -> np.ndarray:
+    """Signed square root of the pseudo-Huber loss, so a least-squares solver minimises that loss."""
+    k = _HUBER_KNEE
+    return np.sign(r) * np.sqrt(2.0 * k * k * (np.sqrt(1.0 + (r / k) ** 2) - 1.0))
+
+
+def _levenberg_marquardt(residuals: Callable[[np.ndarray], np.ndarray], p0: np.ndarray) -> np.ndarray:
+    """Minimise ``|residuals(p)|^2`` (damped Gauss-Newton, forward-difference Jacobian, deterministic)."""
+    p = p0.astype(float)
+    r = residuals(p)
+    cost = float(r @ r)
+    damping = _LM_DAMPING_START
+    for _ in range(_LM_MAX_ITERATIONS):
+        jac = np.empty((r.size, p.size))
+        for j in range(p.size):
+            step = np.zeros_like(p)
+            step[j] = _LM_JACOBIAN_STEP
+            jac[:, j] = (residuals(p + step) - r) / _LM_JACOBIAN_STEP
+        a, g = jac.T @ jac, jac.T @ r
+        while True:
+            trial = p - np.linalg.solve(a + damping * np.diag(np.diag(a) + _LM_DIAGONAL_FLOOR), g)
+            r_trial = residuals(trial)
+            cost_trial = float(r_trial @ r_trial)
+            if np.isfinite(cost_trial) and cost_trial < cost:
+                break
+            damping *= _LM_DAMPING_UP
+            if damping > _LM_DAMPING_MAX:
+                return p
+        gain = (cost - cost_trial) / cost
+        p, r, cost, damping = trial, r_trial, cost_trial, max(damping / _LM_DAMPING_DOWN, _LM_DAMPING_MIN)
+        if gain < _LM_TOLERANCE:
+            break
+    return p
+
+
+def _fit(rows: _Rows, sms: int) -> _GemmModel:
+    """Fit the model to ``rows`` of a GPU with ``sms`` SMs (pseudo-Huber on relative residuals)."""
+    design = _Design.of(rows)
+
+    def residuals(p: np.ndarray) -> np.ndarray:
+        with np.errstate(over="ignore", invalid="ignore"):
+            return _pseudo_huber((design.predict_us(_model_from_vector(p, sms)) - rows.time_us) / rows.time_us)
+
+    return _model_from_vector(_levenberg_marquardt(residuals, _start_vector(rows, sms)), sms)
+
+
+# ---------------------------------------------------------------------------------------------------
+# data and public API
 
 
 @functools.lru_cache(maxsize=1)
@@ -154,13 +342,17 @@ def _load() -> dict[str, _Rows]:
     text = (files("specpim_cp.kernels") / "data" / _DATA_FILE).read_text(encoding="utf-8")
     cols: dict[str, dict[str, list]] = {}
     for r in csv.DictReader(io.StringIO(text)):
-        c = cols.setdefault(r["gpu"].strip().lower(), {"m": [], "w": [], "t": [], "s": []})
+        c = cols.setdefault(r["gpu"].strip().lower(), {"m": [], "k": [], "n": [], "t": [], "s": []})
         c["m"].append(int(r["num_tokens"]))
-        c["w"].append(float(int(r["in_features"]) * int(r["out_features"]) * _FP16_BYTES))
+        c["k"].append(int(r["in_features"]))
+        c["n"].append(int(r["out_features"]))
         c["t"].append(float(r["median_us"]))
         c["s"].append(r["source_model"])
+    missing = sorted(set(cols) - set(_SM_COUNT))
+    if missing:
+        raise RuntimeError(f"no SM count for GPU(s) {missing} in the kernel table; add them to _SM_COUNT")
     return {
-        g: _Rows(np.array(c["m"]), np.array(c["w"]), np.array(c["t"]), np.array(c["s"]))
+        g: _Rows(*(np.array(c[x], dtype=np.int64) for x in "mkn"), np.array(c["t"]), np.array(c["s"]))
         for g, c in sorted(cols.items())
     }
 
@@ -170,29 +362,53 @@ def known_gpus() -> list[str]:
     return list(_load())
 
 
-def _rows(gpu: str) -> tuple[str, _Rows]:
+def _gpu_key(gpu: str) -> str:
     key = gpu.strip().lower()
-    data = _load()
-    if key not in data:
-        raise ScenarioError(f"unknown GPU {gpu!r} for the kernel model; known: {', '.join(data)}")
-    return key, data[key]
+    if key not in _load():
+        raise ScenarioError(f"unknown GPU {gpu!r} for the kernel model; known: {', '.join(_load())}")
+    return key
 
 
 @functools.cache
-def _fitted(gpu_key: str) -> tuple[_PiecewiseFit, tuple[float, float]]:
-    rows = _load()[gpu_key]
-    return _fit_piecewise(rows), _fit_floor(rows)
+def _fitted(gpu_key: str) -> _GemmModel:
+    return _fit(_load()[gpu_key], _SM_COUNT[gpu_key])
 
 
 def memory_floor(gpu: str) -> tuple[float, float]:
-    """The memory-streaming floor of ``gpu``: ``(t0_us, eff_bw_gbps)``, time = t0 + bytes / eff_bw."""
-    key, _ = _rows(gpu)
-    return _fitted(key)[1]
+    """The memory-streaming regime of ``gpu``: ``(t0_us, eff_bw_gbps)``, time ~ t0 + bytes / eff_bw.
+
+    This is the fitted model when compute is negligible (a few tokens); ``eff_bw_gbps`` is the bandwidth
+    at which the measured GPU streams weights and activations.
+    """
+    model = _fitted(_gpu_key(gpu))
+    return model.t0_us, 1.0 / model.us_per_byte / 1e3  # bytes/us -> GB/s
 
 
-def _check_tokens(tokens: float) -> None:
+def _check_shape(in_features: int, out_features: int, tokens: int) -> None:
     if not tokens >= 1:
         raise ValueError(f"tokens must be >= 1, got {tokens!r}")
+    if not (in_features >= 1 and out_features >= 1):
+        raise ValueError(f"in/out features must be >= 1, got {in_features!r} x {out_features!r}")
+    if not (tokens == int(tokens) and in_features == int(in_features) and out_features == int(out_features)):
+        raise ValueError(f"tokens and features must be whole numbers, got {in_features!r} x {out_features!r}, "
+                         f"{tokens!r} tokens")
+
+
+@functools.lru_cache(maxsize=_PREDICTION_CACHE_SIZE)
+def linear_time_us(
+    gpu: str, in_features: int, out_features: int, tokens: int, bandwidth_scale: float = 1.0
+) -> float:
+    """Latency (us) of an FP16 ``in_features x out_features`` linear layer (per-device shard) on
+    ``tokens`` tokens, when the host gets ``bandwidth_scale`` of the measured GPU's memory bandwidth.
+
+    Only the memory-streaming time is divided by ``bandwidth_scale``; the compute (tensor-core) time is
+    the measured GPU's. Cached: cost tables call this with the same arguments many times.
+    """
+    key = _gpu_key(gpu)
+    _check_shape(in_features, out_features, tokens)
+    if not bandwidth_scale > 0:
+        raise ValueError(f"bandwidth_scale must be > 0, got {bandwidth_scale!r}")
+    return _time_us(_fitted(key), int(in_features), int(out_features), int(tokens), float(bandwidth_scale))
 
 
 def predict_linear_us(
@@ -201,44 +417,39 @@ def predict_linear_us(
     """Fitted latency (us) of one FP16 ``in_features x out_features`` linear layer on ``tokens`` tokens.
 
     At the measured GPU's own memory bandwidth. ``in_features``/``out_features`` describe the whole
-    layer; with ``tensor_parallel > 1`` each GPU holds ``1 / tensor_parallel`` of the weight bytes.
+    layer; with ``tensor_parallel > 1`` each GPU holds ``ceil(out_features / tensor_parallel)`` output
+    columns (column parallel: ``1 / tensor_parallel`` of the weight bytes). For a row-parallel layer
+    call :func:`linear_time_us` with the shard shape.
     """
-    key, _ = _rows(gpu)
-    _check_tokens(tokens)
+    key = _gpu_key(gpu)
+    _check_shape(in_features, out_features, tokens)
     if tensor_parallel < 1:
         raise ValueError(f"tensor_parallel must be >= 1, got {tensor_parallel!r}")
-    if in_features < 1 or out_features < 1:
-        raise ValueError(f"in/out features must be >= 1, got {in_features!r} x {out_features!r}")
-    w = in_features * out_features * _FP16_BYTES / tensor_parallel
-    return float(_fitted(key)[0].evaluate(np.array([tokens]), np.array([w]))[0])
+    return linear_time_us(key, in_features, _ceil_div(out_features, tensor_parallel), tokens)
 
 
-def linear_time_us(gpu: str, weight_bytes: float, tokens: int, bandwidth_scale: float = 1.0) -> float:
-    """Latency (us) of a linear layer with ``weight_bytes`` per device when the host gets
-    ``bandwidth_scale`` of the measured GPU's memory bandwidth.
+# ---------------------------------------------------------------------------------------------------
+# accuracy report
 
-    ``max(fit(tokens, W), t0 + W / (eff_bw * bandwidth_scale))``: the fitted table time, but never
-    faster than streaming the weights at the reduced bandwidth. With scale 1 this is the fit except
-    where the memory floor lies above it (by at most a few percent, at small token counts).
-    """
-    key, _ = _rows(gpu)
-    _check_tokens(tokens)
-    if not bandwidth_scale > 0:
-        raise ValueError(f"bandwidth_scale must be > 0, got {bandwidth_scale!r}")
-    if weight_bytes < 0:
-        raise ValueError(f"weight_bytes must be >= 0, got {weight_bytes!r}")
-    fit, (t0, eff_bw_gbps) = _fitted(key)
-    t_fit = float(fit.evaluate(np.array([tokens]), np.array([float(weight_bytes)]))[0])
-    t_floor = t0 + weight_bytes / (eff_bw_gbps * bandwidth_scale * 1e3)
-    return max(t_fit, t_floor)
+
+@dataclass(frozen=True)
+class TokenRangeError:
+    """Absolute relative error (fractions, 0.07 = 7 %) over the rows with ``first..last`` tokens."""
+
+    first_tokens: int
+    last_tokens: int
+    points: int
+    median_abs_rel_error: float
+    p90_abs_rel_error: float
 
 
 @dataclass(frozen=True)
 class FitReportRow:
-    """Leave-one-source-model-out accuracy of the linear-layer fit on one GPU.
+    """Leave-one-source-model-out accuracy of the linear-layer model on one GPU.
 
     Errors are fractions (0.07 = 7 %) of ``|predicted - measured| / measured`` pooled over all held-out
-    rows of all folds.
+    rows of all folds; ``by_tokens`` splits them by :data:`TOKEN_RANGES`. ``extrapolation`` is a separate
+    check: the model fitted on all rows with <= 256 tokens, evaluated on the rows with 257..512 tokens.
     """
 
     gpu: str
@@ -246,51 +457,77 @@ class FitReportRow:
     models: int
     median_abs_rel_error: float
     p90_abs_rel_error: float
+    by_tokens: tuple[TokenRangeError, ...]
+    extrapolation: TokenRangeError
+
+
+def _range_error(tokens: np.ndarray, errors: np.ndarray, first: int, last: int) -> TokenRangeError:
+    sel = (tokens >= first) & (tokens <= last)
+    e = errors[sel]
+    if e.size == 0:
+        return TokenRangeError(first, last, 0, float("nan"), float("nan"))
+    return TokenRangeError(first, last, int(e.size), float(np.median(e)), float(np.percentile(e, 90)))
+
+
+def _abs_rel_errors(model: _GemmModel, rows: _Rows) -> np.ndarray:
+    return np.abs(_Design.of(rows).predict_us(model) - rows.time_us) / rows.time_us
+
+
+def _gpu_report(gpu: str, rows: _Rows) -> FitReportRow:
+    sms = _SM_COUNT[gpu]
+    models = sorted(set(rows.source_model.tolist()))
+    tokens, errors = [], []
+    for held_out in models:
+        test = rows.source_model == held_out
+        tokens.append(rows.tokens[test])
+        errors.append(_abs_rel_errors(_fit(rows.subset(~test), sms), rows.subset(test)))
+    m, e = np.concatenate(tokens), np.concatenate(errors)
+    early = rows.tokens <= _EXTRAPOLATION_FIT_MAX_TOKENS
+    late = rows.subset(~early)
+    extrap = _abs_rel_errors(_fit(rows.subset(early), sms), late)
+    return FitReportRow(
+        gpu=gpu,
+        points=len(rows.tokens),
+        models=len(models),
+        median_abs_rel_error=float(np.median(e)),
+        p90_abs_rel_error=float(np.percentile(e, 90)),
+        by_tokens=tuple(_range_error(m, e, lo, hi) for lo, hi in TOKEN_RANGES),
+        extrapolation=_range_error(late.tokens, extrap, _EXTRAPOLATION_FIT_MAX_TOKENS + 1, int(rows.tokens.max())),
+    )
 
 
 @functools.lru_cache(maxsize=1)
 def _fit_report() -> tuple[FitReportRow, ...]:
-    out = []
-    for gpu, rows in _load().items():
-        models = sorted(set(rows.source_model.tolist()))
-        errors = []
-        for held_out in models:
-            test = rows.source_model == held_out
-            fit = _fit_piecewise(rows.subset(~test))
-            pred = fit.evaluate(rows.tokens[test], rows.weight_bytes[test])
-            errors.append(np.abs(pred - rows.time_us[test]) / rows.time_us[test])
-        e = np.concatenate(errors)
-        out.append(
-            FitReportRow(
-                gpu=gpu,
-                points=len(rows.tokens),
-                models=len(models),
-                median_abs_rel_error=float(np.median(e)),
-                p90_abs_rel_error=float(np.percentile(e, 90)),
-            )
-        )
-    return tuple(out)
+    return tuple(_gpu_report(gpu, rows) for gpu, rows in _load().items())
 
 
 def fit_report() -> list[FitReportRow]:
-    """Leave-one-source-model-out cross-validated error of the linear-layer fit, one row per GPU.
+    """Leave-one-source-model-out cross-validated error of the linear-layer model, one row per GPU.
 
     For each source LLM of a GPU the model is refitted on the other LLMs' rows and evaluated on the
-    held-out LLM's rows; the absolute relative errors of all held-out rows are pooled.
+    held-out LLM's rows; the absolute relative errors of all held-out rows are pooled, overall and per
+    token range. Each row also carries the extrapolation check (fit <= 256 tokens, test 257..512).
     """
     return list(_fit_report())
 
 
+def _percent_pair(median: float, p90: float) -> str:
+    return f"{100 * median:.1f} / {100 * p90:.1f}"
+
+
 def format_fit_report(rows: list[FitReportRow]) -> str:
-    """An aligned text table of :func:`fit_report` rows, errors in percent."""
-    header = ("gpu", "points", "models", "median |err|", "p90 |err|")
+    """An aligned text table of :func:`fit_report` rows: median / p90 |error| in percent per column."""
+    ranges = [(r.first_tokens, r.last_tokens) for r in rows[0].by_tokens] if rows else list(TOKEN_RANGES)
+    header = ("gpu", "points", "models", "all tokens", *(f"{lo}-{hi}" for lo, hi in ranges),
+              "extrap >256")
     body = [
         (
             r.gpu,
             str(r.points),
             str(r.models),
-            f"{100 * r.median_abs_rel_error:.1f}%",
-            f"{100 * r.p90_abs_rel_error:.1f}%",
+            _percent_pair(r.median_abs_rel_error, r.p90_abs_rel_error),
+            *(_percent_pair(b.median_abs_rel_error, b.p90_abs_rel_error) for b in r.by_tokens),
+            _percent_pair(r.extrapolation.median_abs_rel_error, r.extrapolation.p90_abs_rel_error),
         )
         for r in rows
     ]
@@ -300,4 +537,6 @@ def format_fit_report(rows: list[FitReportRow]) -> str:
         cells = [line[0].ljust(widths[0])] + [c.rjust(w) for c, w in zip(line[1:], widths[1:])]
         lines.append("  ".join(cells))
     lines.insert(1, "  ".join("-" * w for w in widths))
+    lines.append("median / p90 |predicted - measured| / measured, %, leave-one-source-model-out; "
+                 "extrap: fit on tokens <= 256, tested on 257-512")
     return "\n".join(lines)
