@@ -2,6 +2,8 @@
 
 - GPU-AR: the verifier alone, autoregressive, plain memory (no PIM), host-only.
 - GPU-SI: speculative inference on the scenario's devices, all plain memory, vanilla rounds.
+- GPU-SI trees (only for scenarios whose drafters have token trees): GPU-SI with the best chain or
+  top-ranked token tree per drafter for those devices (Sequoia, Chen et al. 2024, on GPUs).
 - FC-offload PIM: every FC operator on PIM, attention and its KV cache on the host, identical half-PIM
   devices (Samsung's HBM-PIM GEMV offload, ISCA 2021; SpecPIM's FC-offload baseline).
 - attention-offload PIM: attention and its KV cache on PIM, FC on the host with its weights wherever
@@ -17,9 +19,10 @@ choice: a baseline is the best design of its own restricted space; staging is of
 from __future__ import annotations
 
 import itertools
+import math
 from dataclasses import dataclass
 
-from specpim_cp.catalog import Catalog, default_catalog
+from specpim_cp.catalog import Catalog
 from specpim_cp.design import (
     DEVICE_COUNTS,
     ArchConfig,
@@ -32,10 +35,13 @@ from specpim_cp.design import (
 from specpim_cp.errors import ScenarioError
 from specpim_cp.evaluate import Evaluation, Evaluator
 from specpim_cp.recipes import fit_layouts, rule_placement
-from specpim_cp.scenario import Scenario
-from specpim_cp.space import draft_length_options, model_labels
+from specpim_cp.scenario import Scenario, scenario_catalog
+from specpim_cp.space import draft_length_options, model_labels, tree_options
 
 HALF = "half"
+TREES = "trees"  # a baseline that needs a drafter with token trees
+#: Most designs one baseline enumerates (its drafts x host layouts).
+MAX_RECIPE_DESIGNS = 50_000
 
 
 @dataclass(frozen=True)
@@ -51,7 +57,9 @@ class BaselineResult:
                     "error": self.error}
         ev = self.evaluation.as_dict()
         design = ev.pop("design")
-        return {"name": self.name, "description": self.description, "design": design, "metrics": ev}
+        return {"name": self.name, "description": self.description, "design": design,
+                "host_kernel_model": ev.pop("host_kernel_model"), "catalog_files": ev.pop("catalog_files"),
+                "metrics": ev}
 
 
 def baseline_devices(scenario: Scenario) -> list[int]:
@@ -71,8 +79,9 @@ def _memory(scenario: Scenario, preferred: str) -> str:
 
 
 def best_fixed_recipe(scenario: Scenario, catalog: Catalog, archs: list[ArchConfig], rule: str,
-                      pipeline: bool = False) -> Evaluation:
-    """Best draft lengths for a fixed architecture and mapping rule (exhaustive, via the evaluator)."""
+                      pipeline: bool = False, trees: bool = False) -> Evaluation:
+    """Best draft lengths (and, with `trees`, token-tree shapes) for a fixed architecture and mapping
+    rule (exhaustive, via the evaluator)."""
     ev = Evaluator(scenario, catalog)
     n = len(scenario.drafters)
     best: Evaluation | None = None
@@ -80,9 +89,15 @@ def best_fixed_recipe(scenario: Scenario, catalog: Catalog, archs: list[ArchConf
     names = [e.model for _, e in model_labels(scenario)]
     per_model = [_layout_options(ev, name, a, rule) for name, a in zip(names, archs, strict=True)]
     layouts = [list(combo) for combo in itertools.product(*per_model)]
-    for gammas, places in itertools.product(
-            itertools.product(*[draft_length_options(scenario, i) for i in range(n)]), layouts):
-        choice = SpecChoice(tuple(DrafterChoice(g) for g in gammas), pipeline)
+    drafts = [[DrafterChoice(g) for g in draft_length_options(scenario, i)]
+              + ([DrafterChoice(len(w), None, w) for w in tree_options(scenario, i)] if trees else [])
+              for i in range(n)]
+    combos = math.prod(len(d) for d in drafts) * len(layouts)
+    if combos > MAX_RECIPE_DESIGNS:
+        raise ScenarioError(f"{combos} draft and layout combinations exceed {MAX_RECIPE_DESIGNS} for one "
+                            "baseline; give token trees to fewer drafters or lower tree.max_nodes")
+    for combo, places in itertools.product(itertools.product(*drafts), layouts):
+        choice = SpecChoice(tuple(combo), pipeline)
         design = Design.assemble(names, archs, places, choice)
         try:
             e = ev.evaluate(design)
@@ -129,7 +144,7 @@ def _run(name: str, description: str, fn) -> BaselineResult:
 
 
 def gpu_ar(scenario: Scenario, catalog: Catalog | None = None) -> Evaluation:
-    catalog = catalog or default_catalog()
+    catalog = catalog or scenario_catalog(scenario)
     ar = scenario.model_copy(update={"drafters": []})
     dev = baseline_devices(scenario)[0]
     mem = _memory(scenario, "hbm")
@@ -137,10 +152,19 @@ def gpu_ar(scenario: Scenario, catalog: Catalog | None = None) -> Evaluation:
 
 
 def gpu_si(scenario: Scenario, catalog: Catalog | None = None) -> Evaluation:
-    catalog = catalog or default_catalog()
+    catalog = catalog or scenario_catalog(scenario)
     mem = _memory(scenario, "hbm")
     archs = [ArchConfig(mem, 0, n) for n in baseline_devices(scenario)]
     return best_fixed_recipe(scenario, catalog, archs, "host-only")
+
+
+def gpu_si_trees(scenario: Scenario, catalog: Catalog | None = None) -> Evaluation:
+    """GPU-SI with token trees (Sequoia's setting): plain memory, vanilla rounds, and for every drafter
+    with a [drafters.tree] table the best chain or top-ranked tree for these devices."""
+    catalog = catalog or scenario_catalog(scenario)
+    mem = _memory(scenario, "hbm")
+    archs = [ArchConfig(mem, 0, n) for n in baseline_devices(scenario)]
+    return best_fixed_recipe(scenario, catalog, archs, "host-only", trees=True)
 
 
 def _identical(scenario: Scenario, catalog: Catalog, mem: str, k: int | str) -> list[ArchConfig]:
@@ -150,13 +174,13 @@ def _identical(scenario: Scenario, catalog: Catalog, mem: str, k: int | str) -> 
 
 
 def fc_offload(scenario: Scenario, catalog: Catalog | None = None) -> Evaluation:
-    catalog = catalog or default_catalog()
+    catalog = catalog or scenario_catalog(scenario)
     return best_fixed_recipe(scenario, catalog, _identical(scenario, catalog, _memory(scenario, "hbm"), HALF),
                              "fc-offload")
 
 
 def attention_offload(scenario: Scenario, catalog: Catalog | None = None) -> Evaluation:
-    catalog = catalog or default_catalog()
+    catalog = catalog or scenario_catalog(scenario)
     return best_fixed_recipe(scenario, catalog, _identical(scenario, catalog, _memory(scenario, "hbm"), HALF),
                              "attention-offload")
 
@@ -174,13 +198,13 @@ def _best_of(scenario: Scenario, catalog: Catalog, archs: list[ArchConfig], rule
 
 
 def off_the_shelf_hbm_pim(scenario: Scenario, catalog: Catalog | None = None) -> Evaluation:
-    catalog = catalog or default_catalog()
+    catalog = catalog or scenario_catalog(scenario)
     archs = _identical(scenario, catalog, "hbm", HALF)
     return _best_of(scenario, catalog, archs, ["fc-offload", "attention-offload", "host-only"])
 
 
 def off_the_shelf_aim(scenario: Scenario, catalog: Catalog | None = None) -> Evaluation:
-    catalog = catalog or default_catalog()
+    catalog = catalog or scenario_catalog(scenario)
     archs = _identical(scenario, catalog, "gddr", catalog.memory("gddr").max_pim_units)
     return _best_of(scenario, catalog, archs, ["all-pim"])
 
@@ -188,6 +212,7 @@ def off_the_shelf_aim(scenario: Scenario, catalog: Catalog | None = None) -> Eva
 BASELINES = (
     ("GPU-AR", "verifier alone, autoregressive, plain memory", gpu_ar, None),
     ("GPU-SI", "speculative inference, plain memory, vanilla rounds", gpu_si, None),
+    ("GPU-SI trees", "GPU-SI with the best token tree per drafter (Sequoia), plain memory", gpu_si_trees, TREES),
     ("FC-offload", "FC operators on PIM, identical half-PIM devices", fc_offload, None),
     ("attention-offload", "attention + KV cache on PIM, identical half-PIM devices", attention_offload, None),
     ("HBM-PIM as sold", "Aquabolt-XL stacks (4 of 8 dies PIM), best fixed mapping", off_the_shelf_hbm_pim, "hbm"),
@@ -196,9 +221,13 @@ BASELINES = (
 
 
 def run_baselines(scenario: Scenario, catalog: Catalog | None = None) -> list[BaselineResult]:
-    catalog = catalog or default_catalog()
+    catalog = catalog or scenario_catalog(scenario)
     out = []
     for name, desc, fn, needs in BASELINES:
+        if needs == TREES:
+            if any(tree_options(scenario, i) for i in range(len(scenario.drafters))):
+                out.append(_run(name, desc, lambda fn=fn: fn(scenario, catalog)))
+            continue
         if needs is not None and needs not in scenario.memory_types:
             out.append(BaselineResult(name, desc, None, f"memory type '{needs}' is not allowed by the scenario"))
             continue

@@ -10,30 +10,39 @@ latest attempt counts; it is done when all its parts are there and none is an ER
 what is done, retries what failed or was cut off, and a killed run loses nothing that had finished.
 `OUT/results.csv` is regenerated from the JSONL.
 
+Instances run through an executor (`executors.py`: this process, a local process pool, or Ray tasks);
+this module keeps the scheduling, the one JSONL writer and the resume, so a run can move between
+executors. One run at a time writes a folder (`folder_lock.py`). An instance can wait for another: an
+aliased ladder step copies its source's record, and a grid cell (`grid.py`) is warm-started with the
+design of its neighbour cell (`hint_of`), which makes its result independent of the executor's timing.
+
 Nothing here prints: progress goes to an optional `BatchProgress` hook (the CLI draws a tqdm bar).
 """
 
 from __future__ import annotations
 
-import concurrent.futures as cf
 import csv
 import hashlib
+import heapq
 import io
 import json
+import math
 import os
+import re
 import time
 import traceback
 from collections.abc import Callable, Iterable, Sequence
-from concurrent.futures.process import BrokenProcessPool
-from dataclasses import dataclass, field
+from dataclasses import dataclass, field, replace
 from pathlib import Path
 from typing import Protocol
 
-from specpim_cp.catalog import Catalog, default_catalog
+from specpim_cp.catalog import Catalog
 from specpim_cp.errors import ScenarioError
+from specpim_cp.executors import EXECUTORS, RAY_MISSING, WorkerLost, open_executor, ray_available
 from specpim_cp.files import write_atomic
-from specpim_cp.records import FrontPoint, PimAllocation, Record, RecordMetrics
-from specpim_cp.scenario import Scenario, load_scenario, parse_scenario
+from specpim_cp.folder_lock import FolderLock
+from specpim_cp.records import FrontPoint, GridCell, PimAllocation, Record, RecordMetrics
+from specpim_cp.scenario import Scenario, load_scenario, parse_scenario, scenario_catalog
 
 METHODS = ("exact", "heuristic", "baselines", "ladder")
 INTERNAL_METHODS = ("pareto",)  # added when `exact` runs: one front per model family
@@ -54,12 +63,41 @@ class BatchOptions:
     methods: tuple[str, ...] = METHODS
     time_limit_s: float = 60.0
     seed: int = 0
-    jobs: int = 2  # worker processes; 1 runs every instance in this process
-    workers: int = 1  # CP-SAT workers per exact solve
+    jobs: int = 2  # instances in flight; local: 1 runs every instance in this process; ray: 0 = cluster's CPUs
+    workers: int = 1  # CP-SAT workers per exact solve (CPUs of a Ray task)
     deterministic: bool = True
     heuristic_budget: str = "quick"
     pareto: bool = True  # latency-energy front of one scenario per family (needs `exact`)
     resume: bool = True
+    executor: str = "local"  # local | ray
+    ray_address: str | None = None  # None: $RAY_ADDRESS, else a local Ray runtime
+
+    def validate(self) -> BatchOptions:
+        """Every option checked before any work (the CLI prints the ScenarioError on one line)."""
+        if not self.methods:
+            raise ScenarioError("--methods: name at least one method")
+        unknown = [m for m in self.methods if m not in METHODS]
+        if unknown:
+            raise ScenarioError(f"--methods: unknown method(s) {', '.join(unknown)} "
+                                f"(known: {', '.join(METHODS)})")
+        t = self.time_limit_s
+        if isinstance(t, bool) or not isinstance(t, (int, float)) or not math.isfinite(t) or t <= 0:
+            raise ScenarioError(f"--time-limit: must be a finite number of seconds > 0, got {t}")
+        if self.jobs < 0 or (self.jobs == 0 and self.executor != "ray"):
+            raise ScenarioError(f"--jobs: must be at least 1, got {self.jobs}")
+        if self.workers < 1:
+            raise ScenarioError(f"--workers: must be at least 1, got {self.workers}")
+        if self.deterministic and self.workers > 1:
+            raise ScenarioError(f"--workers {self.workers}: deterministic solving uses one CP-SAT worker (the same "
+                                "design every run); add --no-deterministic to use several")
+        heuristic_budget(self.heuristic_budget)
+        if self.executor not in EXECUTORS:
+            raise ScenarioError(f"--executor: unknown executor '{self.executor}' (known: {', '.join(EXECUTORS)})")
+        if self.ray_address is not None and self.executor != "ray":
+            raise ScenarioError("--ray-address: only with --executor ray")
+        if self.executor == "ray" and not ray_available():
+            raise ScenarioError(RAY_MISSING)
+        return self
 
     def method_options(self, method: str) -> dict:
         """The options that change a method's answer (part of the instance key)."""
@@ -86,6 +124,15 @@ class Instance:
     options: dict
     step: str | None = None  # ladder step name
     alias_of: str | None = None  # key of an instance whose single record this one copies
+    batch: str | None = None  # the set's or grid's name
+    cell: GridCell | None = None  # grid cells: axis values
+    hint_of: str | None = None  # key of the instance whose design warm-starts this one (it waits for it)
+    hint: dict | None = None  # that design, filled in by the driver when the instance is released (not in the key)
+    hint_from: str | None = None  # its scenario name
+
+    @property
+    def waits_for(self) -> str | None:
+        return self.alias_of or self.hint_of
 
     @property
     def label(self) -> str:
@@ -136,11 +183,14 @@ def resolve_inputs(target: str | None, sets: dict[str, Path]) -> tuple[str, list
     return p.stem, [p]
 
 
-def load_scenarios(files: Sequence[Path], catalog: Catalog | None = None) -> list[tuple[Path, Scenario]]:
+def load_scenarios(files: Sequence[Path], catalog: Catalog | None = None,
+                   extra_catalogs: Sequence[str | Path] = ()) -> list[tuple[Path, Scenario]]:
+    """The scenario files, each validated against its own catalog (the built-in one with the scenario's
+    `catalog` files and `extra_catalogs` merged in) unless `catalog` is given."""
     out: list[tuple[Path, Scenario]] = []
     seen: dict[str, Path] = {}
     for f in files:
-        sc = load_scenario(f, catalog)
+        sc = load_scenario(f, catalog, extra_catalogs=extra_catalogs)
         if sc.name in seen:
             raise ScenarioError(f"{f}: scenario name '{sc.name}' is also used by {seen[sc.name]}")
         seen[sc.name] = f
@@ -172,13 +222,13 @@ def method_unavailable(method: str) -> str | None:
     return None
 
 
-def pareto_representatives(scenarios: Sequence[tuple[Path, Scenario]], catalog: Catalog) -> set[str]:
+def pareto_representatives(scenarios: Sequence[tuple[Path, Scenario]], catalog: Catalog | None = None) -> set[str]:
     """One scenario per verifier family for the Pareto front: the smallest batch (first by name on ties)."""
     best: dict[str, Scenario] = {}
     for _, sc in scenarios:
         if not sc.drafters:
             continue
-        fam = catalog.models[sc.verifier.model].family
+        fam = (catalog or scenario_catalog(sc)).models[sc.verifier.model].family
         cur = best.get(fam)
         if cur is None or (sc.batch_size, sc.name) < (cur.batch_size, cur.name):
             best[fam] = sc
@@ -186,15 +236,11 @@ def pareto_representatives(scenarios: Sequence[tuple[Path, Scenario]], catalog: 
 
 
 def plan(scenarios: Sequence[tuple[Path, Scenario]], options: BatchOptions,
-         catalog: Catalog | None = None) -> tuple[list[Instance], list[str]]:
-    """Every instance of the batch, cheap methods first, and notes on methods that cannot run."""
+         catalog: Catalog | None = None, name: str | None = None) -> tuple[list[Instance], list[str]]:
+    """Every instance of the batch `name`, cheap methods first, and notes on methods that cannot run."""
     from specpim_cp.ladder import ladder_scenarios
 
-    catalog = catalog or default_catalog()
-    unknown = [m for m in options.methods if m not in METHODS]
-    if unknown:
-        raise ScenarioError(f"--methods: unknown method(s) {', '.join(unknown)} "
-                            f"(known: {', '.join(METHODS)})")
+    options.validate()
     methods = list(dict.fromkeys(options.methods))
     if options.pareto and "exact" in methods:
         methods.append("pareto")
@@ -212,12 +258,13 @@ def plan(scenarios: Sequence[tuple[Path, Scenario]], options: BatchOptions,
         opts = options.method_options(method)
         for path, sc in scenarios:
             data = sc.model_dump(mode="json")
+            cat = catalog or scenario_catalog(sc)  # the scenario's own catalog files (absolute paths in data)
             common = {"scenario_name": sc.name, "scenario_file": str(path),
-                      "scenario_hash": sc.content_hash(), "family": catalog.models[sc.verifier.model].family,
-                      "options": opts}
+                      "scenario_hash": sc.content_hash(), "family": cat.models[sc.verifier.model].family,
+                      "options": opts, "batch": name}
             if method == "ladder":
                 exact_key = instance_key(data, "exact", options.method_options("exact"))
-                for step, restricted in ladder_scenarios(sc, catalog):
+                for step, restricted in ladder_scenarios(sc, cat):
                     rdata = restricted.model_dump(mode="json")
                     # the last step is the unrestricted space: copy the exact record instead of re-solving
                     alias = exact_key if ("exact" in methods and rdata == data) else None
@@ -247,7 +294,8 @@ def _base_record(inst: Instance, part: str, parts: int) -> Record:
     return Record(key=inst.key, scenario=inst.scenario_name, scenario_file=inst.scenario_file,
                   scenario_hash=inst.scenario_hash, family=inst.family, batch_size=inst.scenario_data["batch_size"],
                   scenario_objective=objective, objective_name=objective, method=inst.method, part=part,
-                  parts=parts, step=inst.step, seed=inst.options.get("seed"), options=inst.options)
+                  parts=parts, step=inst.step, seed=inst.options.get("seed"), options=inst.options,
+                  batch=inst.batch, cell=inst.cell)
 
 
 def _evaluation_fields(ev, catalog: Catalog) -> dict:
@@ -277,18 +325,53 @@ def _failed_record(inst: Instance, part: str, status: str, error: str, wall_s: f
 # Methods (run in worker processes)
 # ------------------------------------------------------------------------------------------------
 def _run_solver(inst: Instance, sc: Scenario, catalog: Catalog) -> list[Record]:
+    from specpim_cp.design import parse_design
     from specpim_cp.exact import solve
 
     o = inst.options
-    res = solve(sc, time_limit_s=o["time_limit_s"], workers=o["workers"], seed=o["seed"],
-                deterministic=o["deterministic"], catalog=catalog)
+    kwargs = {"time_limit_s": o["time_limit_s"], "workers": o["workers"], "seed": o["seed"],
+              "deterministic": o["deterministic"], "catalog": catalog}
+    hint = None
+    if inst.hint is not None:
+        try:
+            hint = parse_design(inst.hint)
+        except ScenarioError:  # a neighbour's design from an older record format: no warm start
+            hint = None
+    if hint is not None:
+        try:
+            res = solve(sc, hint=hint, **kwargs)
+            return [solve_record(inst, res, catalog, inst.step or "exact").with_(hint_from=inst.hint_from)]
+        except ScenarioError:
+            pass  # solve() skips a hint outside the space; should it ever reject one, solve without it
+    res = solve(sc, **kwargs)
     return [solve_record(inst, res, catalog, inst.step or "exact")]
+
+
+_BUDGET = re.compile(r"^(\d+)x(\d+)x(\d+)$")
+
+
+def heuristic_budget(value: str):
+    """'quick', 'paper' or GENERATIONSxPOPULATIONxLEAVES (e.g. 20x200x500) as run_heuristic's budget."""
+    if value in ("quick", "paper"):
+        return value
+    m = _BUDGET.match(str(value).strip().lower())
+    if m is None:
+        raise ScenarioError(f"--heuristic-budget: '{value}' is not quick, paper or GENxPOPxLEAVES "
+                            "(e.g. 20x200x500)")
+    generations, population, leaves = (int(x) for x in m.groups())
+    if population < 2:
+        raise ScenarioError(f"--heuristic-budget: population must be at least 2, got '{value}'")
+    try:
+        from specpim_cp.heuristic import Budget
+    except ImportError:  # the method is skipped with a note anyway
+        return value
+    return Budget(generations=generations, population=population, mcts_leaves_per_model=leaves)
 
 
 def _run_heuristic(inst: Instance, sc: Scenario, catalog: Catalog) -> list[Record]:
     from specpim_cp.heuristic import run_heuristic
 
-    res = run_heuristic(sc, budget=inst.options["budget"], seed=inst.options["seed"])
+    res = run_heuristic(sc, budget=heuristic_budget(inst.options["budget"]), seed=inst.options["seed"])
     return [solve_record(inst, res, catalog, "heuristic")]
 
 
@@ -336,12 +419,11 @@ _RUNNERS: dict[str, Callable[[Instance, Scenario, Catalog], list[Record]]] = {
 
 def run_instance(inst: Instance) -> list[Record]:
     """Solve one instance; never raises (an infeasible scenario and a crash become records)."""
-    catalog = default_catalog()
     part = inst.step or inst.method
     t0 = time.perf_counter()
     try:
-        sc = parse_scenario(inst.scenario_data, catalog)
-        records = _RUNNERS[inst.method](inst, sc, catalog)
+        sc = parse_scenario(inst.scenario_data)  # with its own catalog files (absolute paths)
+        records = _RUNNERS[inst.method](inst, sc, scenario_catalog(sc))
     except ScenarioError as exc:
         records = [_failed_record(inst, part, "INFEASIBLE", str(exc), time.perf_counter() - t0)]
     except Exception as exc:  # noqa: BLE001 -- a bug in a method: record it, a re-run retries
@@ -361,15 +443,17 @@ def alias_records(inst: Instance, source: list[Record]) -> list[Record]:
 # The result store
 # ------------------------------------------------------------------------------------------------
 class ResultStore:
-    """Append-only JSONL of records; a torn last line (a killed writer) is cut off when opened, and a
-    line that is not a record is skipped (its instance is not done and runs again)."""
+    """Append-only JSONL of records; a torn last line (a killed writer) is cut off when opened for
+    writing (`repair`; a reader ignores it), and a line that is not a record is skipped (its instance is
+    not done and runs again)."""
 
-    def __init__(self, path: Path):
+    def __init__(self, path: Path, repair: bool = True):
         self.path = path
         self._records: list[Record] = []
         self.unreadable = 0
         if path.exists():
-            self._repair()
+            if repair:
+                self._repair()
             for line in path.read_text(errors="replace").splitlines():
                 if line.strip():
                     try:
@@ -427,13 +511,17 @@ def is_done(records: list[Record]) -> bool:
 
 
 def read_records(out: Path) -> list[Record]:
-    """The current records of a batch directory (latest per key and part)."""
-    path = Path(out) / RESULTS_JSONL
-    if not path.exists():
-        raise ScenarioError(f"{path}: no results (run `specpim-cp batch` first)")
-    store = ResultStore(path)
-    if store.unreadable and not store.records():
-        raise ScenarioError(f"{path}: no readable result records ({store.unreadable} unreadable lines)")
+    """The current records of a batch or grid directory (latest per key and part); read only."""
+    out = Path(out)
+    if not out.is_dir():
+        raise ScenarioError(f"{out}: no such directory")
+    path = out / RESULTS_JSONL
+    if not path.is_file():
+        raise ScenarioError(f"{path}: no results (run `specpim-cp batch` or `specpim-cp grid` first)")
+    store = ResultStore(path, repair=False)
+    if not store.records():
+        what = f"{store.unreadable} unreadable lines" if store.unreadable else "the file is empty"
+        raise ScenarioError(f"{path}: no readable result records ({what})")
     return store.records()
 
 
@@ -508,61 +596,125 @@ def write_derived_files(out: Path, records: Sequence[Record] | None = None) -> l
 # ------------------------------------------------------------------------------------------------
 # The runner
 # ------------------------------------------------------------------------------------------------
+def batch_name(files: Sequence[Path]) -> str:
+    """The name of a batch of scenario files: their folder's (a set), or the file's stem."""
+    files = [Path(f) for f in files]
+    if len(files) == 1:
+        return files[0].stem
+    parents = {f.resolve().parent for f in files}
+    return parents.pop().name if len(parents) == 1 else "batch"
+
+
 def run_batch(files: Sequence[Path], out: str | Path, options: BatchOptions = BatchOptions(),
-              progress: BatchProgress | None = None, catalog: Catalog | None = None) -> BatchSummary:
-    """Run every missing instance of the scenario files into `out`, then regenerate the CSV files."""
+              progress: BatchProgress | None = None, catalog: Catalog | None = None,
+              name: str | None = None, extra_catalogs: Sequence[str | Path] = ()) -> BatchSummary:
+    """Run every missing instance of the scenario files into `out`, then regenerate the CSV files.
+    `extra_catalogs` (--catalog) are merged over each scenario's own catalog files; the workers price
+    every scenario with its own merged catalog."""
+    options.validate()
+    scenarios = load_scenarios(files, catalog, extra_catalogs)
+    instances, notes = plan(scenarios, options, catalog, name or batch_name(files))
+    return run_instances(instances, out, options, progress, notes)
+
+
+def run_instances(instances: Sequence[Instance], out: str | Path, options: BatchOptions,
+                  progress: BatchProgress | None = None, notes: Sequence[str] = ()) -> BatchSummary:
+    """Run the instances not yet done in `out` (resume) through the options' executor; one writer.
+
+    Raises ScenarioError before any work (and before `progress.start`) if another run holds `out` or
+    the executor cannot start.
+    """
     t0 = time.perf_counter()
-    catalog = catalog or default_catalog()
     progress = progress or _NoProgress()
     out = Path(out)
-    scenarios = load_scenarios(files, catalog)
-    instances, notes = plan(scenarios, options, catalog)
-    out.mkdir(parents=True, exist_ok=True)
-    path = out / RESULTS_JSONL
-    if not options.resume and path.exists():
-        os.replace(path, out / (RESULTS_JSONL + ".old"))  # keep the previous run, start afresh
-    store = ResultStore(path)
-    done = store.done_keys()
-    todo = [i for i in instances if i.key not in done]
-    summary = BatchSummary(out, total=len(instances), skipped=len(instances) - len(todo), notes=notes)
+    created = not out.exists()
+    with FolderLock(out) as lock:
+        path = out / RESULTS_JSONL
+        done = ResultStore(path, repair=False).done_keys() if options.resume else set()
+        todo = [i for i in instances if i.key not in done]
+        summary = BatchSummary(out, total=len(instances), skipped=len(instances) - len(todo), notes=list(notes))
+        order = {inst.key: n for n, inst in enumerate(instances)}
+        planned = set(order)
 
-    # aliased ladder steps wait for their source instance (copied at once if it is already done)
-    waiting: dict[str, list[Instance]] = {}
-    for inst in todo:
-        if inst.alias_of is not None:
-            waiting.setdefault(inst.alias_of, []).append(inst)
-    runnable = [i for i in todo if i.alias_of is None]
-
-    def finish(inst: Instance, records: list[Record]) -> None:
-        store.append(records)
-        summary.ran += 1
-        if not is_done(records):
-            summary.failed.append(inst.label)
-        progress.end(inst.label, records)
-        for alias in waiting.pop(inst.key, []):
-            progress.begin(alias.label)
-            if is_done(records):
-                finish(alias, alias_records(alias, records))
+        # instances that wait for another (aliased ladder steps, warm-started grid cells)
+        waiting: dict[str, list[Instance]] = {}
+        ready: list[tuple[int, Instance]] = []
+        released: list[tuple[Instance, str]] = []  # (instance, dependency done before this run)
+        for inst in todo:
+            dep = inst.waits_for
+            if dep is None or dep not in planned:
+                ready.append((order[inst.key], inst))
+            elif dep in done:
+                released.append((inst, dep))
             else:
-                summary.failed.append(alias.label)
-                progress.end(alias.label, [])
+                waiting.setdefault(dep, []).append(inst)
+        executor = None
+        runnable = bool(ready) or any(i.alias_of is None for i, _ in released) or bool(waiting)
+        if runnable:
+            try:
+                executor = open_executor(options.executor, run_instance, jobs=options.jobs,
+                                         workers=options.workers, ray_address=options.ray_address,
+                                         inherited_fds=lock.inherited_fds)
+            except BaseException:
+                if created:  # leave no empty folder behind a run that could not start
+                    lock.release()
+                    lock.path.unlink(missing_ok=True)
+                    out.rmdir()
+                raise
+        if not options.resume and path.exists():
+            os.replace(path, out / (RESULTS_JSONL + ".old"))  # keep the previous run, start afresh
+        store = ResultStore(path)
 
-    progress.start(summary.total, summary.skipped)
-    try:
-        by_key = store.by_key()
-        for source in [k for k in waiting if k in done]:
-            for alias in waiting.pop(source):
-                progress.begin(alias.label)
-                finish(alias, alias_records(alias, by_key[source]))
-        if options.jobs <= 1:
-            for inst in runnable:
+        def finish(inst: Instance, records: list[Record]) -> None:
+            store.append(records)
+            summary.ran += 1
+            if not is_done(records):
+                summary.failed.append(inst.label)
+            progress.end(inst.label, records)
+            for dependent in waiting.pop(inst.key, []):
+                release(dependent, records)
+
+        def release(inst: Instance, source: list[Record]) -> None:
+            if inst.alias_of is not None:
                 progress.begin(inst.label)
-                finish(inst, run_instance(inst))
-        else:
-            _run_pool(runnable, options.jobs, finish, progress)
-    finally:
-        progress.close()
-        write_derived_files(out, store.records())
+                if is_done(source):
+                    finish(inst, alias_records(inst, source))
+                else:
+                    summary.failed.append(inst.label)
+                    progress.end(inst.label, [])
+                return
+            solved = next((r for r in source if r.solved and r.design is not None), None)
+            if solved is not None:  # as its JSON line has it, whether the record comes from disk or memory
+                hint = json.loads(json.dumps(solved.design, sort_keys=True))
+                inst = replace(inst, hint=hint, hint_from=solved.scenario)
+            heapq.heappush(ready, (order[inst.key], inst))
+
+        heapq.heapify(ready)
+        progress.start(summary.total, summary.skipped)
+        aborted = True
+        try:
+            by_key = store.by_key()
+            for inst, dep in released:
+                release(inst, by_key[dep])
+            in_flight = 0
+            while ready or in_flight:
+                while ready and in_flight < executor.slots:
+                    _, inst = heapq.heappop(ready)
+                    progress.begin(inst.label)
+                    executor.submit(inst)
+                    in_flight += 1
+                for inst, result in executor.wait():
+                    in_flight -= 1
+                    if isinstance(result, WorkerLost):
+                        result = [_failed_record(inst, inst.step or inst.method, "ERROR", result.reason, 0.0)
+                                  .with_(finished_at=time.strftime("%Y-%m-%dT%H:%M:%S%z"))]
+                    finish(inst, result)
+            aborted = False
+        finally:
+            progress.close()
+            if executor is not None:
+                executor.close(abort=aborted)
+            write_derived_files(out, store.records())
     summary.wall_s = time.perf_counter() - t0
     return summary
 
@@ -575,36 +727,3 @@ class _NoProgress:
     def end(self, label: str, records: list[Record]) -> None: ...
 
     def close(self) -> None: ...
-
-
-def _run_pool(instances: Sequence[Instance], jobs: int, finish: Callable[[Instance, list[Record]], None],
-              progress: BatchProgress) -> None:
-    """At most `jobs` instances in flight (so the progress hook knows which are running).
-
-    A worker that dies (killed, out of memory) breaks the pool: the instances in flight get ERROR
-    records (a re-run retries them) and the rest continue in a fresh pool.
-    """
-    queue = list(reversed(instances))
-    while queue:
-        with cf.ProcessPoolExecutor(max_workers=jobs) as pool:
-            running: dict[cf.Future, Instance] = {}
-            broken = False
-            try:
-                while running or (queue and not broken):
-                    while queue and not broken and len(running) < jobs:
-                        inst = queue.pop()
-                        progress.begin(inst.label)
-                        running[pool.submit(run_instance, inst)] = inst
-                    finished, _ = cf.wait(running, return_when=cf.FIRST_COMPLETED)
-                    for fut in finished:
-                        inst = running.pop(fut)
-                        try:
-                            records = fut.result()
-                        except BrokenProcessPool:
-                            broken = True
-                            records = [_failed_record(inst, inst.step or inst.method, "ERROR",
-                                                      "worker process died (killed or out of memory)", 0.0)]
-                        finish(inst, records)
-            except BaseException:
-                pool.shutdown(wait=False, cancel_futures=True)
-                raise

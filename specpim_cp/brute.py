@@ -14,14 +14,14 @@ import itertools
 import time
 from fractions import Fraction
 
-from specpim_cp.catalog import Catalog, default_catalog
+from specpim_cp.catalog import Catalog
 from specpim_cp.design import ModelDesign, Staging
 from specpim_cp.errors import ScenarioError
 from specpim_cp.evaluate import Evaluation, Evaluator
 from specpim_cp.graph import PLACEABLE_OPS
-from specpim_cp.passes import drafter_cycle_tokens, verifier_tokens
+from specpim_cp.passes import drafter_cycle_tokens, tree_pass_tokens, verifier_tokens
 from specpim_cp.result import SolveReport, SolveResult, inputs_hash
-from specpim_cp.scenario import Scenario
+from specpim_cp.scenario import Scenario, scenario_catalog
 from specpim_cp.space import DesignSpace, ModelOptions
 
 MAX_OPTIONS_PER_MODEL = 60_000
@@ -49,7 +49,7 @@ def _pareto(items: list[tuple[tuple, object]]) -> list[object]:
 def brute_force(scenario: Scenario, *, objective: str | None = None, catalog: Catalog | None = None) -> SolveResult:
     """The optimum of the scenario's (restricted) space by enumeration; refuses when the space is too large."""
     t0 = time.perf_counter()
-    catalog = catalog or default_catalog()
+    catalog = catalog or scenario_catalog(scenario)
     objective = objective or scenario.objective
     ev = Evaluator(scenario, catalog)
     space = DesignSpace(scenario, catalog)
@@ -61,6 +61,8 @@ def brute_force(scenario: Scenario, *, objective: str | None = None, catalog: Ca
         tokens[0].add(verifier_tokens(batch, c))
         for i, dc in enumerate(c.drafters):
             tokens[i + 1].add(drafter_cycle_tokens(batch, dc))
+            if dc.tree is not None:
+                tokens[i + 1].update(tree_pass_tokens(batch, dc))
     draft2_models = [sorted({st.draft2 for st in space.staging_options(i) if st is not None})
                      for i in range(space.n_drafters)]
     options: list[list[ModelDesign]] = []

@@ -263,8 +263,10 @@ class CostModel:
         s = self.shapes(model)[op]
         n = arch.devices
         bpp = model.bytes_per_param
-        ctx = self.scenario.average_context
         batch = self.scenario.batch_size
+        # a pass's query tokens also attend to the pass's own earlier tokens (a draft chain or tree under
+        # its mask): the context grows by the pass's tokens per sequence beyond the first
+        ctx = self.scenario.average_context + max(0, tokens // batch - 1)
         e_ext = mem.external_energy_pj_per_bit * BITS_PER_BYTE  # pJ per byte
         e_int = mem.internal_energy_pj_per_bit * BITS_PER_BYTE
         e_chip = self.host.onchip_energy_pj_per_bit * BITS_PER_BYTE
@@ -292,7 +294,13 @@ class CostModel:
             if Placement(engine="host", share=0, layout=layout) not in self.placements(arch):
                 return None
             bw = self.layout_bandwidth_gbps(arch, layout)
-            if s.kind == "fc":
+            if s.kind == "fc" and self.host.kernel_table == kernels.ROOFLINE:  # no measurements: derated roofline
+                h = self.host
+                t_ns = kernels.roofline_linear_ns(
+                    in_dev, out_dev, tokens, bandwidth_gbps=bw, peak_fp16_tflops=h.peak_fp16_tflops,
+                    bandwidth_efficiency=h.attention_bandwidth_efficiency, compute_efficiency=h.compute_efficiency,
+                    launch_overhead_ns=h.launch_overhead_ns)
+            elif s.kind == "fc":
                 scale = bw / self.host.kernel_table_bandwidth_gbps
                 t_ns = kernels.linear_time_us(self.host.kernel_table, in_dev, out_dev, tokens, scale) * 1e3
             else:

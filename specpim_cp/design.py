@@ -15,7 +15,7 @@ from typing import Literal
 
 from pydantic import BaseModel, ConfigDict, Field, ValidationError, model_validator
 
-from specpim_cp.errors import ScenarioError, format_validation_error
+from specpim_cp.errors import ScenarioError, format_validation_error, reject_bool_numbers
 
 #: Device counts a model may take (tensor parallelism over 1, 2, 4 or 8 devices).
 DEVICE_COUNTS = (1, 2, 4, 8)
@@ -40,6 +40,11 @@ class ArchConfig:
 
 class _Strict(BaseModel):
     model_config = ConfigDict(extra="forbid", frozen=True)
+
+    @model_validator(mode="before")
+    @classmethod
+    def _no_bool_numbers(cls, data):
+        return reject_bool_numbers(cls, data)
 
 
 class Placement(_Strict):
@@ -83,10 +88,17 @@ class Staging(_Strict):
 
 @dataclass(frozen=True)
 class DrafterChoice:
-    """One drafter's speculation decisions: its draft and its staging."""
+    """One drafter's speculation decisions: its draft (a chain of `draft_length` tokens, or a token tree
+    given by its width profile `tree`, nodes per depth, of depth `draft_length`) and its staging."""
 
     draft_length: int
     staging: Staging | None = None
+    tree: tuple[int, ...] | None = None
+
+    @property
+    def nodes(self) -> int:
+        """Draft tokens the verifier checks for this drafter."""
+        return self.draft_length if self.tree is None else sum(self.tree)
 
 
 @dataclass(frozen=True)
@@ -115,6 +127,19 @@ class ModelDesign(_Strict):
     placement: dict[str, Placement]
     draft_length: int | None = None
     staging: Staging | None = None
+    tree: tuple[int, ...] | None = None  # a token tree's width profile (draft_length = its depth)
+
+    @model_validator(mode="after")
+    def _tree(self) -> ModelDesign:
+        if self.tree is not None:
+            if self.draft_length is not None and self.draft_length != len(self.tree):
+                raise ValueError(f"tree: depth {len(self.tree)} but draft_length {self.draft_length}")
+            if any(w < 1 for w in self.tree) or not self.tree:
+                raise ValueError(f"tree: a width profile is a non-empty list of positive node counts, got "
+                                 f"{list(self.tree)}")
+            if self.staging is not None:
+                raise ValueError("tree: a token tree is not staged (staging drafts chains)")
+        return self
 
     @property
     def arch(self) -> ArchConfig:
@@ -123,13 +148,25 @@ class ModelDesign(_Strict):
     @property
     def choice(self) -> DrafterChoice | None:
         """The drafter's speculation decisions (None for the verifier)."""
-        return None if self.draft_length is None else DrafterChoice(self.draft_length, self.staging)
+        if self.draft_length is None and self.tree is None:
+            return None
+        depth = len(self.tree) if self.tree is not None else self.draft_length
+        return DrafterChoice(depth, self.staging, self.tree)
 
 
 class Design(_Strict):
     pipeline: bool = False
     verifier: ModelDesign
     drafters: list[ModelDesign] = Field(default_factory=list)
+
+    @model_validator(mode="after")
+    def _verifier_does_not_draft(self) -> Design:
+        v = self.verifier
+        for field in ("draft_length", "staging", "tree"):
+            if getattr(v, field) is not None:
+                raise ValueError(f"verifier.{field}: belongs to drafters (the verifier checks the drafts, it does "
+                                 "not draft)")
+        return self
 
     def models(self) -> list[tuple[str, ModelDesign]]:
         """(field label, model design), verifier first: the labels name fields in errors."""
@@ -150,7 +187,7 @@ class Design(_Strict):
             models.append(ModelDesign(
                 model=name, memory_type=arch.memory_type, pim_units=arch.pim_units, devices=arch.devices,
                 placement=dict(place), draft_length=None if dc is None else dc.draft_length,
-                staging=None if dc is None else dc.staging))
+                staging=None if dc is None else dc.staging, tree=None if dc is None else dc.tree))
         return cls(pipeline=choice.pipeline, verifier=models[0], drafters=models[1:])
 
     def key(self) -> str:
@@ -169,14 +206,45 @@ def parse_design(data: dict) -> Design:
 
 
 def load_design(path: str | Path) -> Design:
-    """A design from JSON: a design itself, or any `--json` output that holds one under `design`."""
-    path = Path(path)
+    """A design from JSON: a design itself, or any `--json` output that holds one under `design`. An
+    output holding several (`baselines --json`) needs one picked by `FILE#NAME` (a baseline's name) or
+    `FILE#K` (its position, from 0)."""
+    pick = None
+    text = str(path)
+    if "#" in text and not Path(text).exists():
+        text, pick = text.rsplit("#", 1)
+    path = Path(text)
     try:
-        data = json.loads(path.read_text())
+        data = json.loads(path.read_bytes().decode("utf-8"))
     except OSError as exc:
         raise ScenarioError(f"{path}: cannot read ({exc.strerror})") from None
+    except UnicodeDecodeError as exc:
+        raise ScenarioError(f"{path}: not UTF-8 text (byte {exc.start}: {exc.reason}); a design is JSON") from None
     except json.JSONDecodeError as exc:
         raise ScenarioError(f"{path}: not valid JSON ({exc})") from None
+    except RecursionError:
+        raise ScenarioError(f"{path}: not a design (JSON nested too deeply)") from None
+    if isinstance(data, list):
+        data = _pick_design(path, data, pick)
+    elif pick is not None:
+        raise ScenarioError(f"{path}#{pick}: the file holds one design; drop '#{pick}'")
     if isinstance(data, dict) and "design" in data and "verifier" not in data:
         data = data["design"]  # accept `solve --json` / `evaluate --json` output directly
     return parse_design(data)
+
+
+def _pick_design(path: Path, items: list, pick: str | None) -> dict:
+    """One entry of a list output (`baselines --json`) by name or position."""
+    names = [str(it.get("name", k)) if isinstance(it, dict) else str(k) for k, it in enumerate(items)]
+    with_design = [k for k, it in enumerate(items) if isinstance(it, dict) and it.get("design") is not None]
+    if pick is None:
+        if len(with_design) == 1:
+            return items[with_design[0]]
+        raise ScenarioError(f"{path}: holds {len(with_design)} designs ({', '.join(names[k] for k in with_design)}); "
+                            f"pick one with {path}#NAME or {path}#K")
+    k = names.index(pick) if pick in names else int(pick) if pick.isdigit() and int(pick) < len(items) else None
+    if k is None:
+        raise ScenarioError(f"{path}#{pick}: no such entry (entries: {', '.join(names)})")
+    if k not in with_design:
+        raise ScenarioError(f"{path}#{pick}: this entry holds no design (infeasible or failed)")
+    return items[k]

@@ -18,6 +18,19 @@ def format_validation_error(exc: ValidationError, root: str = "scenario") -> str
     msg = err["msg"]
     if msg.startswith("Value error, "):
         msg = msg[len("Value error, "):]
-        if ":" in msg.split(" ")[0]:  # the validator already named the field
-            return msg
+        if ":" in msg.split(" ")[0]:  # the validator already named the field, relative to `loc`
+            return f"{loc}.{msg}" if loc else msg
     return f"{loc or root}: {msg}"
+
+
+def reject_bool_numbers(model_cls, data):
+    """A `mode="before"` check: `true`/`false` where a number belongs (pydantic's lax mode reads
+    `batch_size = true` as 1) is an error naming the field."""
+    if not isinstance(data, dict):
+        return data
+    for name, field in model_cls.model_fields.items():
+        value = data.get(name)
+        if isinstance(value, bool) and field.annotation is not bool and bool not in getattr(
+                field.annotation, "__args__", ()):
+            raise ValueError(f"{name}: expected a number, got {str(value).lower()}")
+    return data

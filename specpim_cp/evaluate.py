@@ -17,20 +17,21 @@ from fractions import Fraction
 from typing import NamedTuple
 
 from specpim_cp import speculation as spec
-from specpim_cp.catalog import Catalog, ModelSpec, default_catalog
+from specpim_cp.catalog import Catalog, ModelSpec
 from specpim_cp.costs import COMPONENTS, KIB, CostModel, OpCost
 from specpim_cp.design import ArchConfig, Design, ModelDesign, Placement
 from specpim_cp.errors import ScenarioError
-from specpim_cp.graph import LAYER_OPS, PLACEABLE_OPS, layer_order
+from specpim_cp.graph import LAYER_OPS, PLACEABLE_OPS, is_chain, layer_order
 from specpim_cp.passes import (
     Acceptance,
     RoundStats,
     draft2_tokens,
     drafter_cycle_tokens,
     round_stats,
+    tree_pass_tokens,
     verifier_tokens,
 )
-from specpim_cp.scenario import Scenario
+from specpim_cp.scenario import Scenario, require_catalog, scenario_catalog
 from specpim_cp.schedule import layer_schedule
 from specpim_cp.space import DesignSpace
 
@@ -71,6 +72,64 @@ class CapacityUse:
     def holds(self) -> bool:
         """Each side holds what the layouts put there (DESIGN.md rule 3: capacity-checked layouts)."""
         return self.pim_need_kib <= self.pim_capacity_kib and self.normal_need_kib <= self.normal_capacity_kib
+
+
+class CapacityTable(NamedTuple):
+    """One model's tensors on one architecture: per PLACEABLE_OPS op and for the input embedding table,
+    layout -> (PIM-side, normal-side) KiB (`CostModel.split_kib`); `CostModel.capacity_kib`; and per draft2
+    model the split of its tensors (filled as draft2 models are asked for)."""
+
+    ops: tuple[dict[str, tuple[int, int]], ...]
+    embedding: dict[str, tuple[int, int]]
+    capacity_kib: tuple[int, int]
+    draft2: dict[str, tuple[int, int]]
+
+
+class PassTable:
+    """One model's costs on one architecture over one token count, by placement key (`Placement.key`):
+    each operator's OpCost on every placement the architecture offers (a key not there is impossible),
+    the layer-schedule node it makes, the all-reduce and the embedding lookup (by the LM head's layout)."""
+
+    __slots__ = ("allreduce", "allreduce_layer_nj", "allreduce_layer_ns", "allreduce_nodes", "allreduces", "chain",
+                 "embedding", "energy", "layers", "levels", "nodes", "ops", "parallel_block", "time")
+
+    def __init__(self, costs: CostModel, model: ModelSpec, arch: ArchConfig, tokens: int):
+        self.layers = model.layers
+        self.parallel_block = model.parallel_block
+        self.chain = is_chain(model.parallel_block)
+        self.levels = levels = costs.share_levels
+        self.allreduce = ar = costs.allreduce_cost(model, arch, tokens)
+        names = [n for n in layer_order(model.parallel_block) if n.startswith("allreduce")]
+        self.allreduces = 1 if model.parallel_block else 2
+        self.allreduce_layer_ns = len(names) * ar.time_ns  # a chain's layer: every node one after another
+        self.allreduce_layer_nj = self.allreduces * ar.energy_nj
+        self.allreduce_nodes = tuple((n, ar.time_ns, 0, 0, 1) for n in names)
+        offered = [p.key for p in costs.placements(arch)]
+        ops = []
+        for op in PLACEABLE_OPS:
+            row = {}
+            for key in offered:
+                oc = costs.op_cost(model, op, key[0], key[1], arch, tokens, key[2])
+                if oc is not None:
+                    row[key] = oc
+            ops.append(row)
+        self.ops = tuple(ops)
+        self.time = tuple({k: oc.time_ns for k, oc in row.items()} for row in ops)
+        self.energy = tuple({k: oc.energy_nj for k, oc in row.items()} for row in ops)
+        # schedule nodes: (name, duration, host demand, PIM demand, link demand); a host operator whose
+        # channels it shares with the PIM units takes every PIM slot
+        self.nodes = tuple(
+            {k: ((op, oc.time_ns, 0, k[1], 0) if k[0] == "pim" else
+                 (op, oc.time_ns, 1, levels if costs.host_contends_with_pim(arch, k[2]) else 0, 0))
+             for k, oc in row.items()}
+            for op, row in zip(LAYER_OPS, ops))
+        self.embedding = {lay: costs.embedding_cost(model, arch, lay, tokens) for lay in ("normal", "spread", "pim")}
+
+    def layer_nodes(self, keys: tuple[tuple[str, int, str], ...]) -> tuple[tuple[str, int, int, int, int], ...]:
+        """The layer-schedule nodes of a placement (keys per PLACEABLE_OPS op; the LM head's is ignored)."""
+        nodes = self.nodes
+        return (nodes[0][keys[0]], nodes[1][keys[1]], nodes[2][keys[2]], nodes[3][keys[3]], nodes[4][keys[4]],
+                nodes[5][keys[5]], *self.allreduce_nodes)
 
 
 class DrafterCycle(NamedTuple):
@@ -197,12 +256,16 @@ class DrafterBreakdown(ModelBreakdown):
     cycle_ns: int
     drafting_energy_nj_per_round: int
     staging: StagingBreakdown | None
+    tree: tuple[int, ...] | None = None  # a token tree's width profile (draft_length is its depth)
+    tree_vector: tuple[float, ...] | None = None  # its positional acceptance p_1..p_R
 
     def as_dict(self) -> dict:
         out = super().as_dict()
         for k in ("alpha", "draft_length", "cycle_ns", "drafting_energy_nj_per_round"):
             out[k] = getattr(self, k)
         out["staging"] = None if self.staging is None else asdict(self.staging)
+        out["tree"] = None if self.tree is None else list(self.tree)
+        out["tree_vector"] = None if self.tree_vector is None else list(self.tree_vector)
         return out
 
 
@@ -236,9 +299,13 @@ class Evaluation:
     design: Design
     metrics: Metrics
     breakdown: Breakdown
+    host_kernel_model: str = ""  # how the host's kernels were priced (HostSpec.kernel_model)
+    catalog_files: tuple[str, ...] = ()  # user catalog files merged over the built-in one
 
     def as_dict(self) -> dict:
         out = self.metrics.as_dict()
+        out["host_kernel_model"] = self.host_kernel_model
+        out["catalog_files"] = list(self.catalog_files)
         out["units"] = {"latency_ns_per_token": "ns per generated token per sequence",
                         "energy_pj_per_token": "pJ per generated token (batch total / tokens)",
                         "edp": "ns x nJ per token", "round_time_ns": "ns"}
@@ -256,29 +323,37 @@ class Evaluation:
 class Evaluator:
     """Prices designs of one scenario.
 
-    `evaluate` gives Metrics and a breakdown, `metrics` the Metrics alone (the search's hot path).
+    `evaluate` gives Metrics and a breakdown, `metrics` the Metrics alone.
     Per-model pieces are cached: pass prices, capacity uses and drafter cycles, keyed by the model's
-    part of the design (model, architecture, placement, staging). Each cache is bounded (emptied when
+    part of the design (model, architecture, placement, staging), and the tables they are summed from
+    (`pass_table`: each operator's cost on every placement, per model, architecture and token count;
+    `capacity_table`: each tensor's split per layout, per model and architecture). A search that prices
+    designs from compact keys (the heuristic's Pricer) reads the tables with `pass_time_energy` (the
+    totals `pass_price` reports) and `capacity_of` (what `capacity` computes). Each cache is bounded (emptied when
     it reaches `cache_limit` entries); `clear_cache` empties them all. Caching never changes a price.
     """
 
     def __init__(self, scenario: Scenario, catalog: Catalog | None = None, costs: CostModel | None = None,
                  cache_limit: int = CACHE_LIMIT):
         self.scenario = scenario
-        self.catalog = catalog or default_catalog()
+        self.catalog = catalog or scenario_catalog(scenario)
+        require_catalog(scenario, self.catalog)
         self.costs = costs or CostModel(scenario, self.catalog)
         self.space = DesignSpace.free(scenario, self.catalog)
         self.cache_limit = cache_limit
         self._pass_cache: dict[tuple, PassPrice] = {}
         self._capacity_cache: dict[tuple, CapacityUse] = {}
         self._cycle_cache: dict[tuple, tuple] = {}  # DrafterCycle fields as a plain tuple
+        self._pass_tables: dict[tuple, PassTable] = {}  # by (model, architecture, tokens)
+        self._capacity_tables: dict[tuple, CapacityTable] = {}  # by (model, architecture)
         self.acceptance = Acceptance.of(scenario, self.catalog)
         self._archs: dict[tuple[str, int, int], ArchConfig] = {}  # by (memory type, PIM units, devices)
         self._idle_mw: dict[tuple[str, int, int], int] = {}
 
     def clear_cache(self) -> None:
         """Drop the cached per-model pieces (the cost model's tables are kept)."""
-        for cache in (self._pass_cache, self._capacity_cache, self._cycle_cache):
+        for cache in (self._pass_cache, self._capacity_cache, self._cycle_cache, self._pass_tables,
+                      self._capacity_tables):
             cache.clear()
 
     def _store(self, cache: dict, key, value):
@@ -333,26 +408,50 @@ class Evaluator:
     def _capacity(self, md: ModelDesign) -> CapacityUse:
         """Weights and KV cache at the maximum context by their layouts; an untied input embedding
         table is kept beside the LM head (same layout); a draft2 model with `CostModel.draft2_layout`."""
-        model = self.catalog.models[md.model]
-        arch = self._arch(md)
-        c = self.costs
-        tb = c.tensor_bytes(model, arch.devices)
-        pim_need = normal_need = 0
-        tensors = [(kib, md.placement[op].layout) for op, kib in tb.op_kib.items()]
-        tensors.append((tb.embedding_kib, md.placement["lm_head"].layout))
         d2 = self.draft2_model(md)
-        if d2 is not None:  # a draft2 model runs on the drafter's devices, on the host
-            layout = c.draft2_layout(arch)
-            if layout is None:
-                raise ScenarioError(f"{md.model}: its draft2 model {d2.name} runs on the host, and {arch.label()} "
-                                    "leaves the host no memory it may use")
-            tensors.append((c.tensor_bytes(d2, arch.devices).total_kib(), layout))
-        for kib, layout in tensors:
-            p, q = c.split_kib(arch, layout, kib)
+        return self.capacity_of(md.model, self._arch(md), tuple(md.placement[op].layout for op in PLACEABLE_OPS),
+                                None if d2 is None else d2.name)
+
+    def capacity_of(self, model_name: str, arch: ArchConfig, layouts: tuple[str, ...],
+                    draft2: str | None) -> CapacityUse:
+        """`capacity` of model `model_name` on `arch` with these layouts (one per PLACEABLE_OPS op) and this
+        draft2 model (a catalog model; None: none, or an n-gram model, which stores nothing): sums of the
+        per-tensor splits of `capacity_table`."""
+        tab = self.capacity_table(model_name, arch)
+        pim_need = normal_need = 0
+        for split, layout in zip(tab.ops, layouts, strict=True):
+            p, q = split[layout]
             pim_need += p
             normal_need += q
-        pim_cap, normal_cap = c.capacity_kib(arch)
-        return CapacityUse(pim_need, normal_need, pim_cap, normal_cap)
+        p, q = tab.embedding[layouts[-1]]
+        pim_need += p
+        normal_need += q
+        if draft2 is not None:  # a draft2 model runs on the drafter's devices, on the host
+            split = tab.draft2.get(draft2)
+            if split is None:
+                layout = self.costs.draft2_layout(arch)
+                if layout is None:
+                    raise ScenarioError(f"{model_name}: its draft2 model {draft2} runs on the host, and "
+                                        f"{arch.label()} leaves the host no memory it may use")
+                kib = self.costs.tensor_bytes(self.catalog.models[draft2], arch.devices).total_kib()
+                split = tab.draft2[draft2] = self.costs.split_kib(arch, layout, kib)
+            pim_need += split[0]
+            normal_need += split[1]
+        return CapacityUse(pim_need, normal_need, *tab.capacity_kib)
+
+    def capacity_table(self, model_name: str, arch: ArchConfig) -> CapacityTable:
+        """The (PIM-side, normal-side) KiB of each of the model's tensors in each layout, and what the
+        architecture holds (cached per model and architecture)."""
+        key = (model_name, arch)
+        tab = self._capacity_tables.get(key)
+        if tab is None:
+            c = self.costs
+            tb = c.tensor_bytes(self.catalog.models[model_name], arch.devices)
+            layouts = ("normal", "spread", "pim")
+            ops = tuple({lay: c.split_kib(arch, lay, tb.op_kib[op]) for lay in layouts} for op in PLACEABLE_OPS)
+            embedding = {lay: c.split_kib(arch, lay, tb.embedding_kib) for lay in layouts}
+            tab = self._store(self._capacity_tables, key, CapacityTable(ops, embedding, c.capacity_kib(arch), {}))
+        return tab
 
     def check_capacity(self, label: str, md: ModelDesign, cap: CapacityUse) -> None:
         """ScenarioError naming the side that overflows and by how much."""
@@ -380,47 +479,69 @@ class Evaluator:
         if hit is not None:
             return hit
         name = model_name or md.model
-        model = self.catalog.models[name]
         arch = self._arch(md)
-        c = self.costs
         if host_only:
-            layout = c.draft2_layout(arch)
+            layout = self.costs.draft2_layout(arch)
             if layout is None:
                 raise ScenarioError(f"{name}: a draft2 model runs on the host, and {arch.label()} leaves the host "
                                     "no memory it may use")
             places = {op: Placement(engine="host", share=0, layout=layout) for op in PLACEABLE_OPS}
         else:
             places = md.placement
-        levels = c.share_levels
+        tab = self.pass_table(name, arch, tokens)
+        keys = tuple(places[op].key for op in PLACEABLE_OPS)
         op_cost: dict[str, OpCost] = {}
-        nodes = []
-        for op in PLACEABLE_OPS:
-            p = places[op]
-            oc = c.placement_cost(model, op, p, arch, tokens)
+        for op, pkey, costs in zip(PLACEABLE_OPS, keys, tab.ops):
+            oc = costs.get(pkey)
             if oc is None:
+                p = places[op]
                 raise ScenarioError(f"{name}: operator {op} cannot run on {p.engine} ({p.layout}) of {arch.label()}")
             op_cost[op] = oc
-            if op in LAYER_OPS:
-                if p.engine == "pim":
-                    nodes.append((op, oc.time_ns, 0, p.share, 0))
-                else:
-                    nodes.append((op, oc.time_ns, 1, levels if c.host_contends_with_pim(arch, p.layout) else 0, 0))
-        ar = c.allreduce_cost(model, arch, tokens)
-        for n in layer_order(model.parallel_block):
-            if n.startswith("allreduce"):
-                nodes.append((n, ar.time_ns, 0, 0, 1))
-        makespan, starts = layer_schedule(model.parallel_block, tuple(nodes), levels)
-        n_ar = 1 if model.parallel_block else 2
-        emb = c.embedding_cost(model, arch, places["lm_head"].layout, tokens)
+        makespan, starts = layer_schedule(tab.parallel_block, tab.layer_nodes(keys), tab.levels)
+        emb, ar, n_ar = tab.embedding[keys[-1][2]], tab.allreduce, tab.allreduces
         layer_parts = [sum(op_cost[op].parts_nj[k] for op in LAYER_OPS) + n_ar * ar.parts_nj[k]
                        for k in range(len(COMPONENTS))]
-        parts = tuple(model.layers * layer_parts[k] + op_cost["lm_head"].parts_nj[k] + emb.parts_nj[k]
+        parts = tuple(tab.layers * layer_parts[k] + op_cost["lm_head"].parts_nj[k] + emb.parts_nj[k]
                       for k in range(len(COMPONENTS)))
-        time_ns = emb.time_ns + model.layers * makespan + op_cost["lm_head"].time_ns
+        time_ns = emb.time_ns + tab.layers * makespan + op_cost["lm_head"].time_ns
         price = PassPrice(tokens, time_ns, sum(parts), parts, makespan,
                           {op: op_cost[op].time_ns for op in PLACEABLE_OPS},
                           {op: op_cost[op].energy_nj for op in PLACEABLE_OPS}, ar.time_ns, emb.time_ns, starts)
         return self._store(self._pass_cache, key, price)
+
+    def pass_table(self, model_name: str, arch: ArchConfig, tokens: int) -> PassTable:
+        """The cost tables of a pass of model `model_name` on `arch` over `tokens` tokens (cached)."""
+        key = (model_name, arch, tokens)
+        tab = self._pass_tables.get(key)
+        if tab is None:
+            tab = self._store(self._pass_tables, key, PassTable(self.costs, self.catalog.models[model_name], arch,
+                                                                tokens))
+        return tab
+
+    def layer_nodes(self, md: ModelDesign, tokens: int) -> tuple[tuple[str, int, int, int, int], ...]:
+        """The layer-schedule nodes that `pass_price(md, tokens)` schedules: (name, duration_ns, host,
+        PIM and link demand) per node (`schedule.Node`; the PIM units hold `costs.share_levels` slots).
+        For pictures and checks of a pass's schedule; pricing never calls it."""
+        tab = self.pass_table(md.model, self._arch(md), tokens)
+        return tab.layer_nodes(tuple(md.placement[op].key for op in PLACEABLE_OPS))
+
+    @staticmethod
+    def pass_time_energy(tab: PassTable, keys: tuple[tuple[str, int, str], ...]) -> tuple[int, int]:
+        """(time_ns, energy_nj) of `pass_price` for placement keys (`Placement.key`, one per PLACEABLE_OPS
+        op) the architecture offers, without the breakdown: the same sums, with the energy's components
+        added up first (integers, so the totals are equal)."""
+        time, energy = tab.time, tab.energy
+        if tab.chain:
+            makespan = (time[0][keys[0]] + time[1][keys[1]] + time[2][keys[2]] + time[3][keys[3]]
+                        + time[4][keys[4]] + time[5][keys[5]] + tab.allreduce_layer_ns)
+        else:
+            makespan = layer_schedule(tab.parallel_block, tab.layer_nodes(keys), tab.levels)[0]
+        lm = keys[6]
+        emb = tab.embedding[lm[2]]
+        layer_nj = (energy[0][keys[0]] + energy[1][keys[1]] + energy[2][keys[2]] + energy[3][keys[3]]
+                    + energy[4][keys[4]] + energy[5][keys[5]] + tab.allreduce_layer_nj)
+        return (emb.time_ns + tab.layers * makespan + time[6][lm],
+                emb.energy_nj + tab.layers * layer_nj + energy[6][lm])
 
     def draft2_step(self, md: ModelDesign) -> OpCost:
         """One draft2 step (one token per sequence) on the drafter's devices."""
@@ -437,7 +558,7 @@ class Evaluator:
         """Drafter i's cycle (`md` its part of the design)."""
         mkey = self.model_key(md) if model_key is None else model_key
         st = md.staging
-        key = (i, mkey, None if st is None else (st.draft2, st.draft_length))
+        key = (i, mkey, None if st is None else (st.draft2, st.draft_length), md.tree)
         cycle = self._cycle_cache.get(key)
         if cycle is None:
             # a plain tuple of plain values: the garbage collector stops tracking it (cheaper collections)
@@ -445,7 +566,12 @@ class Evaluator:
         return DrafterCycle._make(cycle)
 
     def _drafter_cycle(self, i: int, md: ModelDesign, mkey: tuple) -> DrafterCycle:
-        tokens = drafter_cycle_tokens(self.scenario.batch_size, md.choice)
+        choice = md.choice
+        tokens = drafter_cycle_tokens(self.scenario.batch_size, choice)
+        if choice.tree is not None:  # a token tree: one cycle of passes, depth by depth
+            passes = [self.pass_price(md, t, model_key=mkey) for t in tree_pass_tokens(self.scenario.batch_size, choice)]
+            parts = tuple(sum(p.parts_nj[k] for p in passes) for k in range(len(COMPONENTS)))
+            return DrafterCycle(sum(p.time_ns for p in passes), sum(parts), parts, tokens)
         step = self.pass_price(md, tokens, model_key=mkey)
         if md.staging is None:
             return DrafterCycle(step.time_ns, step.energy_nj, step.parts_nj, tokens)
@@ -474,7 +600,8 @@ class Evaluator:
     def evaluate(self, design: Design, check: bool = True) -> Evaluation:
         """Metrics of a design with a breakdown (validated first unless check=False)."""
         priced = self._price(design, check, None)
-        return Evaluation(design, priced.metrics, self._breakdown(design, priced))
+        return Evaluation(design, priced.metrics, self._breakdown(design, priced), self.costs.host.kernel_model,
+                          self.catalog.files)
 
     def metrics(self, design: Design, check: bool = True, model_keys: Sequence[tuple] | None = None) -> Metrics:
         """`evaluate(design, check).metrics`, without building the breakdown. `model_keys`:
@@ -534,7 +661,8 @@ class Evaluator:
                 md.staging.draft2, md.staging.draft_length, cycle.staged[0], cycle.draft2_step_ns)
             drafters.append(DrafterBreakdown(**vars(base), alpha=self.alpha(i), draft_length=md.draft_length,
                                              cycle_ns=cycle.time_ns, drafting_energy_nj_per_round=priced.draft_nj[i],
-                                             staging=staging))
+                                             staging=staging, tree=md.tree,
+                                             tree_vector=None if md.tree is None else self.acceptance.tree(i)))
             weight = (stats.rounds_scaled[i] / spec.OUTCOME_SCALE) * (1 + stats.drafter_q[i] / spec.Q_SCALE)
             for k, e in enumerate(cycle.parts_nj):
                 components[k] += weight * e

@@ -10,8 +10,8 @@ fixed to half), so its factor over GPU-SI can be below 1; every later step conta
 
 from __future__ import annotations
 
-from specpim_cp.catalog import Catalog, default_catalog
-from specpim_cp.scenario import Scenario
+from specpim_cp.catalog import Catalog
+from specpim_cp.scenario import Scenario, scenario_catalog
 
 LADDER_STEPS = ("GPU-SI", "+attention offload", "+free mapping", "+pipeline", "+free architecture")
 
@@ -24,7 +24,7 @@ def ladder_memory(scenario: Scenario) -> str:
 
 def ladder_scenarios(scenario: Scenario, catalog: Catalog | None = None) -> list[tuple[str, Scenario]]:
     """(step name, restricted scenario) for every step of the ladder, in order."""
-    catalog = catalog or default_catalog()
+    catalog = catalog or scenario_catalog(scenario)
     mem = ladder_memory(scenario)
     half = catalog.memory(mem).max_pim_units // 2
     base = scenario.space.model_dump()

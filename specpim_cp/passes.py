@@ -13,18 +13,28 @@ from functools import lru_cache
 from specpim_cp import speculation as spec
 from specpim_cp.catalog import Catalog
 from specpim_cp.design import DrafterChoice, SpecChoice
+from specpim_cp.errors import ScenarioError
 from specpim_cp.scenario import Scenario
+from specpim_cp.trees import TreeDraft, draft_pass_tokens, positional_vector
 
 
 # -- tokens per pass -------------------------------------------------------------------------
 def verifier_tokens(batch: int, choice: SpecChoice) -> int:
-    """The verification pass: every drafted token of every drafter plus one, per sequence."""
-    return batch * (sum(d.draft_length for d in choice.drafters) + 1)
+    """The verification pass: every drafted node of every drafter's chain or tree plus one, per sequence."""
+    return batch * (sum(d.nodes for d in choice.drafters) + 1)
 
 
 def drafter_cycle_tokens(batch: int, drafter: DrafterChoice) -> int:
-    """A drafter's own pass in one cycle: one token per sequence, or (staged) the draft2's gamma2 + 1."""
+    """A drafter's own pass in one cycle: one token per sequence (a chain step, or a tree's root pass),
+    or (staged) the draft2's gamma2 + 1."""
     return batch if drafter.staging is None else batch * (drafter.staging.draft_length + 1)
+
+
+def tree_pass_tokens(batch: int, drafter: DrafterChoice) -> tuple[int, ...]:
+    """The passes that draft a token tree, depth by depth: one over the root and one over the nodes of
+    every depth but the last (1, w_1, ..., w_{D-1} tokens per sequence)."""
+    assert drafter.tree is not None
+    return tuple(batch * w for w in draft_pass_tokens(drafter.tree))
 
 
 def draft2_tokens(batch: int) -> int:
@@ -39,9 +49,36 @@ def pass_tokens(batch: int, choice: SpecChoice, index: int) -> int:
 
 # -- acceptance ------------------------------------------------------------------------------
 def drafter_acceptance(scenario: Scenario, catalog: Catalog, i: int) -> float:
-    """Drafter i's acceptance rate: the scenario's value, else the catalog's (pair, family, default)."""
+    """Drafter i's acceptance rate: the scenario's value, else the rank-1 entry of its token trees'
+    acceptance_vector, else the catalog's (pair, family, default)."""
     e = scenario.drafters[i]
-    return e.acceptance if e.acceptance is not None else catalog.default_acceptance(e.model, scenario.verifier.model)
+    if e.acceptance is not None:
+        return e.acceptance
+    if e.tree is not None and e.tree.acceptance_vector is not None:
+        return e.tree.acceptance_vector[0]
+    return catalog.default_acceptance(e.model, scenario.verifier.model)
+
+
+def tree_vector(scenario: Scenario, catalog: Catalog, i: int, alpha: float) -> tuple[float, ...] | None:
+    """Drafter i's positional acceptance vector p_1..p_R for token trees (None without a [tree] table):
+    the scenario's acceptance_vector, else alpha with the catalog's conditional tail ([TREE])."""
+    t = scenario.drafters[i].tree
+    if t is None:
+        return None
+    if t.acceptance_vector is not None:
+        return tuple(t.acceptance_vector)
+    tail = catalog.tree_conditional_tail
+    if len(tail) < t.max_children - 1:
+        raise ScenarioError(f"drafters[{i}].tree.max_children: {t.max_children} needs {t.max_children - 1} "
+                            f"conditional rates but the catalog's tree_conditional_tail has {len(tail)}; "
+                            "give tree.acceptance_vector")
+    try:
+        return positional_vector(alpha, tail, t.max_children)
+    except ValueError:
+        raise ScenarioError(
+            f"drafters[{i}].tree: acceptance {alpha:g} is below the catalog's rank-2 conditional rate "
+            f"{tail[0]:g} / (1 + {tail[0]:g}), so its default vector would rank a worse candidate above the best; "
+            "give tree.acceptance_vector") from None
 
 
 def draft2_acceptance(scenario: Scenario, catalog: Catalog, i: int, draft2: str) -> float:
@@ -57,6 +94,7 @@ class Acceptance:
 
     drafters: tuple[float, ...]
     draft2: tuple[dict[str, float], ...]
+    trees: tuple[tuple[float, ...] | None, ...] = ()  # per drafter: positional vector of its token trees
 
     @classmethod
     def of(cls, scenario: Scenario, catalog: Catalog) -> Acceptance:
@@ -64,7 +102,16 @@ class Acceptance:
         d2 = tuple({name: draft2_acceptance(scenario, catalog, i, name)
                     for name in (scenario.drafters[i].staging.draft2 if scenario.drafters[i].staging else ())}
                    for i in range(n))
-        return cls(tuple(drafter_acceptance(scenario, catalog, i) for i in range(n)), d2)
+        alphas = tuple(drafter_acceptance(scenario, catalog, i) for i in range(n))
+        trees = tuple(tree_vector(scenario, catalog, i, alphas[i]) for i in range(n))
+        return cls(alphas, d2, trees)
+
+    def tree(self, i: int) -> tuple[float, ...]:
+        """Drafter i's positional vector (ScenarioError if it has no token trees)."""
+        p = self.trees[i] if i < len(self.trees) else None
+        if p is None:
+            raise ScenarioError(f"drafters[{i}]: a token tree needs a [drafters.tree] table in the scenario")
+        return p
 
     def alpha2(self, i: int, draft2: str) -> float:
         return self.draft2[i][draft2]
@@ -93,22 +140,31 @@ class RoundStats:
 def round_stats(choice: SpecChoice, acceptance: Acceptance) -> RoundStats:
     alpha2 = tuple(None if d.staging is None else acceptance.alpha2(i, d.staging.draft2)
                    for i, d in enumerate(choice.drafters))
+    vectors = tuple(None if d.tree is None else acceptance.tree(i) for i, d in enumerate(choice.drafters))
     # a design without drafters on a scenario with drafters is autoregressive decoding (GPU-AR)
-    return _round_stats(choice, acceptance.drafters[:len(choice.drafters)], alpha2)
+    return _round_stats(choice, acceptance.drafters[:len(choice.drafters)], alpha2, vectors)
 
 
 @lru_cache(maxsize=1 << 16)
-def _round_stats(choice: SpecChoice, alphas: tuple[float, ...], alpha2: tuple[float | None, ...]) -> RoundStats:
-    gammas = choice.gammas
-    dists = tuple(((d.draft_length, spec.OUTCOME_SCALE),) if d.staging is None else
+def _round_stats(choice: SpecChoice, alphas: tuple[float, ...], alpha2: tuple[float | None, ...],
+                 vectors: tuple[tuple[float, ...] | None, ...]) -> RoundStats:
+    pipe = choice.pipeline
+    # a token tree is drafted in one cycle (its depth passes, CYC-1); a chain in gamma cycles, or staged
+    dists = tuple(((1, spec.OUTCOME_SCALE),) if d.tree is not None else
+                  ((d.draft_length, spec.OUTCOME_SCALE),) if d.staging is None else
                   spec.staged_rounds_int(a2, d.staging.draft_length, d.draft_length)
                   for d, a2 in zip(choice.drafters, alpha2, strict=True))
-    pipe = choice.pipeline
+    if all(v is None for v in vectors):  # chains: the chain formulas
+        gammas = choice.gammas
+        tokens = spec.expected_tokens_micro(alphas, gammas, pipeline=pipe)  # BONUS-1
+        q = spec.fail_q(alphas, gammas) if pipe else 0
+        drafter_q = tuple(spec.drafter_fail_q(alphas, gammas, i) if pipe else 0 for i in range(len(gammas)))
+    else:  # token trees: the depth-mass formulas [TREE-2]
+        drafts = [(a, d.draft_length) if v is None else TreeDraft(v, d.tree)
+                  for a, v, d in zip(alphas, vectors, choice.drafters, strict=True)]
+        tokens = spec.expected_tokens_micro_drafts(drafts, pipeline=pipe)
+        q = spec.fail_q_drafts(drafts) if pipe else 0
+        drafter_q = tuple(spec.drafter_fail_q_drafts(drafts, i) if pipe else 0 for i in range(len(drafts)))
     return RoundStats(
-        tokens_micro=spec.expected_tokens_micro(alphas, gammas, pipeline=pipe),  # BONUS-1
-        q=spec.fail_q(alphas, gammas) if pipe else 0,
-        outcomes=spec.draft_outcomes(dists),
-        dists=dists,
-        rounds_scaled=tuple(spec.expected_rounds_scaled(d) for d in dists),
-        drafter_q=tuple(spec.drafter_fail_q(alphas, gammas, i) if pipe else 0 for i in range(len(gammas))),
-    )
+        tokens_micro=tokens, q=q, outcomes=spec.draft_outcomes(dists), dists=dists,
+        rounds_scaled=tuple(spec.expected_rounds_scaled(d) for d in dists), drafter_q=drafter_q)

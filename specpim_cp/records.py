@@ -8,10 +8,12 @@ raises `ValueError`, which the result store treats as an unreadable line.
 from __future__ import annotations
 
 from dataclasses import asdict, dataclass, field, fields, replace
+from numbers import Real
 from typing import Any
 
 from specpim_cp.catalog import Catalog
 from specpim_cp.design import Design
+from specpim_cp.graph import PLACEABLE_OPS
 
 
 @dataclass(frozen=True)
@@ -24,6 +26,10 @@ class RecordMetrics:
     tokens_per_round: float
     round_time_ns: int
     edp: float
+
+    def __post_init__(self):
+        if not all(isinstance(v, Real) and not isinstance(v, bool) for v in asdict(self).values()):
+            raise ValueError("malformed record (metrics must be numbers)")
 
     @classmethod
     def of(cls, metrics) -> RecordMetrics:
@@ -50,6 +56,7 @@ class PimAllocation:
     pim_ops: tuple[str, ...]
     draft_length: int | None
     staging: dict | None
+    tree: tuple[int, ...] | None = None  # a token tree's width profile (draft_length: its depth)
 
     @classmethod
     def of_design(cls, design: Design, catalog: Catalog) -> tuple[PimAllocation, ...]:
@@ -58,8 +65,9 @@ class PimAllocation:
             per_group = catalog.memory(md.memory_type).units_per_group
             out.append(cls(role, md.model, md.memory_type, md.devices, md.pim_units, per_group,
                            md.pim_units / per_group,
-                           tuple(op for op, p in md.placement.items() if p.engine == "pim"),
-                           md.draft_length, None if md.staging is None else md.staging.model_dump(mode="json")))
+                           _pim_ops(md.placement),
+                           md.draft_length, None if md.staging is None else md.staging.model_dump(mode="json"),
+                           md.tree))
         return tuple(out)
 
 
@@ -70,6 +78,32 @@ class FrontPoint:
     metrics: RecordMetrics
     design: dict
     pim: tuple[PimAllocation, ...]
+
+
+@dataclass(frozen=True)
+class GridCell:
+    """Where a record sits in a grid (`grid.py`): the axes in the grid file's order, the cell's index
+    along each, the axis lengths, and the cell's values (JSON) with their labels for tables and plots."""
+
+    grid: str
+    axes: tuple[str, ...]
+    index: tuple[int, ...]
+    sizes: tuple[int, ...]
+    labels: tuple[str, ...]
+    values: tuple[Any, ...]
+
+    @classmethod
+    def from_json(cls, data: Any) -> GridCell:
+        if not isinstance(data, dict):
+            raise ValueError("malformed record (cell is not an object)")  # noqa: TRY004
+        cell = cls(str(data["grid"]), tuple(map(str, data["axes"])), tuple(int(i) for i in data["index"]),
+                   tuple(int(n) for n in data["sizes"]), tuple(map(str, data["labels"])), tuple(data["values"]))
+        if not len(cell.axes) == len(cell.index) == len(cell.sizes) == len(cell.labels) == len(cell.values):
+            raise ValueError("malformed record (cell fields differ in length)")
+        return cell
+
+    def value_of(self, axis: str) -> Any:
+        return self.values[self.axes.index(axis)]
 
 
 @dataclass(frozen=True)
@@ -108,6 +142,9 @@ class Record:
     description: str | None = None
     copied_from: str | None = None
     front: tuple[FrontPoint, ...] | None = None
+    batch: str | None = None  # name of the set or grid the record was run for (the report's title)
+    cell: GridCell | None = None  # grid records: the cell's axis values
+    hint_from: str | None = None  # grid records: the neighbour cell whose design warm-started the solve
 
     def with_(self, **changes: Any) -> Record:
         return replace(self, **changes)
@@ -134,13 +171,42 @@ class Record:
             if kw.get("front") is not None:
                 kw["front"] = tuple(FrontPoint(RecordMetrics(**p["metrics"]), p["design"],
                                                tuple(_pim(q) for q in p["pim"])) for p in kw["front"])
+            if kw.get("cell") is not None:
+                kw["cell"] = GridCell.from_json(kw["cell"])
             rec = cls(**kw)
-        except (TypeError, KeyError) as exc:
+        except (TypeError, KeyError, AttributeError, IndexError) as exc:
             raise ValueError(f"malformed record ({exc})") from None
-        if not all(isinstance(getattr(rec, k), str) for k in ("key", "scenario", "method", "part")):
-            raise ValueError("malformed record (key, scenario, method and part must be strings)")
+        _check_types(rec)
         return rec
 
 
+_STRINGS = ("key", "scenario", "scenario_file", "scenario_hash", "family", "scenario_objective", "objective_name",
+            "method", "part")
+_OPTIONAL = {"status": str, "error": str, "attempt": str, "batch": str, "hint_from": str, "step": str,
+             "design": dict, "options": dict}
+
+
+def _check_types(rec: Record) -> None:
+    """The fields the report sorts, groups and divides by have their types (a line of JSON that is not a
+    record must not crash the report later)."""
+    bad = [k for k in _STRINGS if not isinstance(getattr(rec, k), str)]
+    bad += [k for k in ("batch_size", "parts") if type(getattr(rec, k)) is not int]
+    bad += [k for k, t in _OPTIONAL.items() if getattr(rec, k) is not None and not isinstance(getattr(rec, k), t)]
+    bad += [k for k in ("objective", "bound", "gap", "wall_s")
+            if getattr(rec, k) is not None and (isinstance(getattr(rec, k), bool)
+                                                or not isinstance(getattr(rec, k), (int, float)))]
+    if bad:
+        raise ValueError(f"malformed record ({', '.join(bad)}: wrong type)")
+
+
+def _pim_ops(placement: dict) -> tuple[str, ...]:
+    """The operators on PIM in the graph's order (not the placement dict's, which depends on where the
+    design came from: a solver, or a record's JSON with sorted keys)."""
+    order = {op: i for i, op in enumerate(PLACEABLE_OPS)}
+    return tuple(sorted((op for op, p in placement.items() if p.engine == "pim"),
+                        key=lambda op: (order.get(op, len(order)), op)))
+
+
 def _pim(p: dict) -> PimAllocation:
-    return PimAllocation(**{**p, "pim_ops": tuple(p["pim_ops"])})
+    tree = p.get("tree")
+    return PimAllocation(**{**p, "pim_ops": tuple(p["pim_ops"]), "tree": None if tree is None else tuple(tree)})

@@ -9,7 +9,8 @@ at any time, also on a batch that is still running or was killed. Sections:
   the status and proven gap of every exact result;
 - the ablation ladder per model family as factors (each step's optimum over the previous step's);
 - where the PIM goes: per scenario and model, the fraction of memory units that are PIM units;
-- plots (matplotlib Agg, no pyplot state): speedup, energy efficiency, ladder, PIM allocation, Pareto fronts.
+- plots (matplotlib Agg, no pyplot state): speedup, energy efficiency, ladder, PIM allocation, Pareto fronts,
+  and one schedule picture per family (the exact design of its smallest batch, `show.schedule_figure`).
 """
 
 from __future__ import annotations
@@ -20,7 +21,8 @@ from dataclasses import dataclass, field
 from pathlib import Path
 
 from specpim_cp.batch import read_records, sort_key, write_derived_files
-from specpim_cp.files import write_atomic
+from specpim_cp.errors import ScenarioError
+from specpim_cp.files import safe_stem, write_atomic
 from specpim_cp.ladder import LADDER_STEPS
 from specpim_cp.records import Record
 from specpim_cp.report_text import table
@@ -106,7 +108,7 @@ def scaled(v: float | None, factor: float) -> float | None:
 def fmt(v: float | None, digits: int = 3) -> str:
     if v is None:
         return "-"
-    return f"{v:,.{digits}g}" if abs(v) < 10 ** digits else f"{v:,.0f}"
+    return f"{v:,.{digits}g}" if abs(v) < 10 ** digits - 0.5 else f"{v:,.0f}"  # 999.7: "1,000", not "1e+03"
 
 
 def fmt_excess(r: float | None) -> str:
@@ -210,11 +212,12 @@ def pim_table(groups: Sequence[ScenarioResults]) -> Table | None:
         for p in r.pim:
             rows.append([s.name, r.method, p.role, p.model, p.memory_type, str(p.devices),
                          f"{p.pim_units}/{p.units_per_group}", fmt(p.pim_fraction, 2), ", ".join(p.pim_ops) or "-",
-                         "-" if p.draft_length is None else str(p.draft_length)])
+                         "-" if p.draft_length is None else str(p.draft_length) if p.tree is None else
+                         "tree " + "-".join(map(str, p.tree))])
     if not rows:
         return None
     headers = ["scenario", "from", "role", "model", "memory", "devices", "PIM units", "PIM fraction",
-               "operators on PIM", "draft len"]
+               "operators on PIM", "draft (length or tree)"]
     title = "Where the PIM goes (best design: exact, else heuristic; PIM units per memory group)"
     return title, headers, rows
 
@@ -278,15 +281,27 @@ def md_table(headers: Sequence[str], rows: Sequence[Sequence[str]]) -> str:
 # ------------------------------------------------------------------------------------------------
 # Plots
 # ------------------------------------------------------------------------------------------------
-def _figure(width: float, height: float):
+def new_figure(width: float, height: float):
     from matplotlib.figure import Figure  # the Agg canvas, without pyplot's global state
 
     return Figure(figsize=(width, height), dpi=110, layout="constrained")
 
 
+def save_figure(fig, path: Path) -> Path:
+    """A PNG written atomically with mode 0644."""
+    import io
+
+    buf = io.BytesIO()
+    fig.savefig(buf, format="png")
+    write_atomic(path, buf.getvalue())
+    return path
+
+
 def _bars(groups: Sequence[ScenarioResults], value: Callable[[ScenarioResults, str], float | None],
-          methods: Sequence[str], ylabel: str, title: str, path: Path) -> Path:
-    fig = _figure(max(7.0, 0.75 * len(groups) + 3), 4.8)
+          methods: Sequence[str], ylabel: str, title: str, path: Path) -> Path | None:
+    if not methods or all(value(s, m) is None for s in groups for m in methods):
+        return None  # nothing to compare (e.g. a ladder-only batch, or GPU-SI missing everywhere)
+    fig = new_figure(max(7.0, 0.75 * len(groups) + 3), 4.8)
     ax = fig.subplots()
     width = 0.8 / len(methods)
     for j, m in enumerate(methods):
@@ -305,21 +320,20 @@ def _bars(groups: Sequence[ScenarioResults], value: Callable[[ScenarioResults, s
     ax.grid(axis="y", alpha=0.3)
     ax.legend(fontsize=8, ncols=min(len(methods) + 1, 6), loc="upper left")
     ax.set_ylim(0, max([v for s in groups for m in methods if (v := value(s, m)) is not None] + [1.0]) * 1.25)
-    fig.savefig(path)
-    return path
+    return save_figure(fig, path)
 
 
 def _plotted_methods(groups: Sequence[ScenarioResults]) -> list[str]:
     return [m for m in ("GPU-AR", *PIM_BASELINES, "heuristic", "exact") if any(s.solved(m) for s in groups)]
 
 
-def plot_speedup(groups: Sequence[ScenarioResults], path: Path) -> Path:
+def plot_speedup(groups: Sequence[ScenarioResults], path: Path) -> Path | None:
     return _bars(groups, lambda s, m: ratio(s.latency("GPU-SI"), s.latency(m)), _plotted_methods(groups),
                  "speedup over GPU-SI (latency ratio, x)",
                  "Speedup over GPU speculative inference (GPU-SI); no bar: infeasible", path)
 
 
-def plot_energy(groups: Sequence[ScenarioResults], path: Path) -> Path:
+def plot_energy(groups: Sequence[ScenarioResults], path: Path) -> Path | None:
     return _bars(groups, lambda s, m: ratio(s.energy("GPU-SI"), s.energy(m)), _plotted_methods(groups),
                  "energy efficiency over GPU-SI (energy ratio, x)",
                  "Energy efficiency over GPU-SI (energy per token ratio); no bar: infeasible", path)
@@ -342,14 +356,14 @@ def plot_ladder(groups: Sequence[ScenarioResults], path: Path) -> Path | None:
 
     steps = len(LADDER_STEPS) - 1
     width = 0.84 / steps
-    fig = _figure(max(8.0, 0.9 * len(bars) + 3), 5.4)
+    fig = new_figure(max(8.0, 0.9 * len(bars) + 3), 5.4)
     ax = fig.subplots()
     ax.set_yscale("log")
     top, bottom = 1.0, 1.0
     for i, (_, cum, mean) in enumerate(bars):
         for k in range(1, len(LADDER_STEPS)):
-            if cum[k - 1] is None or cum[k] is None:
-                continue
+            if cum[k - 1] is None or cum[k] is None or cum[k - 1] <= 0 or cum[k] <= 0:
+                continue  # a missing step (or a zero latency, which a log axis cannot show)
             x = i + (k - 1 - (steps - 1) / 2) * width
             lo, hi = sorted((cum[k - 1], cum[k]))
             ax.bar(x, hi - lo, width, bottom=lo, color=STEP_COLORS[k], edgecolor="black", linewidth=0.4,
@@ -380,8 +394,7 @@ def plot_ladder(groups: Sequence[ScenarioResults], path: Path) -> Path | None:
     ax.set_ylabel("speedup over GPU-SI (x, log scale)")
     ax.set_title("Ablation ladder: each bar spans one step's speedup factor (label)")
     ax.grid(axis="y", alpha=0.3)
-    fig.savefig(path)
-    return path
+    return save_figure(fig, path)
 
 
 def plot_pim(groups: Sequence[ScenarioResults], path: Path) -> Path | None:
@@ -393,7 +406,7 @@ def plot_pim(groups: Sequence[ScenarioResults], path: Path) -> Path | None:
         rows += [(f"{s.name} | {p.role.replace('drafters', 'drafter')} {p.model}", p) for p in r.pim]
     if not rows:
         return None
-    fig = _figure(8.5, 0.28 * len(rows) + 1.6)
+    fig = new_figure(8.5, 0.28 * len(rows) + 1.6)
     ax = fig.subplots()
     ys = list(range(len(rows)))[::-1]
     scenario_of = [label.split(" | ")[0] for label, _ in rows]
@@ -418,8 +431,7 @@ def plot_pim(groups: Sequence[ScenarioResults], path: Path) -> Path | None:
     ax.legend(handles=[Patch(color=MEMORY_COLORS.get(m, "#8c564b"), label=m) for m in mems],
               title="memory type", fontsize=8, loc="upper left", bbox_to_anchor=(1.0, 1.0))
     ax.grid(axis="x", alpha=0.3)
-    fig.savefig(path)
-    return path
+    return save_figure(fig, path)
 
 
 def plot_pareto(groups: Sequence[ScenarioResults], path: Path) -> Path | None:
@@ -429,7 +441,7 @@ def plot_pareto(groups: Sequence[ScenarioResults], path: Path) -> Path | None:
         return None
     from matplotlib.ticker import FuncFormatter, MaxNLocator
 
-    fig = _figure(max(7.0, 4.8 * len(fronts)), 8.4)
+    fig = new_figure(max(7.0, 4.8 * len(fronts)), 8.4)
     axes = fig.subplots(2, len(fronts), squeeze=False)
     for col, s in enumerate(fronts):
         ax, zoom = axes[0][col], axes[1][col]
@@ -469,8 +481,7 @@ def plot_pareto(groups: Sequence[ScenarioResults], path: Path) -> Path | None:
             zoom.annotate(f"{x:,.0f} us, {y:,.0f} mJ", (x, y), textcoords="offset points",
                           xytext=(-4, 4) if last else (4, 4), ha="right" if last else "left", fontsize=6)
     fig.suptitle("Latency-energy Pareto fronts (exact)")
-    fig.savefig(path)
-    return path
+    return save_figure(fig, path)
 
 
 # ------------------------------------------------------------------------------------------------
@@ -483,10 +494,41 @@ class Report:
     files: list[Path]
 
 
+def plot_schedules(groups: Sequence[ScenarioResults], out: Path) -> tuple[list[Path], list[str]]:
+    """One schedule picture per family: the exact design of its smallest batch (`show.schedule_figure`).
+    A scenario file that moved or changed since the run is skipped with a note (the picture would not be
+    the recorded design's)."""
+    from specpim_cp.design import parse_design
+    from specpim_cp.scenario import load_scenario
+    from specpim_cp.show import schedule_figure
+
+    made, notes = [], []
+    first: dict[str, Record] = {}
+    for s in groups:
+        r = s.solved("exact")
+        if r is not None and r.design is not None and s.family not in first:
+            first[s.family] = r
+    for family, r in sorted(first.items()):
+        try:
+            sc = load_scenario(r.scenario_file)
+            if sc.content_hash() != r.scenario_hash:
+                notes.append(f"schedule of {r.scenario}: skipped, {r.scenario_file} changed since the run")
+                continue
+            made.append(schedule_figure(sc, parse_design(r.design), out / f"schedule-{safe_stem(family)}.png"))
+        except ScenarioError as exc:
+            notes.append(f"schedule of {r.scenario}: skipped ({exc})")
+    return made, notes
+
+
 def build_report(out: str | Path, plots: bool = True) -> Report:
-    """Regenerate results.csv, pareto/*.csv, summary.md and the plots of a batch directory."""
+    """Regenerate results.csv, pareto/*.csv, summary.md and the plots of a batch directory (a grid
+    directory, detected from its records, gets the grid report of `report_grid.py`)."""
     out = Path(out)
     records = read_records(out)
+    if any(r.cell is not None for r in records):
+        from specpim_cp.report_grid import build_grid_report  # builds on this module's helpers
+
+        return build_grid_report(out, records, plots)
     files = write_derived_files(out, records)
     groups = group(records)
     tables = [*latency_energy_tables(groups), speedup_table(groups)]
@@ -499,19 +541,39 @@ def build_report(out: str | Path, plots: bool = True) -> Report:
             p = fn(groups, out / name)
             if p is not None:
                 made.append(p)
+        pictures, picture_notes = plot_schedules(groups, out)
+        made += pictures
     header = _header(records, groups)
+    if plots and picture_notes:
+        header.append("Schedule pictures: " + "; ".join(picture_notes))
     checks = consistency_checks(groups)
     verdict = "all passed" if not checks else "\n- ".join([f"{len(checks)} VIOLATION(S)", *checks])
     header.append("Consistency checks (exact <= baselines and heuristic, nested ladder steps, Pareto front "
                   f"vs exact): {verdict}")
-    text = "\n\n".join([*header, *(f"{title}\n{table(h, rows)}" for title, h, rows in tables)])
-    md = ["# Batch report: " + out.name, ""] + [line for h in header for line in (h, "")]
+    name = batch_title(records, out)
+    text = "\n\n".join([f"Batch report: {name}", *header,
+                         *(f"{title}\n{table(h, rows)}" for title, h, rows in tables)])
+    md = ["# Batch report: " + name, ""] + [line for h in header for line in (h, "")]
     for title, h, rows in tables:
         md += [f"## {title}", "", md_table(h, rows), ""]
     if made:
-        md += ["## Plots", ""] + [f"![{p.stem}]({p.name})" for p in made] + [""]
+        md += ["## Plots", ""] + [f"![{p.stem}]({p.name})" for p in made if not p.stem.startswith("schedule-")]
+        md += [""]
+        schedules = [p for p in made if p.stem.startswith("schedule-")]
+        if schedules:
+            md += ["## Schedules (exact design of each family's smallest batch: one layer per model, the round)",
+                   ""] + [f"![{p.stem}]({p.name})" for p in schedules] + [""]
     write_atomic(out / "summary.md", "\n".join(md))
     return Report(text, "\n".join(md), [*files, out / "summary.md", *made])
+
+
+def batch_title(records: Sequence[Record], out: Path) -> str:
+    """The set's (or grid's) name the records were run for; older records: their scenario files' folder."""
+    names = sorted({r.batch for r in records if r.batch})
+    if names:
+        return ", ".join(names)
+    folders = {Path(r.scenario_file).parent.name for r in records if r.scenario_file}
+    return folders.pop() if len(folders) == 1 and "" not in folders else out.name
 
 
 def _header(records: Sequence[Record], groups: Sequence[ScenarioResults]) -> list[str]:

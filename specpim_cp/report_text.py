@@ -8,6 +8,16 @@ from specpim_cp.design import Design, ModelDesign
 from specpim_cp.evaluate import GIB_IN_KIB
 from specpim_cp.graph import PLACEABLE_OPS
 from specpim_cp.scenario import Scenario
+from specpim_cp.trees import render_tree
+
+#: Human units of the objectives: (unit, factor from the evaluator's unit); metrics print the same units.
+HUMAN_UNITS = {"latency": ("us/token", 1e-3), "energy": ("mJ/token", 1e-6), "edp": ("us*mJ/token^2", 1e-9)}
+
+
+def human_objective(name: str, value) -> str:
+    """An objective value (evaluator units: ns/token, nJ/token, ns*nJ/token^2) in human units, with the unit."""
+    unit, factor = HUMAN_UNITS[name]
+    return f"{float(value) * factor:,.6g} {unit}"
 
 
 def table(headers: Sequence[str], rows: Sequence[Sequence[object]]) -> str:
@@ -38,7 +48,9 @@ def design_lines(sc: Scenario, design: Design) -> list[str]:
     out = []
     for label, md in design.models():
         extra = ""
-        if md.draft_length is not None:
+        if md.tree is not None:
+            extra = f", token tree {tree_text(md.tree)} ({sum(md.tree)} nodes, depth {len(md.tree)})"
+        elif md.draft_length is not None:
             extra = f", draft length {md.draft_length}"
             if md.staging is not None:
                 extra += f", staged by {md.staging.draft2} (draft length {md.staging.draft_length})"
@@ -55,9 +67,16 @@ def format_metrics(m) -> str:
             f"{m.tokens_per_round:.3f} tokens/round")
 
 
+def host_line(sc: Scenario, ev) -> str:
+    """The host, how its kernels were priced (fitted to measurements or a derated roofline), and the user
+    catalog files the price used."""
+    files = f"; catalog files: {', '.join(ev.catalog_files)}" if ev.catalog_files else ""
+    return f"host {sc.host}: kernels {ev.host_kernel_model}{files}"
+
+
 def format_evaluation(sc: Scenario, ev) -> str:
     lines = [f"scenario {sc.name}: batch {sc.batch_size}, context {sc.prompt_tokens}+{sc.generated_tokens}",
-             "design:", *design_lines(sc, ev.design), "metrics: " + format_metrics(ev.metrics), "breakdown:"]
+             host_line(sc, ev), "design:", *design_lines(sc, ev.design), "metrics: " + format_metrics(ev.metrics), "breakdown:"]
     b = ev.breakdown
     rows = []
     for label, mb in b.models():
@@ -78,7 +97,21 @@ def format_evaluation(sc: Scenario, ev) -> str:
                  f"P(pipelined round does not continue) {r.fail_probability:.4f}")
     lines.append("energy per round by component (mJ): " + ", ".join(
         f"{k} {v / 1e6:,.3f}" for k, v in r.energy_nj_by_component.items()))
+    for i, d in enumerate(b.drafters):
+        if d.tree is not None:
+            lines.append(f"token tree of drafters[{i}] ({d.model}), top-ranked candidates per node:")
+            lines += ["  " + line for line in render_tree(d.tree_vector, d.tree).splitlines()]
     return "\n".join(lines)
+
+
+def tree_text(widths) -> str:
+    """A width profile as text: nodes per depth joined by dashes (2-3-3)."""
+    return "-".join(str(w) for w in widths)
+
+
+def draft_text(md: ModelDesign) -> str:
+    """A drafter's draft in a few characters: its chain length, or `tree 2-3-3`."""
+    return str(md.draft_length) if md.tree is None else f"tree {tree_text(md.tree)}"
 
 
 def format_baselines(sc: Scenario, results) -> str:
@@ -88,10 +121,13 @@ def format_baselines(sc: Scenario, results) -> str:
             rows.append([r.name, "infeasible", "", "", "", r.error])
             continue
         m = r.evaluation.metrics
-        gam = ",".join(str(d.draft_length) for d in r.evaluation.design.drafters) or "-"
+        gam = ",".join(str(d.draft_length) if d.tree is None else f"tree {tree_text(d.tree)}"
+                       for d in r.evaluation.design.drafters) or "-"
         rows.append([r.name, m.latency_ns_per_token / 1e3, m.throughput_tokens_per_s, m.energy_pj_per_token / 1e9,
                      gam, r.description])
-    return f"scenario {sc.name} (objective {sc.objective})\n" + table(
+    priced = next((r.evaluation for r in results if r.evaluation is not None), None)
+    host = "" if priced is None else host_line(sc, priced) + "\n"
+    return f"scenario {sc.name} (objective {sc.objective})\n{host}" + table(
         ["baseline", "us/token", "tokens/s", "mJ/token", "draft len", "recipe"], rows)
 
 
@@ -101,7 +137,9 @@ def design_summary(sc: Scenario, design: Design) -> str:
     for label, md in design.models():
         pim = [op for op in PLACEABLE_OPS if md.placement[op].engine == "pim"]
         s = f"{md.model}:{md.devices}x{md.memory_type}-k{md.pim_units}[{'+'.join(pim) or 'host'}]"
-        if md.draft_length is not None:
+        if md.tree is not None:
+            s += f" tree={tree_text(md.tree)}"
+        elif md.draft_length is not None:
             s += f" g={md.draft_length}" + (f"/{md.staging.draft2}:{md.staging.draft_length}" if md.staging else "")
         parts.append(s)
     return " | ".join(parts) + (f" | pipeline={'on' if design.pipeline else 'off'}" if design.drafters else "")
@@ -109,11 +147,11 @@ def design_summary(sc: Scenario, design: Design) -> str:
 
 def format_solve(sc: Scenario, res) -> str:
     r = res.report
-    unit = {"latency": "ns/token", "energy": "nJ/token", "edp": "ns*nJ/token^2"}[r.objective_name]
     gap = "n/a" if r.gap is None else f"{100 * r.gap:.3g}%"
-    bound = "n/a" if r.bound is None else f"{float(r.bound):,.1f}"
-    head = (f"scenario {sc.name}: {r.method} {r.status}, objective {r.objective_name} = {float(r.objective):,.1f} "
-            f"{unit}, bound {bound}, gap {gap}, {r.wall_s:.2f} s, {r.iterations} iterations, seed {r.seed}, "
-            f"{r.solver_version}")
-    lines = [head, "design:", *design_lines(sc, res.design), "metrics: " + format_metrics(res.evaluation.metrics)]
+    bound = "n/a" if r.bound is None else human_objective(r.objective_name, r.bound)
+    head = (f"scenario {sc.name}: {r.method} {r.status}, objective {r.objective_name} = "
+            f"{human_objective(r.objective_name, r.objective)}, bound {bound}, gap {gap}, {r.wall_s:.2f} s, "
+            f"{r.iterations} iterations, seed {r.seed}, {r.solver_version}")
+    lines = [head, host_line(sc, res.evaluation), "design:", *design_lines(sc, res.design),
+             "metrics: " + format_metrics(res.evaluation.metrics)]
     return "\n".join(lines)

@@ -9,6 +9,9 @@ from fractions import Fraction
 
 from specpim_cp.evaluate import Evaluation
 
+#: Unit of SolveReport.objective and .bound (the evaluator's exact units) and of `objective` in JSON.
+OBJECTIVE_UNITS = {"latency": "ns/token", "energy": "nJ/token", "edp": "ns*nJ/token^2"}
+
 
 def solver_version() -> str:
     import ortools
@@ -41,6 +44,7 @@ class SolveReport:
     def as_dict(self) -> dict:
         d = asdict(self)
         d["objective"] = float(self.objective)
+        d["objective_unit"] = OBJECTIVE_UNITS.get(self.objective_name, "")
         d["objective_exact"] = f"{self.objective.numerator}/{self.objective.denominator}"
         d["bound"] = None if self.bound is None else float(self.bound)
         d["gap"] = self.gap
@@ -59,12 +63,14 @@ class SolveResult:
     def as_dict(self) -> dict:
         metrics = self.evaluation.as_dict()
         design = metrics.pop("design")
-        return {"design": design, "metrics": metrics, "solve": self.report.as_dict()}
+        return {"design": design, "host_kernel_model": metrics.pop("host_kernel_model"),
+                "catalog_files": metrics.pop("catalog_files"), "metrics": metrics, "solve": self.report.as_dict()}
 
     def to_json(self) -> str:
         return json.dumps(self.as_dict(), indent=2)
 
 
 def inputs_hash(scenario, options: dict) -> str:
-    blob = json.dumps({"scenario": scenario.model_dump(mode="json"), "options": options}, sort_keys=True)
+    """The scenario's fields, the content of its catalog files (`Scenario.hash_data`) and the options."""
+    blob = json.dumps({"scenario": scenario.hash_data(), "options": options}, sort_keys=True)
     return hashlib.sha256(blob.encode()).hexdigest()[:16]

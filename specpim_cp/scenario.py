@@ -2,25 +2,34 @@
 
 Every validation error names the field (`drafters[1].devices: ...`). Loading resolves catalog names,
 so a loaded Scenario carries the ModelSpecs it needs and downstream code never looks names up again.
+A scenario's `catalog` names user catalog files (a path relative to the scenario's folder, or a list);
+`scenario_catalog` is the catalog it is priced with, and its inputs hash covers those files' content.
 """
 
 from __future__ import annotations
 
 import hashlib
 import json
+from collections.abc import Sequence
 from pathlib import Path
 from typing import Literal
 
 import tomllib
 from pydantic import BaseModel, ConfigDict, Field, ValidationError, field_validator, model_validator
 
-from specpim_cp.catalog import Catalog, default_catalog
+from specpim_cp.catalog import Catalog, file_digest, load_catalog
 from specpim_cp.design import DEVICE_COUNTS
-from specpim_cp.errors import ScenarioError, format_validation_error
+from specpim_cp.errors import ScenarioError, format_validation_error, reject_bool_numbers
+from specpim_cp.trees import check_positional
 
 
 class _Strict(BaseModel):
     model_config = ConfigDict(extra="forbid", frozen=True)
+
+    @model_validator(mode="before")
+    @classmethod
+    def _no_bool_numbers(cls, data):
+        return reject_bool_numbers(cls, data)
 
 
 class StagingSpace(_Strict):
@@ -43,12 +52,43 @@ class StagingSpace(_Strict):
 class ModelEntry(_Strict):
     model: str
     devices: int | None = None  # None: chosen by the optimizer under `device_budget`
-    max_devices: int = 8
+    max_devices: int = Field(default=8, ge=1)
+
+
+class TreeSpace(_Strict):
+    """Token trees for one drafter (formulations/speculation_rounds.md, [TREE]): besides chains, every
+    width profile with at most `max_nodes` nodes, `max_children` candidates per node and depth up to
+    the scenario's max_draft_length, each drafted as its top-ranked tree."""
+
+    max_nodes: int = Field(default=8, ge=1, le=16)
+    # the catalog's conditional tail (Sequoia's measured vector) decreases up to rank 8 only
+    max_children: int = Field(default=4, ge=1, le=8)
+    # marginal P(the rank-r candidate is accepted), r = 1..max_children (missing ranks: 0)
+    acceptance_vector: list[float] | None = None
+
+    @model_validator(mode="after")
+    def _vector(self) -> TreeSpace:
+        v = self.acceptance_vector
+        if v is None:
+            return self
+        if not v or len(v) > self.max_children:
+            raise ValueError(f"acceptance_vector: needs 1..max_children ({self.max_children}) entries, got {len(v)}")
+        check_positional(v, "acceptance_vector")
+        return self
 
 
 class DrafterEntry(ModelEntry):
     acceptance: float | None = Field(default=None, ge=0.0, lt=1.0)
     staging: StagingSpace | None = None
+    tree: TreeSpace | None = None
+
+    @model_validator(mode="after")
+    def _tree_acceptance(self) -> DrafterEntry:
+        v = None if self.tree is None else self.tree.acceptance_vector
+        if v is not None and self.acceptance is not None and v[0] != self.acceptance:
+            raise ValueError(f"tree.acceptance_vector: its rank-1 entry {v[0]} is the chain acceptance, but "
+                             f"acceptance is {self.acceptance} (give one of them, or equal values)")
+        return self
 
 
 class Space(_Strict):
@@ -60,6 +100,7 @@ class Space(_Strict):
     pipeline: Literal["free", "on", "off"] = "free"
     draft_lengths: list[int] | None = None
     staging: Literal["free", "off"] = "free"
+    trees: Literal["free", "off"] = "free"  # "off": chains only, also for drafters with a [tree] table
     share_levels: int = Field(default=4, ge=1, le=8)
 
 
@@ -78,7 +119,7 @@ class Assumptions(_Strict):
 
 
 class Scenario(_Strict):
-    name: str = Field(min_length=1)
+    name: str = Field(min_length=1, max_length=100)
     description: str = ""
     batch_size: int = Field(ge=1, le=512)
     prompt_tokens: int = Field(ge=1)
@@ -92,6 +133,34 @@ class Scenario(_Strict):
     drafters: list[DrafterEntry] = Field(default_factory=list, max_length=4)
     space: Space = Field(default_factory=Space)
     assumptions: Assumptions = Field(default_factory=Assumptions)
+    # user catalog files merged over the built-in catalog, in order (`load_scenario` makes them absolute)
+    catalog: list[str] = Field(default_factory=list)
+
+    @field_validator("catalog", mode="before")
+    @classmethod
+    def _catalog_list(cls, v):
+        if isinstance(v, str):
+            return [v]
+        if not isinstance(v, list) or not all(isinstance(p, str) for p in v):
+            raise ValueError(f"a catalog TOML file name or a list of them, got {v!r}")
+        return v
+
+    @field_validator("catalog")
+    @classmethod
+    def _catalog_paths(cls, v: list[str]) -> list[str]:
+        if any(not p.strip() for p in v):
+            raise ValueError("an empty file name (give the path of a catalog TOML file)")
+        return v
+
+    @field_validator("name")
+    @classmethod
+    def _file_stem(cls, v: str) -> str:
+        """The name becomes output file and folder names (batch, sweep): it must not leave its folder."""
+        bad = [c for c in v if c in "/\\" or ord(c) < 32 or ord(c) == 127]
+        if bad or v.startswith(".") or v != v.strip():
+            raise ValueError(f"must not contain '/', '\\' or control characters, start with '.' or have "
+                             f"surrounding spaces (it names output files and folders), got {v!r}")
+        return v
 
     @model_validator(mode="after")
     def _devices(self) -> Scenario:
@@ -99,8 +168,16 @@ class Scenario(_Strict):
         for label, e in entries:
             if e.devices is not None and e.devices not in DEVICE_COUNTS:
                 raise ValueError(f"{label}.devices: must be one of {DEVICE_COUNTS}, got {e.devices}")
+            if e.devices is not None and e.devices > e.max_devices:
+                raise ValueError(f"{label}.max_devices: {e.max_devices} is below its devices ({e.devices})")
             if e.devices is None and self.device_budget is None:
                 raise ValueError(f"{label}.devices: required unless the scenario sets device_budget")
+        if not self.drafters and self.space.pipeline == "on":
+            raise ValueError("space.pipeline: 'on' needs at least one drafter (the pipeline overlaps drafting "
+                             "with verification)")
+        if len(set(self.memory_types)) != len(self.memory_types):
+            dup = next(m for m in self.memory_types if self.memory_types.count(m) > 1)
+            raise ValueError(f"memory_types: '{dup}' is listed twice")
         if self.space.draft_lengths is not None:
             if len(self.space.draft_lengths) != len(self.drafters):
                 raise ValueError("space.draft_lengths: needs one entry per drafter")
@@ -123,12 +200,36 @@ class Scenario(_Strict):
         """Context length seen by the average decode step (prompt + half the generation)."""
         return self.prompt_tokens + self.generated_tokens // 2
 
+    def hash_data(self) -> dict:
+        """What identifies the scenario's inputs: its fields, with the content (not the paths) of its
+        catalog files, so a changed catalog changes every hash (batch resume re-runs it)."""
+        data = self.model_dump(mode="json", exclude={"catalog"})
+        if self.catalog:
+            data["catalog_sha256"] = [file_digest(p) for p in self.catalog]
+        return data
+
     def content_hash(self) -> str:
-        return hashlib.sha256(json.dumps(self.model_dump(mode="json"), sort_keys=True).encode()).hexdigest()[:16]
+        return hashlib.sha256(json.dumps(self.hash_data(), sort_keys=True).encode()).hexdigest()[:16]
+
+
+def scenario_catalog(sc: Scenario) -> Catalog:
+    """The catalog `sc` is priced with: the built-in one with its `catalog` files merged in order."""
+    return load_catalog(sc.catalog)
+
+
+def require_catalog(sc: Scenario, catalog: Catalog) -> None:
+    """A scenario that names catalog files is never priced with a catalog built without them (that would
+    silently use the built-in constants)."""
+    missing = [p for p in sc.catalog if p not in catalog.files]
+    if missing:
+        raise ScenarioError(f"catalog: scenario '{sc.name}' names catalog file {missing[0]}, but it is being "
+                            f"priced with a catalog without it (merged files: {', '.join(catalog.files) or 'none'}); "
+                            "price it with scenario_catalog(scenario)")
 
 
 def check_scenario(sc: Scenario, catalog: Catalog) -> Scenario:
     """Checks that need the catalog: names, tokenizer families, allowed memory types, space knobs."""
+    require_catalog(sc, catalog)
     catalog.host(sc.host)
     for m in sc.memory_types:
         catalog.memory(m)
@@ -184,17 +285,45 @@ def parse_scenario(data: dict, catalog: Catalog | None = None) -> Scenario:
         sc = Scenario.model_validate(data)
     except ValidationError as exc:
         raise ScenarioError(format_validation_error(exc)) from None
-    return check_scenario(sc, catalog or default_catalog())
+    return check_scenario(sc, catalog or scenario_catalog(sc))
 
 
-def load_scenario(path: str | Path, catalog: Catalog | None = None) -> Scenario:
+def _catalog_files(data: dict, folder: Path, extra: Sequence[str | Path]) -> dict:
+    """`data` with its `catalog` paths made absolute (relative ones against the scenario's folder) and
+    the `extra` files (e.g. --catalog, relative to the working directory) after them."""
+    own = data.get("catalog", [])
+    own = [own] if isinstance(own, str) else own
+    if not isinstance(own, list) or not all(isinstance(p, str) for p in own):
+        return data  # the schema names the problem
+    files = [str((folder / p).absolute()) if p.strip() else p for p in own]
+    files += [str(Path(p).absolute()) for p in extra]
+    if not files:
+        return data
+    return {**data, "catalog": list(dict.fromkeys(files))}
+
+
+def load_scenario(path: str | Path, catalog: Catalog | None = None,
+                  extra_catalogs: Sequence[str | Path] = ()) -> Scenario:
+    """A scenario file (TOML or JSON), validated against `catalog` (default: the built-in catalog with the
+    scenario's own `catalog` files, then `extra_catalogs`, merged in)."""
     path = Path(path)
     try:
-        text = path.read_text()
+        text = path.read_bytes().decode("utf-8")
     except OSError as exc:
         raise ScenarioError(f"{path}: cannot read ({exc.strerror})") from None
+    except UnicodeDecodeError as exc:
+        raise ScenarioError(f"{path}: not UTF-8 text (byte {exc.start}: {exc.reason}); a scenario is a TOML or "
+                            "JSON file") from None
+    if not text.strip():
+        raise ScenarioError(f"{path}: the file is empty (a scenario needs name, batch_size, prompt_tokens, "
+                            "generated_tokens and [verifier])")
     try:
         data = json.loads(text) if path.suffix == ".json" else tomllib.loads(text)
     except (tomllib.TOMLDecodeError, json.JSONDecodeError) as exc:
-        raise ScenarioError(f"{path}: not valid {'JSON' if path.suffix == '.json' else 'TOML'} ({exc})") from None
-    return parse_scenario(data, catalog)
+        kind = "JSON" if path.suffix == ".json" else "TOML"
+        raise ScenarioError(f"{path}: not valid {kind} ({' '.join(str(exc).split())})") from None
+    except RecursionError:
+        raise ScenarioError(f"{path}: not a scenario (nested too deeply)") from None
+    if not isinstance(data, dict):
+        raise ScenarioError(f"{path}: a scenario is a JSON object (a table of fields), got {type(data).__name__}")
+    return parse_scenario(_catalog_files(data, path.parent, extra_catalogs), catalog)

@@ -18,10 +18,11 @@ from dataclasses import dataclass
 from fractions import Fraction
 from pathlib import Path
 
-from specpim_cp.catalog import Catalog, default_catalog
+from specpim_cp.catalog import Catalog
 from specpim_cp.design import Design
 from specpim_cp.evaluate import Evaluator
-from specpim_cp.scenario import Scenario
+from specpim_cp.files import save_figure
+from specpim_cp.scenario import Scenario, scenario_catalog
 
 #: Constants that change only energy (never a latency), by spec kind.
 ENERGY_FIELDS = {"idle_power_mw", "onchip_energy_pj_per_bit", "mac_energy_pj", "external_energy_pj_per_bit",
@@ -112,7 +113,7 @@ def sensitivity(scenario: Scenario, catalog: Catalog | None = None, *, time_limi
     from specpim_cp.exact import solve
     from specpim_cp.report_text import design_summary
 
-    catalog = catalog or default_catalog()
+    catalog = catalog or scenario_catalog(scenario)
     objective = scenario.objective
     base = solve(scenario, time_limit_s=time_limit_s, seed=seed, deterministic=True, catalog=catalog)
     nominal = base.report.objective
@@ -152,17 +153,16 @@ def _in_space(design: Design, scenario: Scenario, catalog: Catalog) -> Design | 
 
 
 def format_sensitivity(result: SensitivityResult) -> str:
-    from specpim_cp.report_text import table
+    from specpim_cp.report_text import human_objective, table
 
-    unit = {"latency": "ns/token", "energy": "nJ/token", "edp": "ns x nJ/token^2"}[result.objective_name]
     rows = []
     for r in result.rows:
         rows.append([r.constant, f"{r.nominal:g}", f"{r.low.value:g}", f"{100 * r.low.relative:+.1f}%",
                      f"{100 * r.low.energy_relative:+.1f}%", "changes" if r.low.design_changed else "same",
                      f"{r.high.value:g}", f"{100 * r.high.relative:+.1f}%", f"{100 * r.high.energy_relative:+.1f}%",
                      "changes" if r.high.design_changed else "same"])
-    head = (f"scenario {result.scenario}: nominal optimum {result.objective_name} = {float(result.nominal):,.1f} "
-            f"{unit}, energy {float(result.nominal_energy) / 1e6:,.3f} mJ/token\n  design: {result.nominal_summary}")
+    head = (f"scenario {result.scenario}: nominal optimum {result.objective_name} = "
+            f"{human_objective(result.objective_name, result.nominal)}, energy {float(result.nominal_energy) / 1e6:,.3f} mJ/token\n  design: {result.nominal_summary}")
     changed = [p for r in result.rows for p in (r.low, r.high) if p.design_changed]
     tail = "\n".join(f"  {p.constant} = {p.value:g}: {p.summary}" for p in changed)
     body = table(["constant", "nominal", "low", f"{result.objective_name} at low", "energy at low", "design",
@@ -186,5 +186,4 @@ def plot_tornado(result: SensitivityResult, path: Path) -> Path:
     ax.set_title(f"{result.scenario}: sensitivity of the optimum (blue: low end, red: high end; hatched: the "
                  "optimal design changes)", fontsize=9)
     ax.grid(axis="x", alpha=0.3)
-    fig.savefig(path)
-    return path
+    return save_figure(fig, path)

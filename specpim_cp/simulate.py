@@ -42,6 +42,18 @@ Agreement with the closed forms is judged in units of the 95% confidence half-wi
 to catch a wrong formula at the sample sizes used in the tests. A tiny relative epsilon covers
 quantities with zero variance (e.g. the time of a vanilla unstaged round); rates use the larger of
 the sample and the closed-form binomial standard error. Results depend only on the seed.
+
+Token trees ([TREE], ``trees=``): a tree drafter (p, widths) drafts the top-ranked tree of its profile
+from the committed output. At each accepted node the verifier's next token is the drafter's rank-r
+candidate with probability p_r (mutually exclusive), else a token none of its candidates has (drawn
+per node, a block of rounds at a time); the verifier walks the tree, moving to the child that holds
+its token if the tree has that rank, else stopping. The accepted ids are the verifier's tokens. A
+drafter's optimistic context is its rank-1 path, whose ids are the verifier's tokens while it is
+accepted, then a candidate that is not the verifier's token, then arbitrary ids (its context is
+wrong). The round continues iff some drafter's rank-1 path equals the accepted output id by id
+(BONUS-1). Chains in a run with trees are the trees p = (alpha,), widths = (1,)*gamma, walked the
+same way (and may be staged). A tree's drafting time is one cycle, cycle_ns[i], per round. The closed
+forms are the tree-aware `speculation.*_drafts` functions.
 """
 
 from __future__ import annotations
@@ -55,13 +67,18 @@ from typing import Literal
 import numpy as np
 
 from specpim_cp.speculation import (
+    Draft,
     continue_probability,
+    continue_probability_drafts,
     drafter_valid_probability,
+    drafter_valid_probability_drafts,
     expected_tokens,
+    expected_tokens_drafts,
     round_time_expected,
     staged_rounds_distribution,
     unstaged_rounds_distribution,
 )
+from specpim_cp.trees import TreeDraft, top_ranked_tree
 
 VOCAB_SIZE = 32_000
 _POOL = 1 << 16  # arbitrary ids, read at random offsets
@@ -135,6 +152,16 @@ def _truncated_geometric(rng: np.random.Generator, alpha: float, cap: int, shape
     return np.minimum(np.floor(np.log(u) / math.log(alpha)), cap).astype(np.int64)
 
 
+def _cycles(rng: np.random.Generator, gamma: int, staging: tuple[float, int] | None, m: int) -> np.ndarray:
+    """m drafting phases' cycle counts: gamma steps (unstaged) or the staged cycle count R."""
+    if staging is None:
+        return np.full(m, gamma, dtype=np.int64)
+    alpha2, gamma2 = staging
+    # at most gamma cycles (each gains >= 1 token); a cycle gains 1 + leading successes
+    held = np.cumsum(1 + _truncated_geometric(rng, alpha2, gamma2, (m, gamma)), axis=1)
+    return (held < gamma).sum(axis=1) + 1
+
+
 def _phases(
     rng: np.random.Generator, alpha: float, gamma: int, staging: tuple[float, int] | None
 ) -> Iterator[tuple[int, int, int, int]]:
@@ -149,13 +176,7 @@ def _phases(
         lead = _truncated_geometric(rng, alpha, gamma, (m,))
         shift = rng.integers(1, VOCAB_SIZE, m)
         offset = rng.integers(0, _POOL, m)
-        if staging is None:
-            cycles = np.full(m, gamma, dtype=np.int64)
-        else:
-            alpha2, gamma2 = staging
-            # at most gamma cycles (each gains >= 1 token); a cycle gains 1 + leading successes
-            held = np.cumsum(1 + _truncated_geometric(rng, alpha2, gamma2, (m, gamma)), axis=1)
-            cycles = (held < gamma).sum(axis=1) + 1
+        cycles = _cycles(rng, gamma, staging, m)
         return list(zip(lead.tolist(), shift.tolist(), offset.tolist(), cycles.tolist()))
 
     return itertools.chain.from_iterable(block() for _ in itertools.count())
@@ -180,6 +201,8 @@ def simulate_rounds(
     rounds: int,
     seed: int,
     policy: Policy = "bonus1",
+    *,
+    trees: Sequence[tuple[Sequence[float], Sequence[int]] | None] | None = None,
 ) -> SimulationResult:
     """Simulate `rounds` speculation rounds on token identities and compare with the closed forms.
 
@@ -187,6 +210,11 @@ def simulate_rounds(
     (alpha2, gamma2) (cycle_ns[i] is the staged cycle time, R_i random). The closed forms are
     `expected_tokens(.., pipeline)`, `round_time_expected(.., p_cont)`, p_cont and 1 - P(valid_i)
     for "bonus1"; SpecPIM's (vanilla E, p_pass, 1 - alpha_i^gamma_i) for "naive" (pipeline only).
+
+    trees[i] = (p, widths) makes drafter i a token tree ([TREE]; None: the chain (alphas[i],
+    gammas[i])). For a tree drafter alphas[i] must be p[0], gammas[i] the depth len(widths),
+    staging[i] None, and cycle_ns[i] is its whole drafting time per round. Trees need policy
+    "bonus1"; the closed forms are then the tree-aware `*_drafts` functions.
     """
     n = len(alphas)
     if not (len(gammas) == len(staging) == len(cycle_ns) == n):
@@ -201,6 +229,15 @@ def simulate_rounds(
     for i, st in enumerate(staging):
         if st is not None and int(st[1]) < 1:
             raise ValueError(f"staging[{i}]: gamma2 must be >= 1")
+    if trees is not None:
+        if len(trees) != n:
+            raise ValueError(f"trees has {len(trees)} entries for {n} drafters")
+        if any(t is not None for t in trees):
+            if policy != "bonus1":
+                raise ValueError("token trees are simulated under policy 'bonus1' only")
+            return _simulate_with_trees(
+                alphas, gam, staging, trees, cycle_ns, verify_ns, sync_ns, pipeline, rounds, seed
+            )
 
     ref_seq, pool_seq, misc_seq, *drafter_seqs = np.random.SeedSequence(seed).spawn(3 + n)
     ref_rng = np.random.default_rng(ref_seq)
@@ -345,7 +382,187 @@ def simulate_rounds(
         p_cont, closed_waste = 0.0, (0.0,) * n
     closed_tokens = expected_tokens(alphas, gam, pipeline and bonus1)
     closed_time = round_time_expected(dists, cycle_ns, verify_ns, sync_ns, pipeline, p_cont)
+    return _result(rounds, seed, policy, tokens, times, continued_rounds, wasted, diverged,
+                   closed_tokens, closed_time, p_cont, closed_waste)
 
+
+class _TreeWalker:
+    """One drafter's top-ranked tree (a chain: p = (alpha,)), walked on the verifier's tokens."""
+
+    def __init__(self, p: tuple[float, ...], widths: tuple[int, ...]) -> None:
+        nodes = top_ranked_tree(p, widths)
+        # child[k, r]: the rank-r child of node k (0: the root, node j of the tree is j + 1), -1 if absent;
+        # column 0 (the verifier's token is none of the candidates) is always -1
+        self.child = np.full((len(nodes) + 1, len(p) + 1), -1, dtype=np.int64)
+        for k, node in enumerate(nodes):
+            self.child[node.parent + 1, node.rank] = k + 1
+        self.depth = len(widths)
+        self.cum = np.cumsum(np.asarray(p, dtype=np.float64))
+        self.max_rank = len(p)
+
+    def block(self, rng: np.random.Generator, m: int) -> list[tuple[int, int, int, int]]:
+        """m verifications: (accepted depth A, accepted length L1 of the rank-1 path, id shift, pool offset).
+
+        At every accepted node the verifier's token is the rank-r candidate with probability p_r, or
+        none of them; the walk moves to that child if the tree holds it, else stops.
+        """
+        u = rng.random((m, self.depth))
+        idx = np.searchsorted(self.cum, u, side="right")  # P(idx = r - 1) = p_r; idx = R: none
+        hit = np.where(idx < self.max_rank, idx + 1, 0)
+        node = np.zeros(m, dtype=np.int64)
+        alive = np.ones(m, dtype=bool)
+        accepted = np.zeros(m, dtype=np.int64)
+        for k in range(self.depth):
+            nxt = self.child[node, hit[:, k]]
+            alive &= nxt >= 0
+            accepted += alive
+            node = np.where(alive, nxt, node)
+        lead1 = np.cumprod(hit == 1, axis=1).sum(axis=1)  # the rank-1 path runs to full depth
+        shift = rng.integers(1, VOCAB_SIZE, m)
+        offset = rng.integers(0, _POOL, m)
+        return list(zip(accepted.tolist(), lead1.tolist(), shift.tolist(), offset.tolist()))
+
+    def rank1_ids(
+        self, ref: list[int], pos: int, lead1: int, shift: int, off: int, pool: list[int]
+    ) -> list[int]:
+        """The ids of the rank-1 path drafted after ref[:pos]: the verifier's tokens while accepted,
+        then a candidate that is not the verifier's token, then arbitrary ids (its context is wrong)."""
+        d = self.depth
+        if lead1 >= d:
+            return ref[pos : pos + d]
+        miss = (ref[pos + lead1] + shift) % VOCAB_SIZE
+        return [*ref[pos : pos + lead1], miss, *pool[off : off + d - lead1 - 1]]
+
+
+def _simulate_with_trees(
+    alphas: Sequence[float],
+    gam: list[int],
+    staging: Sequence[tuple[float, int] | None],
+    trees: Sequence[tuple[Sequence[float], Sequence[int]] | None],
+    cycle_ns: Sequence[float],
+    verify_ns: float,
+    sync_ns: float,
+    pipeline: bool,
+    rounds: int,
+    seed: int,
+) -> SimulationResult:
+    """`simulate_rounds` with token trees (policy "bonus1"): every drafter is walked as a tree."""
+    n = len(gam)
+    drafts: list[Draft] = []
+    walkers: list[_TreeWalker] = []
+    for i in range(n):
+        tr = trees[i]
+        if tr is None:
+            drafts.append((float(alphas[i]), gam[i]))
+            walkers.append(_TreeWalker((float(alphas[i]),), (1,) * gam[i]))
+            continue
+        tree = TreeDraft(tuple(tr[0]), tuple(tr[1]))
+        if staging[i] is not None:
+            raise ValueError(f"staging[{i}]: staged drafting applies to chains only, drafter {i} is a tree")
+        if float(alphas[i]) != tree.p[0] or gam[i] != tree.depth:
+            raise ValueError(
+                f"drafter {i} is a tree: alphas[{i}] must be its p[0] ({tree.p[0]}) and gammas[{i}] "
+                f"its depth ({tree.depth}), got {alphas[i]} and {gam[i]}"
+            )
+        drafts.append(tree)
+        walkers.append(_TreeWalker(tree.p, tree.widths))
+
+    ref_seq, pool_seq, _, *drafter_seqs = np.random.SeedSequence(seed).spawn(3 + n)  # as the chains'
+    ref_rng = np.random.default_rng(ref_seq)
+    dmax = max(gam, default=0)
+    pool: list[int] = np.random.default_rng(pool_seq).integers(0, VOCAB_SIZE, _POOL + dmax + 1).tolist()
+    rngs = [np.random.default_rng(s) for s in drafter_seqs]
+    is_tree = [t is not None for t in trees]
+    stage = [None if staging[i] is None else (float(staging[i][0]), int(staging[i][1])) for i in range(n)]
+
+    def draws(i: int) -> Iterator[tuple[tuple[int, int, int, int], int]]:
+        """Drafter i's verifications, each with the cycle count of the drafting before it."""
+        while True:
+            walk = walkers[i].block(rngs[i], _BLOCK)
+            cycles = [1] * _BLOCK if is_tree[i] else _cycles(rngs[i], gam[i], stage[i], _BLOCK).tolist()
+            yield from zip(walk, cycles)
+
+    take = [draws(i).__next__ for i in range(n)]
+    cyc_ns = [float(c) for c in cycle_ns]
+    v, sync = float(verify_ns), float(sync_ns)
+    ref: list[int] = ref_rng.integers(0, VOCAB_SIZE, _REF_BLOCK).tolist()
+    stream: list[int] = []
+    tokens: list[int] = []
+    times: list[float] = []
+    continued_rounds = 0
+    wasted = [0] * n
+    diverged = 0
+    prev_continued = False
+    for rnd in range(rounds + 1):  # round 0 is the warm-up
+        c = len(stream)
+        while c + dmax + 2 > len(ref):
+            ref.extend(ref_rng.integers(0, VOCAB_SIZE, _REF_BLOCK).tolist())
+        # every draft verified this round was drafted from the committed output (a kept continuation
+        # was drafted from a context found equal to it), so it is walked against ref[c:]
+        d = 0.0
+        outcome = []
+        for i in range(n):
+            draw, cycles = take[i]()
+            d = max(d, cycles * cyc_ns[i])
+            outcome.append(draw)
+        a_star = max((o[0] for o in outcome), default=0)
+        accepted = ref[c : c + a_star]  # the deepest accepted path's ids: the verifier's tokens
+        # BONUS-1: drafter i continues iff its optimistic context (committed output + rank-1 path)
+        # is the committed output after this round, compared id by id
+        valid = [
+            pipeline
+            and gam[i] == a_star
+            and walkers[i].rank1_ids(ref, c, o[1], o[2], o[3], pool) == accepted
+            for i, o in enumerate(outcome)
+        ]
+        continued = any(valid)
+        commit = accepted if continued else [*accepted, ref[c + len(accepted)]]
+        if commit != ref[c : c + len(commit)]:
+            diverged += 1
+            ref[c : c + len(commit)] = commit
+        stream.extend(commit)
+        if rnd:
+            tokens.append(len(commit))
+            if pipeline:
+                times.append((max(d, v) if prev_continued else d + v) + sync)
+                continued_rounds += continued
+                for i in range(n):
+                    wasted[i] += not valid[i]
+            else:
+                times.append(d + v + sync)
+        prev_continued = continued
+
+    dists = [
+        {1: 1.0} if is_tree[i]
+        else unstaged_rounds_distribution(gam[i]) if stage[i] is None
+        else staged_rounds_distribution(stage[i][0], stage[i][1], gam[i])  # type: ignore[index]
+        for i in range(n)
+    ]
+    if pipeline:
+        p_cont = continue_probability_drafts(drafts)
+        closed_waste = tuple(1.0 - drafter_valid_probability_drafts(drafts, i) for i in range(n))
+    else:
+        p_cont, closed_waste = 0.0, (0.0,) * n
+    closed_tokens = expected_tokens_drafts(drafts, pipeline)
+    closed_time = round_time_expected(dists, cycle_ns, verify_ns, sync_ns, pipeline, p_cont)
+    return _result(rounds, seed, "bonus1", tokens, times, continued_rounds, wasted, diverged,
+                   closed_tokens, closed_time, p_cont, closed_waste)
+
+
+def _result(
+    rounds: int,
+    seed: int,
+    policy: str,
+    tokens: list[int],
+    times: list[float],
+    continued_rounds: int,
+    wasted: list[int],
+    diverged: int,
+    closed_tokens: float,
+    closed_time: float,
+    p_cont: float,
+    closed_waste: tuple[float, ...],
+) -> SimulationResult:
     tok = np.asarray(tokens, dtype=np.float64)
     tim = np.asarray(times, dtype=np.float64)
     sq = math.sqrt(rounds)

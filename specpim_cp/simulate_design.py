@@ -5,6 +5,7 @@ from __future__ import annotations
 from dataclasses import asdict, dataclass
 
 from specpim_cp import speculation as spec
+from specpim_cp.catalog import Catalog
 from specpim_cp.design import Design
 from specpim_cp.evaluate import Evaluator
 from specpim_cp.scenario import Scenario
@@ -25,15 +26,18 @@ class DesignSimulation:
         return sim
 
 
-def simulate_design(scenario: Scenario, design: Design, rounds: int, seed: int) -> DesignSimulation:
-    ev = Evaluator(scenario)
+def simulate_design(scenario: Scenario, design: Design, rounds: int, seed: int,
+                    catalog: Catalog | None = None) -> DesignSimulation:
+    ev = Evaluator(scenario, catalog)
     result = ev.evaluate(design)
     b = result.breakdown
     alphas = [d.alpha for d in b.drafters]
     gammas = [d.draft_length for d in b.drafters]
     staging = [None if d.staging is None else (d.staging.alpha2, d.staging.draft_length) for d in b.drafters]
     cycles = [d.cycle_ns for d in b.drafters]
+    # a token tree's drafter: its positional vector and width profile; cycle_ns is its whole drafting
+    trees = [None if md.tree is None else (ev.acceptance.tree(i), md.tree) for i, md in enumerate(design.drafters)]
     sim = simulate_rounds(alphas, gammas, staging, cycles, b.round.verify_ns, b.round.sync_ns,
-                          design.pipeline, rounds, seed)
+                          design.pipeline, rounds, seed, trees=trees if any(trees) else None)
     return DesignSimulation(sim, result.metrics.round_time_ns,
                             result.metrics.tokens_per_round_micro / spec.TOKENS_SCALE)

@@ -28,6 +28,11 @@ from specpim_cp.errors import ScenarioError
 from specpim_cp.graph import PLACEABLE_OPS
 from specpim_cp.recipes import rule_allows
 from specpim_cp.scenario import ModelEntry, Scenario, Space
+from specpim_cp.trees import tree_profiles
+
+#: Most token-tree width profiles one drafter may offer (each is a speculation choice of the exact model;
+#: 228 for the default 8 nodes, 4 children, depth 8, 3,095 for 12 nodes).
+MAX_TREE_PROFILES = 1024
 
 
 @dataclass(frozen=True)
@@ -58,6 +63,7 @@ class DesignSpace:
         self.models = [self._model_options(j, label, entry) for j, (label, entry) in enumerate(model_labels(scenario))]
         self.drafter_options: list[tuple[DrafterChoice, ...]] = [
             tuple(DrafterChoice(g, st) for g in self.gamma_options(i) for st in self.staging_options(i))
+            + tuple(DrafterChoice(len(w), None, w) for w in self.tree_options(i))
             for i in range(len(scenario.drafters))]
         self.pipeline_options: tuple[bool, ...] = (
             (False,) if not scenario.drafters else {"free": (False, True), "on": (True,), "off": (False,)}[
@@ -111,26 +117,40 @@ class DesignSpace:
             opts += [Staging(draft2=d2, draft_length=g2) for g2 in range(1, st.max_draft_length + 1)]
         return tuple(opts)
 
+    def tree_options(self, i: int) -> tuple[tuple[int, ...], ...]:
+        return tree_options(self.scenario, i)
+
     def choices(self) -> Iterator[SpecChoice]:
-        """Every speculation choice: the product of the drafters' options and the pipeline modes."""
+        """Every speculation choice: the product of the drafters' options and the pipeline modes, except
+        pipelined choices that hold a token tree when there are several drafters ([TREE]: a wider tree
+        lowers the other drafters' continuation, so its optimality is only proven without that coupling)."""
         for combo in itertools.product(*self.drafter_options):
             for pipeline in self.pipeline_options:
-                yield SpecChoice(tuple(combo), pipeline)
+                choice = SpecChoice(tuple(combo), pipeline)
+                if self.choice_allowed(choice):
+                    yield choice
+
+    @staticmethod
+    def choice_allowed(choice: SpecChoice) -> bool:
+        """The pairing rule of `choices`: no pipelined token tree next to another drafter."""
+        return not (choice.pipeline and len(choice.drafters) > 1 and any(d.tree is not None for d in choice.drafters))
 
     @cached_property
     def choice_list(self) -> tuple[SpecChoice, ...]:
         return tuple(self.choices())
 
     def drafter_neighbours(self, i: int, k: int) -> tuple[int, ...]:
-        """Indices of drafter i's options one step from option k: the draft length one up or down with
-        the same staging, or another staging with the same draft length (local moves of a search)."""
+        """Indices of drafter i's options one step from option k: one draft node more or fewer (a chain
+        one longer or shorter, a tree with one node added or removed at one depth) with the same staging,
+        or another staging with the same draft (local moves of a search)."""
         opts = self.drafter_options[i]
         a = opts[k]
         out = []
         for n, b in enumerate(opts):
             if n == k:
                 continue
-            if b.staging == a.staging and abs(b.draft_length - a.draft_length) == 1 or b.draft_length == a.draft_length and b.staging != a.staging:
+            same_draft = b.draft_length == a.draft_length and b.tree == a.tree
+            if (b.staging == a.staging and _widths_distance(a, b) == 1) or (same_draft and b.staging != a.staging):
                 out.append(n)
         return tuple(out)
 
@@ -138,7 +158,7 @@ class DesignSpace:
         """Index of drafter i's option closest to `choice` (same staging first, then draft length)."""
         opts = self.drafter_options[i]
         return min(range(len(opts)), key=lambda n: (opts[n].staging != choice.staging,
-                                                    abs(opts[n].draft_length - choice.draft_length), n))
+                                                    _widths_distance(opts[n], choice), n))
 
     def _model_options(self, j: int, label: str, entry: ModelEntry) -> ModelOptions:
         spec = self.catalog.model(entry.model, f"{label}.model")
@@ -172,6 +192,9 @@ class DesignSpace:
         if design.pipeline not in self.pipeline_options:
             out.append("design.pipeline: a pipeline needs at least one drafter" if not sc.drafters else
                        f"design.pipeline: {'on' if design.pipeline else 'off'} is excluded by space.pipeline")
+        if design.pipeline and len(design.drafters) > 1 and any(md.tree is not None for md in design.drafters):
+            out.append("design.pipeline: a pipelined round drafts chains when there are several drafters "
+                       "(a token tree is drafted with the pipeline off)")
         for opts, (label, md) in zip(self.models, design.models(), strict=True):
             out += self._model_violations(opts, label, md)
         if sc.device_budget is not None:
@@ -203,6 +226,8 @@ class DesignSpace:
             return out
         i = opts.index - 1
         gammas = self.gamma_options(i)
+        if md.tree is not None:
+            return out + self._tree_violations(i, where, md)
         if md.draft_length not in gammas:
             out.append(f"{where}.draft_length: {md.draft_length} is outside {_span(gammas)}")
         if md.staging not in self.staging_options(i):
@@ -215,6 +240,28 @@ class DesignSpace:
                 out.append(f"{where}.staging.draft_length: {md.staging.draft_length} is outside "
                            f"1..{st.max_draft_length}")
         return out
+
+    def _tree_violations(self, i: int, where: str, md) -> list[str]:
+        tree_space = self.scenario.drafters[i].tree
+        widths = tuple(md.tree)
+        if tree_space is None:
+            return [f"{where}.tree: drafters[{i}] ({md.model}) has no [drafters.tree] table in the scenario"]
+        if self.space.trees == "off":
+            return [f"{where}.tree: token trees are excluded by space.trees = 'off'"]
+        if all(w == 1 for w in widths):
+            return [f"{where}.tree: {list(widths)} is a chain; give draft_length {len(widths)} instead"]
+        if len(widths) > self.scenario.max_draft_length:
+            return [f"{where}.tree: depth {len(widths)} exceeds max_draft_length {self.scenario.max_draft_length}"]
+        if len(widths) not in self.gamma_options(i):
+            return [f"{where}.tree: depth {len(widths)} is outside the draft lengths {_span(self.gamma_options(i))}"]
+        if sum(widths) > tree_space.max_nodes:
+            return [f"{where}.tree: {sum(widths)} nodes exceed tree.max_nodes {tree_space.max_nodes}"]
+        prev = 1
+        for d, w in enumerate(widths):
+            if w > prev * tree_space.max_children:
+                return [f"{where}.tree: {w} nodes at depth {d + 1} exceed {prev} x max_children {tree_space.max_children}"]
+            prev = w
+        return []
 
     def _arch_violation(self, opts: ModelOptions, where: str, arch: ArchConfig) -> str:
         mems = self.memory_options()
@@ -263,9 +310,34 @@ def draft_length_options(scenario: Scenario, i: int) -> tuple[int, ...]:
     return tuple(range(1, scenario.max_draft_length + 1))
 
 
+def tree_options(scenario: Scenario, i: int) -> tuple[tuple[int, ...], ...]:
+    """Drafter i's token-tree width profiles (chains excluded: they are the chain options), depth within
+    its draft lengths, at most `tree.max_nodes` nodes and `tree.max_children` children per node; none
+    without a `[drafters.tree]` table or with `[space] trees = "off"`."""
+    tree = scenario.drafters[i].tree
+    if tree is None or scenario.space.trees == "off":
+        return ()
+    depths = set(draft_length_options(scenario, i))
+    out = tuple(w for w in tree_profiles(tree.max_children, max(depths), tree.max_nodes)
+                if len(w) in depths and any(x > 1 for x in w))
+    if len(out) > MAX_TREE_PROFILES:
+        raise ScenarioError(
+            f"drafters[{i}].tree: {len(out)} width profiles (max_nodes {tree.max_nodes}, max_children "
+            f"{tree.max_children}, depth up to {max(depths)}) exceed {MAX_TREE_PROFILES}; lower tree.max_nodes, "
+            "tree.max_children or max_draft_length")
+    return out
+
+
 def model_labels(scenario: Scenario) -> list[tuple[str, ModelEntry]]:
     """(design field label, scenario entry) of every model, verifier first."""
     return [("verifier", scenario.verifier)] + [(f"drafters[{i}]", d) for i, d in enumerate(scenario.drafters)]
+
+
+def _widths_distance(a: DrafterChoice, b: DrafterChoice) -> int:
+    """Draft nodes added or removed between two drafts, depth by depth (a chain is widths (1,) * length)."""
+    wa = a.tree if a.tree is not None else (1,) * a.draft_length
+    wb = b.tree if b.tree is not None else (1,) * b.draft_length
+    return sum(abs(x - y) for x, y in itertools.zip_longest(wa, wb, fillvalue=0))
 
 
 def _span(values: Sequence[int]) -> str:

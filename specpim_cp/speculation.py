@@ -34,6 +34,21 @@ Staged drafting: the drafter produces its gamma tokens in cycles; per cycle a ch
 pass and gains 1 + a2 tokens (a2 truncated geometric). Cycles repeat until the drafter holds
 >= gamma tokens; the number of cycles R is random. An unstaged drafter is the degenerate case
 R = gamma steps with probability 1.
+
+Token trees ([TREE], `specpim_cp.trees`). A drafter is a ``Draft``: a chain ``(alpha, gamma)`` or a
+``TreeDraft(p, widths)`` (positional acceptance p, width profile; its top-ranked tree). The ``*_drafts``
+functions take a sequence of drafts and follow the same integer contract:
+
+* ``expected_tokens_micro_drafts(drafts, pipeline)`` = round(E * TOKENS_SCALE), E by ``math.fsum``;
+* ``fail_q_drafts`` = round((1 - p_cont) * Q_SCALE), 0 with no drafters;
+* ``drafter_fail_q_drafts(.., i)`` = round((1 - P(valid_i)) * Q_SCALE).
+
+When every drafter is a chain (a tree of width 1 at every depth is the chain (p_1, depth)) they call
+the chain functions above, so their results are bit-identical. Otherwise, with W_i(d) = P(A_i >= d)
+(``TreeDraft.masses``; a chain's alpha^d), depth D_i, rho_i = p_1^{D_i} (the drafter continues along its
+rank-1 path) and F_j(m) = 1 - W_j(m + 1) (1 beyond D_j):
+E = 1 + sum_d (1 - prod_i (1 - W_i(d))), p_cont = sum_{m in {D_i}} [1 - prod_{D_i = m} (1 - rho_i)]
+* prod_{D_j > m} F_j(m), P(valid_i) = rho_i * prod_{D_j > D_i} F_j(D_i), E_pipe = E - p_cont.
 """
 
 from __future__ import annotations
@@ -42,8 +57,11 @@ import itertools
 import math
 import operator
 from collections.abc import Iterable, Mapping, Sequence
+from dataclasses import dataclass
 from fractions import Fraction
 from functools import lru_cache
+
+from specpim_cp.trees import TreeDraft
 
 TOKENS_SCALE = 1_000_000
 Q_SCALE = 1_000_000
@@ -51,19 +69,29 @@ OUTCOME_SCALE = 10_000
 
 RoundsDistInt = tuple[tuple[int, int], ...]
 Outcomes = tuple[tuple[tuple[int, ...], int], ...]
+Draft = tuple[float, int] | TreeDraft  # a chain (alpha, gamma) or a token tree
 
 __all__ = [
     "OUTCOME_SCALE",
     "Q_SCALE",
     "TOKENS_SCALE",
+    "Draft",
+    "DraftSpec",
     "continue_probability",
+    "continue_probability_drafts",
     "draft_outcomes",
+    "draft_spec",
     "drafter_fail_q",
+    "drafter_fail_q_drafts",
     "drafter_valid_probability",
+    "drafter_valid_probability_drafts",
     "expected_rounds_scaled",
     "expected_tokens",
+    "expected_tokens_drafts",
     "expected_tokens_micro",
+    "expected_tokens_micro_drafts",
     "fail_q",
+    "fail_q_drafts",
     "round_time_expected",
     "round_time_ns",
     "staged_rounds_distribution",
@@ -418,3 +446,143 @@ def round_time_expected(
     else:
         body = math.fsum(p * x for x, p in pmf) + v
     return body + float(sync_ns)
+
+
+# --------------------------------------------------------------------------- token trees [TREE]
+
+
+@dataclass(frozen=True)
+class DraftSpec:
+    """What the round formulas need of one drafter (chain or tree)."""
+
+    masses: tuple[float, ...]  # W(d) = P(A >= d), d = 1..depth (a chain: alpha ** d)
+    rank1: float  # rho = P(the rank-1 path, the optimistic context, fully accepted) = p_1 ** depth
+    chain: tuple[float, int] | None  # (alpha, gamma) when the drafter is a chain, else None
+
+    @property
+    def depth(self) -> int:
+        return len(self.masses)
+
+
+def draft_spec(draft: Draft, name: str = "draft") -> DraftSpec:
+    """Validate one drafter and reduce it to its depth masses and rank-1 mass.
+
+    A chain is (alpha, gamma) (alpha in [0, 1), gamma >= 1); a `TreeDraft` of width 1 at every depth
+    is the chain (p_1, depth).
+    """
+    if isinstance(draft, TreeDraft):
+        if not draft.is_chain:
+            return DraftSpec(draft.masses, draft.rank1_mass, None)
+        alpha, gamma = draft.p[0], draft.depth
+    else:
+        try:
+            alpha_raw, gamma_raw = draft
+        except (TypeError, ValueError):
+            raise ValueError(f"{name} must be a chain (alpha, gamma) or a TreeDraft, got {draft!r}") from None
+        alpha = _check_alpha(alpha_raw, f"{name} alpha")
+        gamma = _check_gamma(gamma_raw, f"{name} gamma")
+    return DraftSpec(tuple(alpha**j for j in range(1, gamma + 1)), alpha**gamma, (alpha, gamma))
+
+
+def _draft_specs(drafts: Sequence[Draft]) -> list[DraftSpec]:
+    return [draft_spec(d, f"drafts[{i}]") for i, d in enumerate(drafts)]
+
+
+def _as_chains(specs: Sequence[DraftSpec]) -> tuple[list[float], list[int]] | None:
+    """(alphas, gammas) when every drafter is a chain, else None (the tree formulas apply)."""
+    if any(s.chain is None for s in specs):
+        return None
+    return [s.chain[0] for s in specs], [s.chain[1] for s in specs]  # type: ignore[index]
+
+
+def _vanilla_terms_specs(specs: Sequence[DraftSpec]) -> list[float]:
+    """1 and P(A* >= d) = 1 - prod_i (1 - W_i(d)), d = 1..max depth (W_i(d) = 0 beyond D_i)."""
+    terms = [1.0]
+    for d in range(1, max((s.depth for s in specs), default=0) + 1):
+        prod_none = 1.0
+        for s in specs:
+            if d <= s.depth:
+                prod_none *= 1.0 - s.masses[d - 1]
+        terms.append(1.0 - prod_none)
+    return terms
+
+
+def _continue_terms_specs(specs: Sequence[DraftSpec]) -> list[float]:
+    """P(A* = m and a drafter of depth m has its rank-1 path accepted), one term per distinct depth m.
+
+    = [1 - prod_{D_i = m} (1 - rho_i)] * prod_{D_j > m} (1 - W_j(m + 1)); shallower trees cannot exceed m.
+    """
+    terms = []
+    for m in sorted({s.depth for s in specs}):
+        prod_none = 1.0
+        prod_deeper = 1.0
+        for s in specs:
+            if s.depth == m:
+                prod_none *= 1.0 - s.rank1
+            elif s.depth > m:
+                prod_deeper *= 1.0 - s.masses[m]
+        terms.append((1.0 - prod_none) * prod_deeper)
+    return terms
+
+
+def expected_tokens_drafts(drafts: Sequence[Draft], pipeline: bool = False) -> float:
+    """Expected committed tokens per round of chains and trees ([TREE]).
+
+    E = 1 + sum_d (1 - prod_i (1 - W_i(d))); pipeline (BONUS-1 with rank-1 continuation): E - p_cont.
+    All chains: `expected_tokens` (bit-identical).
+    """
+    specs = _draft_specs(drafts)
+    chains = _as_chains(specs)
+    if chains is not None:
+        return expected_tokens(*chains, pipeline)
+    terms = _vanilla_terms_specs(specs)
+    if pipeline:
+        terms += [-t for t in _continue_terms_specs(specs)]
+    return math.fsum(terms)
+
+
+def expected_tokens_micro_drafts(drafts: Sequence[Draft], pipeline: bool = False) -> int:
+    """round(expected_tokens_drafts(drafts, pipeline) * TOKENS_SCALE)."""
+    return round(expected_tokens_drafts(drafts, pipeline) * TOKENS_SCALE)
+
+
+def continue_probability_drafts(drafts: Sequence[Draft]) -> float:
+    """p_cont of chains and trees: some drafter's rank-1 path is the whole accepted prefix ([TREE]).
+
+    All chains: `continue_probability` (bit-identical).
+    """
+    specs = _draft_specs(drafts)
+    chains = _as_chains(specs)
+    if chains is not None:
+        return continue_probability(*chains)
+    return math.fsum(_continue_terms_specs(specs))
+
+
+def drafter_valid_probability_drafts(drafts: Sequence[Draft], i: int) -> float:
+    """P(valid_i) = rho_i * prod_{D_j > D_i} (1 - W_j(D_i + 1)): drafter i's continuation is kept.
+
+    All chains: `drafter_valid_probability` (bit-identical).
+    """
+    specs = _draft_specs(drafts)
+    i = _check_index(i, len(specs))
+    chains = _as_chains(specs)
+    if chains is not None:
+        return drafter_valid_probability(*chains, i)
+    me = specs[i]
+    p = me.rank1
+    for s in specs:
+        if s.depth > me.depth:
+            p *= 1.0 - s.masses[me.depth]
+    return p
+
+
+def fail_q_drafts(drafts: Sequence[Draft]) -> int:
+    """round((1 - p_cont) * Q_SCALE) of chains and trees; 0 when there are no drafters."""
+    if len(drafts) == 0:
+        return 0
+    return round((1.0 - continue_probability_drafts(drafts)) * Q_SCALE)
+
+
+def drafter_fail_q_drafts(drafts: Sequence[Draft], i: int) -> int:
+    """round((1 - P(valid_i)) * Q_SCALE) of chains and trees (drafter i's wasted optimistic drafting)."""
+    return round((1.0 - drafter_valid_probability_drafts(drafts, i)) * Q_SCALE)

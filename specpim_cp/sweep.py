@@ -9,6 +9,7 @@ from __future__ import annotations
 
 import csv
 import io
+import math
 import time
 from collections.abc import Callable, Sequence
 from dataclasses import dataclass
@@ -16,9 +17,9 @@ from pathlib import Path
 
 from specpim_cp.design import Design
 from specpim_cp.errors import ScenarioError
-from specpim_cp.files import write_atomic
+from specpim_cp.files import save_figure, write_atomic
 from specpim_cp.report import md_table
-from specpim_cp.report_text import table
+from specpim_cp.report_text import draft_text, table
 from specpim_cp.scenario import Scenario
 
 Solver = Callable[..., object]  # the signature of `specpim_cp.exact.solve`
@@ -30,6 +31,8 @@ def parse_range(spec: str) -> list[float]:
         lo, hi, step = (float(x) for x in spec.split(":"))
     except ValueError:
         raise ScenarioError(f"--acceptance: expected LO:HI:STEP (e.g. 0.5:0.9:0.05), got '{spec}'") from None
+    if not all(math.isfinite(x) for x in (lo, hi, step)):
+        raise ScenarioError(f"--acceptance: LO, HI and STEP must be finite numbers, got '{spec}'")
     if step <= 0 or hi < lo:
         raise ScenarioError(f"--acceptance: need STEP > 0 and HI >= LO, got '{spec}'")
     if lo < 0.0 or hi >= 1.0:
@@ -91,10 +94,10 @@ def design_changes(prev: Design | None, cur: Design | None) -> list[str]:
     if prev is None or cur is None:
         return []
     out = []
-    gp = [d.draft_length for d in prev.drafters]
-    gc = [d.draft_length for d in cur.drafters]
+    gp = [draft_text(d) for d in prev.drafters]
+    gc = [draft_text(d) for d in cur.drafters]
     if gp != gc:
-        out.append(f"draft length {','.join(map(str, gp))}->{','.join(map(str, gc))}")
+        out.append(f"draft {','.join(gp)}->{','.join(gc)}")
     if prev.pipeline != cur.pipeline:
         out.append(f"pipeline {'on' if cur.pipeline else 'off'}")
     for (_, a), (_, b) in zip(prev.models(), cur.models()):
@@ -144,7 +147,7 @@ def sweep_acceptance(scenario: Scenario, alphas: Sequence[float], *, drafter: st
 # ------------------------------------------------------------------------------------------------
 # Output
 # ------------------------------------------------------------------------------------------------
-HEADERS = ["acceptance", "status", "gap", "us/token", "mJ/token", "draft lengths", "memory:PIM units",
+HEADERS = ["acceptance", "status", "gap", "us/token", "mJ/token", "draft (length or tree)", "memory:PIM units",
            "design change"]
 
 
@@ -153,7 +156,7 @@ def _row(p: SweepPoint) -> list[str]:
     return [f"{p.acceptance:g}", p.status, "-" if p.gap is None else f"{100 * p.gap:.2g}%",
             "-" if p.latency_ns_per_token is None else f"{p.latency_ns_per_token / 1e3:,.1f}",
             "-" if p.energy_pj_per_token is None else f"{p.energy_pj_per_token / 1e9:,.3f}",
-            "-" if d is None else ",".join(str(x.draft_length) for x in d.drafters),
+            "-" if d is None else ",".join(draft_text(x) for x in d.drafters),
             "-" if d is None else " ".join(f"{md.memory_type}:{md.pim_units}" for _, md in d.models()),
             "; ".join(p.changes) if p.changes else (p.error or "")]
 
@@ -173,12 +176,16 @@ def sweep_csv(result: SweepResult) -> str:
         d = p.design
         w.writerow([p.acceptance, p.status, p.gap, p.latency_ns_per_token, p.energy_pj_per_token,
                     round(p.wall_s, 3),
-                    "" if d is None else " ".join(str(x.draft_length) for x in d.drafters),
+                    "" if d is None else ";".join(draft_text(x) for x in d.drafters),
                     "" if d is None else " ".join(f"{md.model}:{md.memory_type}:{md.pim_units}"
                                                   for _, md in d.models()),
                     "" if d is None else d.pipeline, "; ".join(p.changes) or (p.error or ""),
                     "" if d is None else d.key()])
     return buf.getvalue()
+
+
+def _draft_tokens(md) -> int:
+    return md.draft_length if md.tree is None else sum(md.tree)
 
 
 def plot_sweep(result: SweepResult, path: Path) -> Path:
@@ -195,10 +202,10 @@ def plot_sweep(result: SweepResult, path: Path) -> Path:
     twin = ax.twinx()
     models = [d.model for d in pts[0].design.drafters] if pts else []
     for i, model in enumerate(models):
-        twin.step([p.acceptance for p in pts], [p.design.drafters[i].draft_length for p in pts], where="post",
-                  linestyle="--", linewidth=1, label=f"draft length, {model}")
-    twin.set_ylabel("optimal draft length (tokens)")
-    twin.set_ylim(0, max([d.draft_length for p in pts for d in p.design.drafters] + [1]) + 1)
+        twin.step([p.acceptance for p in pts], [_draft_tokens(p.design.drafters[i]) for p in pts], where="post",
+                  linestyle="--", linewidth=1, label=f"draft tokens, {model}")
+    twin.set_ylabel("optimal draft tokens (chain length or tree nodes)")
+    twin.set_ylim(0, max([_draft_tokens(d) for p in pts for d in p.design.drafters] + [1]) + 1)
     for k, p in enumerate(result.change_points()):
         ax.axvline(p.acceptance, color="grey", linestyle=":", linewidth=1)
         circle = {"boxstyle": "circle", "facecolor": "white", "edgecolor": "grey"}
@@ -209,8 +216,7 @@ def plot_sweep(result: SweepResult, path: Path) -> Path:
     ax.legend(lines + lines2, labels + labels2, fontsize=8, loc="lower left")
     ax.set_title(f"{result.scenario}: optimum vs acceptance rate (dotted: the optimal design changes)",
                  fontsize=10)
-    fig.savefig(path)
-    return path
+    return save_figure(fig, path)
 
 
 def write_sweep(result: SweepResult, out: str | Path) -> list[Path]:

@@ -319,6 +319,22 @@ def test_baselines_json_is_list_of_name_design_metrics():
     assert text.exit_code == 0 and all(n in text.stdout for n in names)
 
 
+def test_a_baselines_json_entry_is_a_design_for_evaluate(tmp_path):
+    """`baselines --json` holds several designs: FILE#NAME picks one (the README's promise)."""
+    out = tmp_path / "baselines.json"
+    assert _run("baselines", OPT13, "--json", "-o", str(out)).exit_code == 0
+    rows = json.loads(out.read_text())
+    si = next(r for r in rows if r["name"] == "GPU-SI")
+    res = _run("evaluate", OPT13, "--design", f"{out}#GPU-SI", "--json")
+    assert res.exit_code == 0, res.stderr
+    assert json.loads(res.stdout)["latency_ns_per_token"] == si["metrics"]["latency_ns_per_token"]
+    k = [r["name"] for r in rows].index("GPU-SI")
+    assert _run("evaluate", OPT13, "--design", f"{out}#{k}").exit_code == 0
+    for design, needle in ((str(out), "pick one with"), (f"{out}#nope", "no such entry")):
+        res = _run("evaluate", OPT13, "--design", design)
+        assert res.exit_code == 2 and needle in res.stderr and res.stderr.count("\n") == 1
+
+
 def test_evaluate_json_keys_and_values(tmp_path):
     design = tmp_path / "d.json"
     design.write_text(_opt13_design_json())

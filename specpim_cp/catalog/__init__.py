@@ -1,11 +1,19 @@
 """Catalogs as data: models, devices (hosts and memory systems), default acceptance rates.
 
 The TOML files beside this module are the source of truth; each entry carries a `source`.
-A user extends a catalog by passing their own TOML with the same schema (`load_catalog(extra=...)`).
+A user extends a catalog by passing their own TOML with the same schema (`load_catalog(extra=...)`):
+an entry of a user file adds a name or replaces the entry of that name whole; `based_on = "NAME"`
+starts from an existing entry instead, so the file lists only the fields it changes (each with its own
+source). Acceptance rates (pairs, families, default, tree_conditional_tail) are added or replaced one
+key at a time. Every error names the file and the field.
 """
 
 from __future__ import annotations
 
+import dataclasses
+import hashlib
+import math
+from collections.abc import Sequence
 from dataclasses import dataclass, field
 from functools import lru_cache
 from importlib import resources
@@ -36,6 +44,7 @@ class ModelSpec:
     bytes_per_param: int
     nominal_params_b: float
     source: str
+    sources: dict = field(default_factory=dict, compare=False, hash=False)  # source_X keys of the entry
 
     @property
     def q_dim(self) -> int:
@@ -60,6 +69,7 @@ class NgramSpec:
     step_ns: int
     energy_nj_per_step: int
     source: str
+    tokenizer: str = "any"  # an n-gram model is built from the drafter's own token stream
 
 
 @dataclass(frozen=True)
@@ -83,6 +93,13 @@ class HostSpec:
     compute_efficiency: float
     sources: dict = field(default_factory=dict, compare=False, hash=False)
     ranges: dict = field(default_factory=dict, compare=False, hash=False)
+
+    @property
+    def kernel_model(self) -> str:
+        """How this host's FC kernels are priced, as every report labels it."""
+        from specpim_cp.kernels.roofline import kernel_model_label
+
+        return kernel_model_label(self.kernel_table)
 
 
 @dataclass(frozen=True)
@@ -129,6 +146,10 @@ class Catalog:
     acceptance_pairs: dict[str, float]
     acceptance_families: dict[str, float]
     acceptance_sensitivity_delta: float = 0.1  # +- span of every acceptance rate in `sensitivity`
+    #: conditional acceptance of ranks 2.. of a token tree's candidates (trees.positional_vector)
+    tree_conditional_tail: tuple[float, ...] = ()
+    #: the user catalog files merged over the built-in one, in order (empty: the built-in catalog)
+    files: tuple[str, ...] = ()
 
     def model(self, name: str, field_name: str = "model") -> ModelSpec:
         if name not in self.models:
@@ -177,6 +198,9 @@ def _split_sources(entry: dict, where: str) -> tuple[dict, dict, dict]:
     values = {k: v for k, v in entry.items() if not k.startswith(("source", "range_"))}
     sources = {k: v for k, v in entry.items() if k.startswith("source")}
     ranges = {k[len("range_"):]: v for k, v in entry.items() if k.startswith("range_")}
+    for k, v in sources.items():
+        if not isinstance(v, str) or not v.strip():
+            raise ScenarioError(f"catalog: {where}.{k} must be a non-empty text naming the source")
     covered = [k[len("source_"):] for k in sources if k.startswith("source_")]
     for k in values:
         if k in _NAME_FIELDS or "source" in sources:
@@ -190,6 +214,89 @@ def _split_sources(entry: dict, where: str) -> tuple[dict, dict, dict]:
                 and r[0] <= values[k] <= r[1]):
             raise ScenarioError(f"catalog: {where}.range_{k} must be [low, high] around {values[k]}, got {r}")
     return values, sources, {k: (float(r[0]), float(r[1])) for k, r in ranges.items()}
+
+
+#: Numeric fields that must be above zero (the rest must be >= 0), and those that are fractions in (0, 1].
+_POSITIVE = {"layers", "hidden", "heads", "kv_heads", "head_dim", "ffn", "vocab", "bytes_per_param", "groups",
+             "units_per_group", "units_per_channel", "group_external_bandwidth_gbps", "normal_unit_capacity_mib",
+             "pim_unit_capacity_mib", "pim_lanes_per_unit", "pim_lane_bandwidth_gbps", "pim_lane_gflops",
+             "peak_fp16_tflops", "kernel_table_bandwidth_gbps"}
+_FRACTIONS = {"attention_bandwidth_efficiency", "compute_efficiency", "pim_efficiency"}
+_LOADER_FIELDS = ("name", "source", "sources", "ranges")  # set by the loader, not written in an entry
+_TYPE_WORDS = {"int": "an integer", "float": "a number", "bool": "true or false", "str": "a text"}
+
+
+def _make(cls, name: str, values: dict, where: str, **loader):
+    """A catalog dataclass from an entry's values; an unknown or missing field or a value of the wrong
+    type or sign is an error naming the field."""
+    known = {f.name: f for f in dataclasses.fields(cls) if f.name not in _LOADER_FIELDS}
+    for k in values:
+        if k not in known:
+            raise ScenarioError(f"catalog: {where}.{k}: unknown field (known: {', '.join(known)})")
+    for k, f in known.items():
+        if k not in values and f.default is dataclasses.MISSING and f.default_factory is dataclasses.MISSING:
+            raise ScenarioError(f"catalog: {where}.{k}: missing (an entry needs {', '.join(known)})")
+    out = {}
+    for k, v in values.items():
+        kind = known[k].type
+        ok = {"int": isinstance(v, int) and not isinstance(v, bool),
+              "float": isinstance(v, int | float) and not isinstance(v, bool),
+              "bool": isinstance(v, bool), "str": isinstance(v, str)}.get(kind, True)
+        if not ok:
+            raise ScenarioError(f"catalog: {where}.{k}: must be {_TYPE_WORDS[kind]}, got {v!r}")
+        if kind in ("int", "float"):
+            low_ok = v > 0 if k in _POSITIVE | _FRACTIONS else v >= 0
+            if not (math.isfinite(v) and low_ok and (k not in _FRACTIONS or v <= 1)):
+                bound = "in (0, 1]" if k in _FRACTIONS else "> 0" if k in _POSITIVE else ">= 0"
+                raise ScenarioError(f"catalog: {where}.{k}: must be a finite number {bound}, got {v!r}")
+            v = float(v) if kind == "float" else v
+        out[k] = v
+    return cls(name=name, **out, **loader)
+
+
+def _joined_source(sources: dict) -> str:
+    """A model's sources as one line: the entry's `source`, then per-field sources grouped by their text
+    up to the first '): ' (an imported config's path), e.g. `config.json (...): layers = num_hidden_layers`."""
+    groups: dict[str, list[str]] = {}
+    for k, v in sources.items():
+        if k == "source":
+            groups.setdefault(v, [])
+            continue
+        field_name = k[len("source_"):]
+        cut = v.find("): ")
+        if cut >= 0:
+            groups.setdefault(v[:cut + 1], []).append(f"{field_name} = {v[cut + 3:]}")
+        else:
+            groups.setdefault(v, []).append(field_name)
+    return "; ".join(f"{head}: {', '.join(items)}" if items else head for head, items in groups.items())
+
+
+def _check_model(m: ModelSpec) -> None:
+    where = f"catalog: models.{m.name}"
+    if m.ffn_kind not in ("two-matrix", "gated"):
+        raise ScenarioError(f"{where}.ffn_kind: must be 'two-matrix' or 'gated', got '{m.ffn_kind}'")
+    if m.kv_heads > m.heads:
+        raise ScenarioError(f"{where}.kv_heads: {m.kv_heads} exceeds heads ({m.heads})")
+
+
+def _check_host(h: HostSpec) -> None:
+    from specpim_cp.kernels import ROOFLINE, known_gpus
+
+    tables = [*known_gpus(), ROOFLINE]
+    if h.kernel_table not in tables:
+        raise ScenarioError(f"catalog: hosts.{h.name}.kernel_table: unknown '{h.kernel_table}' (measured tables: "
+                            f"{', '.join(tables[:-1])}; or \"{ROOFLINE}\" for a host without measurements)")
+
+
+def _check_rates(table: dict, where: str) -> None:
+    """Acceptance rates are in [0, 1); pair and family keys read DRAFTER>VERIFIER."""
+    for k, v in table.items():
+        if k.startswith("source"):
+            continue
+        if k.count(">") != 1 or not all(k.split(">")):
+            raise ScenarioError(f"catalog: {where}.\"{k}\": a key reads DRAFTER>VERIFIER (e.g. \"opt-125m>opt-13b\")")
+        if isinstance(v, bool) or not isinstance(v, int | float) or not 0 <= v < 1:
+            raise ScenarioError(f"catalog: {where}.\"{k}\": an acceptance rate in [0, 1), got {v!r}")
 
 
 def _read(path: Path | None, name: str) -> dict:
@@ -209,40 +316,53 @@ def _check_memory(m: MemorySpec) -> None:
 
 
 def build_catalog(models: dict, devices: dict, acceptance: dict) -> Catalog:
-    try:
-        model_specs = {}
-        for n, e in models.get("models", {}).items():
-            if not str(e.get("source", "")).strip():
-                raise ScenarioError(f"catalog: models.{n} has no source")
-            model_specs[n] = ModelSpec(name=n, **e)
-        ngram_specs = {}
-        for n, e in models.get("ngrams", {}).items():
-            values, sources, _ = _split_sources(e, f"ngrams.{n}")
-            ngram_specs[n] = NgramSpec(name=n, step_ns=values["step_ns"], energy_nj_per_step=values["energy_nj_per_step"],
-                                       source="; ".join(sources.values()))
-        hosts = {}
-        for n, e in devices.get("hosts", {}).items():
-            values, sources, ranges = _split_sources(e, f"hosts.{n}")
-            hosts[n] = HostSpec(name=n, sources=sources, ranges=ranges, **values)
-        memories = {}
-        for n, e in devices.get("memories", {}).items():
-            values, sources, ranges = _split_sources(e, f"memories.{n}")
-            memories[n] = MemorySpec(name=n, sources=sources, ranges=ranges, **values)
-            _check_memory(memories[n])
-    except (TypeError, KeyError) as exc:  # missing or unknown field in a catalog entry
-        raise ScenarioError(f"catalog: malformed entry ({exc})") from None
+    model_specs = {}
+    for n, e in models.get("models", {}).items():
+        values, sources, ranges = _split_sources(e, f"models.{n}")
+        if not sources:
+            raise ScenarioError(f"catalog: models.{n} has no source (add source = \"...\" or source_X per field)")
+        if ranges:
+            raise ScenarioError(f"catalog: models.{n}.range_{next(iter(ranges))}: a model shape takes no range")
+        source = _joined_source(sources)
+        model_specs[n] = _make(ModelSpec, n, values, f"models.{n}", source=source, sources=sources)
+        _check_model(model_specs[n])
+    ngram_specs = {}
+    for n, e in models.get("ngrams", {}).items():
+        values, sources, _ = _split_sources(e, f"ngrams.{n}")
+        ngram_specs[n] = _make(NgramSpec, n, values, f"ngrams.{n}", source="; ".join(sources.values()))
+    hosts = {}
+    for n, e in devices.get("hosts", {}).items():
+        values, sources, ranges = _split_sources(e, f"hosts.{n}")
+        hosts[n] = _make(HostSpec, n, values, f"hosts.{n}", sources=sources, ranges=ranges)
+        _check_host(hosts[n])
+    memories = {}
+    for n, e in devices.get("memories", {}).items():
+        values, sources, ranges = _split_sources(e, f"memories.{n}")
+        memories[n] = _make(MemorySpec, n, values, f"memories.{n}", sources=sources, ranges=ranges)
+        _check_memory(memories[n])
     for section, key in (("default", "source_default"), ("pairs", "source_pairs"), ("families", "source_families")):
         table = acceptance.get(section)
         present = table is not None and (section == "default" or any(not k.startswith("source") for k in table))
         if present and not (acceptance.get(key) or (isinstance(table, dict) and table.get(key))):
             raise ScenarioError(f"catalog: acceptance {section} has no source ({key})")
+    for section in ("pairs", "families"):
+        _check_rates(acceptance.get(section, {}), f"acceptance {section}")
+    for key, default, high in (("default", 0.6, 1.0), ("sensitivity_delta", 0.1, 1.0)):
+        v = acceptance.get(key, default)
+        if isinstance(v, bool) or not isinstance(v, int | float) or not 0 <= v < high:
+            raise ScenarioError(f"catalog: acceptance {key}: must be a number in [0, 1), got {v!r}")
     pairs = {k: float(v) for k, v in acceptance.get("pairs", {}).items() if not k.startswith("source")}
     fams = {k: float(v) for k, v in acceptance.get("families", {}).items() if not k.startswith("source")}
     delta = acceptance.get("sensitivity_delta", 0.1)
     if "sensitivity_delta" in acceptance and not acceptance.get("source_sensitivity_delta"):
         raise ScenarioError("catalog: acceptance sensitivity_delta has no source (source_sensitivity_delta)")
+    tail = acceptance.get("tree_conditional_tail", [])
+    if tail and not acceptance.get("source_tree_conditional_tail"):
+        raise ScenarioError("catalog: acceptance tree_conditional_tail has no source (source_tree_conditional_tail)")
+    if not isinstance(tail, list) or any(not isinstance(c, int | float) or not 0 <= c < 1 for c in tail):
+        raise ScenarioError("catalog: acceptance tree_conditional_tail must be a list of rates in [0, 1)")
     return Catalog(model_specs, ngram_specs, hosts, memories, float(acceptance.get("default", 0.6)), pairs, fams,
-                   float(delta))
+                   float(delta), tuple(float(c) for c in tail))
 
 
 @lru_cache(maxsize=1)
@@ -250,19 +370,132 @@ def default_catalog() -> Catalog:
     return build_catalog(_read(None, "models.toml"), _read(None, "devices.toml"), _read(None, "acceptance.toml"))
 
 
-def load_catalog(extra: list[Path] | None = None) -> Catalog:
-    """The default catalog, with entries from user TOML files (same schema) added or overriding."""
-    if not extra:
-        return default_catalog()
+#: Where each section of a user catalog file goes: the shipped file it extends.
+_ENTRY_SECTIONS = {"models": "models", "ngrams": "models", "hosts": "devices", "memories": "devices"}
+_RATE_SECTIONS = ("pairs", "families")
+_ACCEPTANCE_KEYS = ("default", "sensitivity_delta", "tree_conditional_tail")
+
+
+def file_digest(path: str | Path) -> str:
+    """SHA-256 of a catalog file's bytes (what a scenario's inputs hash includes, not the path)."""
+    try:
+        return hashlib.sha256(Path(path).read_bytes()).hexdigest()
+    except OSError as exc:
+        raise ScenarioError(f"catalog {path}: cannot read ({exc.strerror or exc})") from None
+
+
+def _read_user(path: Path) -> dict:
+    """A user catalog file as TOML, its sections checked for shape (errors name the file)."""
+    try:
+        text = path.read_bytes().decode("utf-8")
+    except OSError as exc:
+        raise ScenarioError(f"catalog {path}: cannot read ({exc.strerror or exc})") from None
+    except UnicodeDecodeError as exc:
+        raise ScenarioError(f"catalog {path}: not UTF-8 text (byte {exc.start}); a catalog is a TOML file") from None
+    try:
+        data = tomllib.loads(text)
+    except tomllib.TOMLDecodeError as exc:
+        raise ScenarioError(f"catalog {path}: not valid TOML ({' '.join(str(exc).split())})") from None
+    allowed = [*_ENTRY_SECTIONS, *_RATE_SECTIONS, *_ACCEPTANCE_KEYS]
+    sourced = [f"source_{k}" for k in (*_RATE_SECTIONS, *_ACCEPTANCE_KEYS)]
+    for key, value in data.items():
+        if key not in allowed and key not in sourced:
+            raise ScenarioError(f"catalog {path}: unknown section or key '{key}' (known: {', '.join(allowed)}, "
+                                "each acceptance key with its source_KEY)")
+        if key in _ENTRY_SECTIONS:
+            if not isinstance(value, dict):
+                raise ScenarioError(f"catalog {path}: {key} must be a table of entries ([{key}.NAME])")
+            for name, entry in value.items():
+                if not isinstance(entry, dict):
+                    raise ScenarioError(f"catalog {path}: {key}.{name} must be a table ([{key}.\"{name}\"])")
+        if key in _RATE_SECTIONS and not isinstance(value, dict):
+            raise ScenarioError(f"catalog {path}: {key} must be a table of \"DRAFTER>VERIFIER\" = rate")
+    return data
+
+
+def _resolve_based_on(section: str, entry: dict, known: dict, where: str) -> dict:
+    """An entry with `based_on = "BASE"`: BASE's fields and sources, the entry's own fields (each with
+    its own source, checked before) replacing them; a replaced field drops BASE's range for it."""
+    own = {k: v for k, v in entry.items() if k != "based_on"}
+    _split_sources(own, where)  # every field the file sets carries the file's source
+    base_name = entry["based_on"]
+    if not isinstance(base_name, str) or base_name not in known.get(section, {}):
+        raise ScenarioError(f"catalog: {where}.based_on: no {section} entry '{base_name}' to start from "
+                            f"(known: {', '.join(sorted(known.get(section, {})))})")
+    out = dict(known[section][base_name])
+    for k in own:
+        if not k.startswith(("source", "range_")):
+            out.pop(f"range_{k}", None)
+            out.pop(f"source_{k}", None)
+    out.update(own)
+    return out
+
+
+def _merge_user(path: Path, data: dict, models: dict, devices: dict, acceptance: dict) -> None:
+    """Check one user file on its own (so an error names it), then merge it over the catalog so far."""
+    targets = {"models": models, "devices": devices}
+    own = {"models": {}, "devices": {}}
+    try:
+        for section, shipped in _ENTRY_SECTIONS.items():
+            for name, entry in data.get(section, {}).items():
+                where = f"{section}.{name}"
+                if "based_on" in entry:
+                    entry = _resolve_based_on(section, entry, targets[shipped], where)
+                own[shipped].setdefault(section, {})[name] = entry
+        own_acceptance = {k: v for k, v in data.items() if k not in _ENTRY_SECTIONS}
+        for section in _RATE_SECTIONS:  # a top-level source_pairs belongs to the [pairs] table
+            if f"source_{section}" in own_acceptance and section in own_acceptance:
+                own_acceptance[section] = {**own_acceptance[section],
+                                           f"source_{section}": own_acceptance.pop(f"source_{section}")}
+        build_catalog(own["models"], own["devices"], own_acceptance)
+    except ScenarioError as exc:
+        msg = str(exc)
+        raise ScenarioError(f"catalog {path}: {msg.removeprefix('catalog: ')}") from None
+    for shipped, sections in own.items():
+        for section, entries in sections.items():
+            targets[shipped].setdefault(section, {}).update(entries)
+    for section in _RATE_SECTIONS:
+        table = dict(own_acceptance.get(section, {}))
+        if not table:
+            continue
+        merged = acceptance.setdefault(section, {})
+        key = f"source_{section}"
+        note = f"{path}: {table.pop(key)}"
+        merged[key] = f"{merged[key]}; {note}" if merged.get(key) else note
+        merged.update(table)
+    for key in _ACCEPTANCE_KEYS:
+        if key in own_acceptance:
+            acceptance[key] = own_acceptance[key]
+            acceptance[f"source_{key}"] = own_acceptance.get(f"source_{key}")
+
+
+def _stat_key(path: str | Path) -> tuple[str, int, int]:
+    """A cache key that changes when the file does (a missing file keys as -1 and fails when loaded)."""
+    try:
+        st = Path(path).stat()
+        return str(path), st.st_mtime_ns, st.st_size
+    except OSError:
+        return str(path), -1, -1
+
+
+@lru_cache(maxsize=16)
+def _load_files(keys: tuple[tuple[str, int, int], ...]) -> Catalog:
     models = _read(None, "models.toml")
     devices = _read(None, "devices.toml")
     acceptance = _read(None, "acceptance.toml")
-    for path in extra:
-        try:
-            data = tomllib.loads(Path(path).read_text())
-        except (OSError, tomllib.TOMLDecodeError) as exc:
-            raise ScenarioError(f"catalog {path}: {exc}") from None
-        for section, target in (("models", models), ("ngrams", models), ("hosts", devices),
-                                ("memories", devices), ("pairs", acceptance), ("families", acceptance)):
-            target.setdefault(section, {}).update(data.get(section, {}))
-    return build_catalog(models, devices, acceptance)
+    for path, _, _ in keys:
+        _merge_user(Path(path), _read_user(Path(path)), models, devices, acceptance)
+    cat = build_catalog(models, devices, acceptance)
+    return dataclasses.replace(cat, files=tuple(path for path, _, _ in keys))
+
+
+def load_catalog(extra: Sequence[str | Path] | None = None) -> Catalog:
+    """The default catalog with the entries of user TOML files (same schema) added or replacing, in order.
+
+    Each file is checked on its own first: a missing file, bad TOML, an unknown section, an entry without
+    a source or a malformed value raises ScenarioError naming the file and the field. Cached per file
+    state (path, modification time, size).
+    """
+    if not extra:
+        return default_catalog()
+    return _load_files(tuple(_stat_key(p) for p in extra))

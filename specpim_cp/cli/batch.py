@@ -1,20 +1,51 @@
-"""Commands `batch`, `report` and `sweep`: benchmark sets, their reports, acceptance sweeps.
+"""Commands `batch`, `grid`, `report` and `sweep`: benchmark sets, grids, their reports, acceptance sweeps.
 
-They are thin: `batch.run_batch`, `report.build_report` and `sweep.sweep_acceptance` do the work; the
-commands resolve inputs, draw progress bars (tqdm on stderr) and print the report.
+They are thin: `batch.run_batch`, `grid.run_grid`, `report.build_report` and `sweep.sweep_acceptance` do
+the work; the commands check every option first, resolve inputs, show progress on stderr (a tqdm bar on a
+terminal, else one line per finished instance) and print the report.
 """
 
 from __future__ import annotations
 
+import contextlib
 import sys
 import time
 from pathlib import Path
 
 import click
 
-from specpim_cp.cli.common import load, user_errors
+from specpim_cp.cli.common import catalog_option, load, user_errors
 from specpim_cp.errors import ScenarioError
 from specpim_cp.sets import builtin_sets
+
+
+class LineProgress:
+    """`BatchProgress` for a log (stderr is not a terminal): one line per finished instance, nothing else."""
+
+    def __init__(self, desc: str):
+        self.desc = desc
+        self.done = 0
+        self.total = 0
+        self.t0 = time.perf_counter()
+
+    def start(self, total: int, done: int) -> None:
+        self.total, self.done = total, done
+
+    def begin(self, label: str) -> None: ...
+
+    def end(self, label: str, records: list) -> None:
+        self.done += 1
+        statuses = ", ".join(sorted({r.status or "-" for r in records})) or "skipped (its source failed)"
+        errors = "; ".join(f"{r.part}: {r.error}" for r in records if r.status == "ERROR")
+        click.echo(f"{self.desc}: {self.done}/{self.total} {label}: {statuses}"
+                   + (f" ({errors})" if errors else "") + f" [{time.perf_counter() - self.t0:.0f} s]", err=True)
+
+    def close(self) -> None: ...
+
+
+def progress_for(desc: str):
+    """A tqdm bar on a terminal, one line per finished instance otherwise (no bar in logs)."""
+    return TqdmProgress(desc) if sys.stderr.isatty() else LineProgress(desc)
 
 
 class TqdmProgress:
@@ -55,57 +86,138 @@ class TqdmProgress:
             self.bar.close()
 
 
-@click.command()
-@click.argument("target", required=False, metavar="[SET|FILE|DIR]")
-@click.option("--out", type=click.Path(file_okay=False), help="results directory [default: results/NAME]")
-@click.option("--jobs", type=click.IntRange(1), default=2, show_default=True,
-              help="worker processes (instances solved in parallel)")
-@click.option("--time-limit", type=click.FloatRange(0, min_open=True), default=60.0, show_default=True,
-              help="per exact solve (deterministic time units when solving deterministically)")
-@click.option("--methods", default="exact,heuristic,baselines,ladder", show_default=True,
-              help="comma-separated: exact, heuristic, baselines, ladder")
-@click.option("--resume/--no-resume", default=True, show_default=True,
-              help="skip instances already in OUT/results.jsonl (--no-resume moves it to results.jsonl.old)")
-@click.option("--seed", type=int, default=0, show_default=True)
-@click.option("--workers", type=click.IntRange(1), default=1, show_default=True,
-              help="CP-SAT workers per exact solve (non-deterministic solving only)")
-@click.option("--deterministic/--no-deterministic", default=True, show_default=True)
-@click.option("--heuristic-budget", default="quick", show_default=True)
-@click.option("--pareto/--no-pareto", default=True, show_default=True,
-              help="latency-energy front of one scenario per family (with exact)")
-@user_errors
-def batch(target: str | None, out: str | None, jobs: int, time_limit: float, methods: str, resume: bool,
-          seed: int, workers: int, deterministic: bool, heuristic_budget: str, pareto: bool) -> None:
-    """Solve a benchmark set (default: paper) with every method; resumable; then write the report."""
-    from specpim_cp.batch import BatchOptions, resolve_inputs, run_batch
+def run_options(f):
+    """Options shared by `batch` and `grid`: where and how instances run."""
+    for opt in reversed((
+        click.option("--out", type=click.Path(file_okay=False), help="results directory [default: results/NAME]"),
+        click.option("--jobs", type=int, default=None,
+                     help="instances in parallel [default: local 2 worker processes; ray: as many as the "
+                          "cluster's CPUs allow]"),
+        click.option("--executor", type=click.Choice(EXECUTOR_CHOICES), default="local", show_default=True,
+                     help="local process pool, or Ray tasks (pip install -e '.[ray]')"),
+        click.option("--ray-address", metavar="HOST:PORT",
+                     help="Ray cluster to join (`ray start --head` there) [default: $RAY_ADDRESS, else a "
+                          "local Ray runtime]"),
+        click.option("--time-limit", type=float, default=60.0, show_default=True,
+                     help="per exact solve (deterministic time units when solving deterministically)"),
+        click.option("--resume/--no-resume", default=True, show_default=True,
+                     help="skip instances already in OUT/results.jsonl (--no-resume moves it to "
+                          "results.jsonl.old)"),
+        click.option("--seed", type=int, default=0, show_default=True),
+        click.option("--workers", type=int, default=1, show_default=True,
+                     help="CP-SAT workers per exact solve (non-deterministic solving only; CPUs of a Ray task)"),
+        click.option("--deterministic/--no-deterministic", default=True, show_default=True),
+    )):
+        f = opt(f)
+    return f
+
+
+EXECUTOR_CHOICES = ("local", "ray")
+
+
+def _finish(summary, out_dir: Path, what: str) -> None:
     from specpim_cp.report import build_report
 
-    name, files = resolve_inputs(target, builtin_sets())
-    out_dir = Path(out) if out else Path("results") / name
-    chosen = tuple(m.strip() for m in methods.split(",") if m.strip())
-    if not chosen:
-        raise ScenarioError("--methods: name at least one method")
-    options = BatchOptions(methods=chosen, time_limit_s=time_limit, seed=seed, jobs=jobs, workers=workers,
-                           deterministic=deterministic, heuristic_budget=heuristic_budget, pareto=pareto,
-                           resume=resume)
-    summary = run_batch(files, out_dir, options, TqdmProgress(f"batch {name}"))
     for note in summary.notes:
         click.echo(f"note: {note}", err=True)
     report = build_report(out_dir)
     click.echo(report.text)
-    click.echo(f"\n{summary.total} instances: {summary.ran} run, {summary.skipped} already done, "
+    click.echo(f"\n{summary.total} {what}: {summary.ran} run, {summary.skipped} already done, "
                f"{len(summary.failed)} failed; wall {summary.wall_s:.1f} s; results and report in {out_dir}/")
     if summary.failed:
         click.echo(f"error: failed (re-run to retry): {', '.join(summary.failed)}", err=True)
         sys.exit(1)
 
 
+@contextlib.contextmanager
+def _stop_on_sigterm():
+    """SIGTERM unwinds like Ctrl-C while a run is on (a local Ray runtime and the worker pool are shut
+    down; the folder lock and the finished records need nothing: the kernel drops the lock, every record
+    is already fsynced)."""
+    import signal
+
+    def stop(signum, frame):
+        raise SystemExit(128 + signum)
+
+    try:
+        previous = signal.signal(signal.SIGTERM, stop)
+    except ValueError:  # not the main thread
+        yield
+        return
+    try:
+        yield
+    finally:
+        signal.signal(signal.SIGTERM, previous)
+
+
+def _options(executor: str, jobs: int | None, **kw):
+    from specpim_cp.batch import BatchOptions
+
+    if jobs is None:
+        jobs = 0 if executor == "ray" else 2
+    elif jobs < 1:
+        raise ScenarioError(f"--jobs: must be at least 1, got {jobs}")
+    return BatchOptions(executor=executor, jobs=jobs, **kw).validate()
+
+
 @click.command()
-@click.argument("directory", type=click.Path(exists=True, file_okay=False))
+@click.argument("target", required=False, metavar="[SET|FILE|DIR]")
+@run_options
+@click.option("--methods", default="exact,heuristic,baselines,ladder", show_default=True,
+              help="comma-separated: exact, heuristic, baselines, ladder")
+@click.option("--heuristic-budget", default="quick", show_default=True, help="quick | paper | GENxPOPxLEAVES")
+@click.option("--pareto/--no-pareto", default=True, show_default=True,
+              help="latency-energy front of one scenario per family (with exact)")
+@catalog_option
+@user_errors
+def batch(target: str | None, out: str | None, jobs: int | None, executor: str, ray_address: str | None,
+          time_limit: float, resume: bool, seed: int, workers: int, deterministic: bool, methods: str,
+          heuristic_budget: str, pareto: bool, catalog_files: tuple[str, ...]) -> None:
+    """Solve a benchmark set (default: paper) with every method; resumable; then write the report."""
+    from specpim_cp.batch import resolve_inputs, run_batch
+
+    chosen = tuple(m.strip() for m in methods.split(",") if m.strip())
+    options = _options(executor, jobs, methods=chosen, time_limit_s=time_limit, seed=seed, workers=workers,
+                       deterministic=deterministic, heuristic_budget=heuristic_budget, pareto=pareto,
+                       resume=resume, ray_address=ray_address)
+    name, files = resolve_inputs(target, builtin_sets())
+    out_dir = Path(out) if out else Path("results") / name
+    with _stop_on_sigterm():
+        summary = run_batch(files, out_dir, options, progress_for(f"batch {name}"), name=name,
+                            extra_catalogs=catalog_files)
+    _finish(summary, out_dir, "instances")
+
+
+@click.command()
+@click.argument("grid_file", metavar="GRID.toml")
+@run_options
+@catalog_option
+@user_errors
+def grid(grid_file: str, out: str | None, jobs: int | None, executor: str, ray_address: str | None,
+         time_limit: float, resume: bool, seed: int, workers: int, deterministic: bool,
+         catalog_files: tuple[str, ...]) -> None:
+    """Solve every cell of a grid exactly (with the baselines per cell); resumable; then write the report.
+
+    GRID.toml has `base = "SET/NAME or file"` (or a [base] table) and an [axes] table: batch_size,
+    prompt_tokens, generated_tokens, acceptance, device_budget, memory_types, host, models (see README).
+    """
+    from specpim_cp.grid import load_grid, run_grid
+
+    options = _options(executor, jobs, time_limit_s=time_limit, seed=seed, workers=workers,
+                       deterministic=deterministic, resume=resume, ray_address=ray_address)
+    g = load_grid(grid_file, extra_catalogs=catalog_files)
+    out_dir = Path(out) if out else Path("results") / g.name
+    with _stop_on_sigterm():
+        summary = run_grid(g, out_dir, options, progress_for(f"grid {g.name}"))
+    _finish(summary, out_dir, f"instances ({len(g.cells)} cells x exact and baselines)")
+
+
+@click.command()
+@click.argument("directory")
 @click.option("--no-plots", is_flag=True, help="tables and CSV only")
 @user_errors
 def report(directory: str, no_plots: bool) -> None:
-    """Regenerate summary.md, results.csv, pareto/*.csv and the plots of a batch directory."""
+    """Regenerate summary.md, results.csv and the plots of a batch or grid directory."""
     from specpim_cp.report import build_report
 
     rep = build_report(directory, plots=not no_plots)
@@ -124,19 +236,21 @@ def report(directory: str, no_plots: bool) -> None:
 @click.option("--seed", type=int, default=0, show_default=True)
 @click.option("--workers", type=click.IntRange(1), default=1, show_default=True)
 @click.option("--deterministic/--no-deterministic", default=True, show_default=True)
+@catalog_option
 @user_errors
 def sweep(scenario: str, acceptance: str, drafter: str | None, out: str | None, time_limit: float, seed: int,
-          workers: int, deterministic: bool) -> None:
+          workers: int, deterministic: bool, catalog_files: tuple[str, ...]) -> None:
     """Re-solve SCENARIO exactly as the drafters' acceptance rate varies; show where the optimum changes."""
     from tqdm import tqdm
 
     from specpim_cp.sweep import format_sweep, parse_range, sweep_acceptance, write_sweep
 
-    sc = load(scenario)
+    sc = load(scenario, catalog_files)  # the scenario carries its catalog files: every solve uses them
     alphas = parse_range(acceptance)
     out_dir = Path(out) if out else Path("results") / f"sweep-{sc.name}"
     t0 = time.perf_counter()
-    with tqdm(total=len(alphas), desc=f"sweep {sc.name}", unit="point", file=sys.stderr) as bar:
+    with tqdm(total=len(alphas), desc=f"sweep {sc.name}", unit="point", file=sys.stderr,
+              disable=not sys.stderr.isatty()) as bar:  # no bar in a log
         result = sweep_acceptance(sc, alphas, drafter=drafter, time_limit_s=time_limit, workers=workers,
                                   seed=seed, deterministic=deterministic, on_point=lambda _: bar.update(1))
     files = write_sweep(result, out_dir)
@@ -146,4 +260,4 @@ def sweep(scenario: str, acceptance: str, drafter: str | None, out: str | None, 
     elapsed = time.perf_counter() - t0
     click.echo(f"\n{len(alphas)} solves in {elapsed:.1f} s; wrote " + ", ".join(map(str, files)))
 
-COMMANDS = (batch, report, sweep)
+COMMANDS = (batch, grid, report, sweep)

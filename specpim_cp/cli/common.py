@@ -1,9 +1,13 @@
-"""What every command shares: user errors as one line and exit code 2, scenario loading, output."""
+"""What every command shares: user errors as one line and exit code 2, scenario loading, output, progress."""
 
 from __future__ import annotations
 
 import functools
+import math
+import shutil
 import sys
+import time
+from typing import Self
 
 import click
 
@@ -12,8 +16,13 @@ from specpim_cp.files import write_atomic
 from specpim_cp.sets import resolve_scenario_path
 
 
+def one_line(msg: str) -> str:
+    """A message as one line (newlines joined with '; ')."""
+    return "; ".join(part.strip() for part in str(msg).splitlines() if part.strip())
+
+
 def fail(msg: str) -> None:
-    click.echo(f"error: {msg}", err=True)
+    click.echo(f"error: {one_line(msg)}", err=True)
     sys.exit(2)
 
 
@@ -26,22 +35,112 @@ def user_errors(fn):
             return fn(*args, **kwargs)
         except ScenarioError as exc:
             fail(str(exc))
-        except (FileNotFoundError, IsADirectoryError, PermissionError) as exc:
-            fail(f"{exc.filename}: {exc.strerror}")
+        except OSError as exc:  # a file the user named: unreadable, unwritable, a directory, ...
+            where = exc.filename or "file"
+            fail(f"{where}: {exc.strerror or exc}")
 
     return wrapper
 
 
-def load(name: str):
-    """A scenario from a TOML/JSON path or a built-in `SET/NAME`."""
+def catalog_option(f):
+    """`--catalog FILE` (repeatable): user catalog TOML merged over the built-in catalog, after a
+    scenario's own `catalog` files."""
+    return click.option("--catalog", "catalog_files", multiple=True, metavar="FILE",
+                        help="user catalog TOML (models, hosts, memories, acceptance; repeatable), merged over "
+                             "the built-in catalog after the scenario's own `catalog` files")(f)
+
+
+def load(name: str, catalog_files: tuple[str, ...] = ()):
+    """A scenario from a TOML/JSON path or a built-in `SET/NAME`, with --catalog files added to its own."""
     from specpim_cp.scenario import load_scenario
 
-    return load_scenario(resolve_scenario_path(name))
+    return load_scenario(resolve_scenario_path(name), extra_catalogs=catalog_files)
+
+
+def load_with_catalog(name: str, catalog_files: tuple[str, ...] = ()):
+    """(scenario, the one Catalog every step of the command prices it with)."""
+    from specpim_cp.scenario import scenario_catalog
+
+    sc = load(name, catalog_files)
+    return sc, scenario_catalog(sc)
+
+
+def user_catalog(catalog_files: tuple[str, ...] = ()):
+    """The catalog of a command without a scenario: built-in plus --catalog files."""
+    from pathlib import Path
+
+    from specpim_cp.catalog import load_catalog
+
+    return load_catalog([str(Path(p).absolute()) for p in catalog_files])
 
 
 def emit(text: str, output: str | None) -> None:
     """Print, or write atomically to `output`."""
-    if output:
+    check_writable(output, "-o")
+    if output is not None:
         write_atomic(output, text if text.endswith("\n") else text + "\n")
     else:
         click.echo(text)
+
+
+def check_time_limit(value: float, option: str = "--time-limit") -> float:
+    """A finite, positive time limit (click's FloatRange lets nan and inf through)."""
+    if not math.isfinite(value):
+        raise ScenarioError(f"{option}: must be a finite number of seconds, got {value}")
+    return value
+
+
+def check_workers(workers: int, deterministic: bool) -> None:
+    """--deterministic solves with one CP-SAT worker: more workers with it is a contradiction."""
+    if deterministic and workers > 1:
+        raise ScenarioError(f"--workers {workers}: --deterministic solves with one worker (the same design every "
+                            "run); drop --deterministic to use several workers")
+
+
+def check_writable(path: str | None, option: str) -> None:
+    """Fail before a long run when `path`'s folder exists as a regular file (write_atomic fails later)."""
+    if path is None:
+        return
+    if not path.strip():
+        raise ScenarioError(f"{option}: an empty file name")
+    from pathlib import Path
+
+    for parent in Path(path).absolute().parents:
+        if parent.exists():
+            if not parent.is_dir():
+                raise ScenarioError(f"{option} {path}: '{parent}' is a file, not a folder")
+            return
+
+
+class Progress:
+    """One status line on stderr, rewritten in place; only when stderr is a terminal (else inert)."""
+
+    def __init__(self, label: str):
+        self.label = label
+        self.active = sys.stderr.isatty()
+        self.t0 = time.perf_counter()
+        self.shown = False
+
+    def __bool__(self) -> bool:
+        return self.active
+
+    def show(self, text: str) -> None:
+        if not self.active:
+            return
+        width = shutil.get_terminal_size((100, 20)).columns
+        line = f"{self.label} [{time.perf_counter() - self.t0:.0f} s]: {text}"
+        sys.stderr.write("\r" + line[: max(10, width - 1)] + "\033[K")
+        sys.stderr.flush()
+        self.shown = True
+
+    def close(self) -> None:
+        if self.active and self.shown:
+            sys.stderr.write("\r\033[K")
+            sys.stderr.flush()
+            self.shown = False
+
+    def __enter__(self) -> Self:
+        return self
+
+    def __exit__(self, *exc) -> None:
+        self.close()

@@ -6,22 +6,92 @@ import json
 
 import click
 
-from specpim_cp.cli.common import emit, load, user_errors
+from specpim_cp.cli.common import (
+    Progress,
+    catalog_option,
+    check_time_limit,
+    check_workers,
+    check_writable,
+    emit,
+    load_with_catalog,
+    user_errors,
+)
 from specpim_cp.errors import ScenarioError
 
 
-def _warm_start(sc, hint_path, warm_start: bool, seed: int):
+def _hint(sc, hint_path: str, catalog):
+    """The --hint design, which must be a design of this scenario's (restricted) space that fits."""
     from specpim_cp.design import load_design
+    from specpim_cp.evaluate import Evaluator
+    from specpim_cp.space import DesignSpace
 
+    design = load_design(hint_path)
+    bad = DesignSpace(sc, catalog).violations(design)
+    if bad:
+        raise ScenarioError(f"--hint {hint_path}: not a design of scenario '{sc.name}': {bad[0]}")
+    try:
+        Evaluator(sc, catalog).evaluate(design)
+    except ScenarioError as exc:
+        raise ScenarioError(f"--hint {hint_path}: {exc}") from None
+    return design
+
+
+def _warm_start(sc, hint_path, warm_start: bool, seed: int, catalog):
     if hint_path:
-        return load_design(hint_path)
+        return _hint(sc, hint_path, catalog)
     if not warm_start:
         return None
     try:
         from specpim_cp.heuristic import run_heuristic
     except ImportError:
         return None
-    return run_heuristic(sc, budget="quick", seed=seed).design
+    with Progress("warm start (heuristic, quick)") as bar:
+        try:
+            return run_heuristic(sc, budget="quick", seed=seed, catalog=catalog,
+                                 on_generation=_generation_hook(bar, sc)).design
+        except ScenarioError:  # no design found: the exact solver names the real reason (capacity, space)
+            return None
+
+
+def _solve_hook(bar: Progress):
+    """CP-SAT progress (incumbent, bound, gap per Dinkelbach iteration) on the status line."""
+    if not bar:
+        return None
+    from specpim_cp.report_text import human_objective
+
+    def hook(p) -> None:
+        inc = "none yet" if p.incumbent is None else human_objective(p.objective_name, p.incumbent)
+        bound = "n/a" if p.bound is None else human_objective(p.objective_name, p.bound)
+        gap = "" if p.gap is None else f", gap {100 * p.gap:.3g}%"
+        bar.show(f"{p.stage}: iteration {p.iterations}, incumbent {inc}, bound {bound}{gap}")
+
+    return hook
+
+
+def _generation_hook(bar: Progress, sc):
+    """Heuristic progress (generation, best so far) on the status line."""
+    if not bar:
+        return None
+    from specpim_cp.report_text import human_objective
+
+    def hook(generation: int, generations: int, best: float, evaluations: int) -> None:
+        best_text = "none yet" if best == float("inf") else human_objective(sc.objective, best)
+        bar.show(f"generation {generation}/{generations}, best {best_text}, {evaluations:,} evaluations")
+
+    return hook
+
+
+def _no_fit_detail(sc, catalog) -> str:
+    """Why no design fits, when a model's tensors exceed every allowed architecture (else '')."""
+    from specpim_cp.evaluate import Evaluator
+    from specpim_cp.exact.model import SpecModel
+    from specpim_cp.exact.solve import check_capacity
+
+    try:
+        check_capacity(SpecModel(sc, catalog, Evaluator(sc, catalog)))
+    except ScenarioError as exc:
+        return str(exc)
+    return ""
 
 
 @click.command()
@@ -29,60 +99,82 @@ def _warm_start(sc, hint_path, warm_start: bool, seed: int):
 @click.option("--objective", type=click.Choice(["latency", "energy", "edp"]), help="default: the scenario's")
 @click.option("--time-limit", type=click.FloatRange(0.1), default=60.0, show_default=True,
               help="seconds (deterministic time units with --deterministic)")
-@click.option("--workers", type=click.IntRange(1, 64), default=1, show_default=True)
-@click.option("--seed", type=int, default=0, show_default=True)
-@click.option("--deterministic", is_flag=True, help="one worker, deterministic time limit: same design every run")
+@click.option("--workers", type=click.IntRange(1, 64), default=1, show_default=True,
+              help="CP-SAT workers (not with --deterministic)")
+@click.option("--seed", type=click.IntRange(0), default=0, show_default=True)
+@click.option("--deterministic", is_flag=True,
+              help="one worker, deterministic time limit: same design every run (rejects --workers > 1)")
 @click.option("--method", type=click.Choice(["cp-sat", "brute-force"]), default="cp-sat", show_default=True)
 @click.option("--hint", "hint_path", type=click.Path(dir_okay=False), help="design JSON to warm-start from")
 @click.option("--warm-start/--no-warm-start", default=True, show_default=True,
               help="hint CP-SAT with the heuristic's design (quick budget)")
 @click.option("--json", "as_json", is_flag=True)
 @click.option("-o", "--output", type=click.Path(dir_okay=False))
+@catalog_option
 @user_errors
 def solve(scenario, objective, time_limit, workers, seed, deterministic, method, hint_path, warm_start, as_json,
-          output) -> None:
-    """The provably best design of SCENARIO (or the best found, its bound and gap)."""
+          output, catalog_files) -> None:
+    """The provably best design of SCENARIO (or the best found, its bound and gap).
+
+    The report states the objective in us/token (latency), mJ/token (energy) or us*mJ/token^2 (EDP), like
+    the metrics; --json keeps the evaluator's units, named by `objective_unit` (ns/token, nJ/token, ...).
+    """
     from specpim_cp.report_text import format_solve
 
-    sc = load(scenario)
+    check_time_limit(time_limit)
+    check_workers(workers, deterministic)
+    check_writable(output, "-o")
+    sc, cat = load_with_catalog(scenario, catalog_files)
     if method == "brute-force":
         from specpim_cp.brute import brute_force
 
-        res = brute_force(sc, objective=objective)
+        if hint_path:
+            raise ScenarioError("--hint: brute force enumerates every design; a hint is for --method cp-sat")
+        res = brute_force(sc, objective=objective, catalog=cat)
     else:
         from specpim_cp.exact import solve as cp_solve
 
-        hint = _warm_start(sc, hint_path, warm_start, seed)
-        res = cp_solve(sc, objective=objective, time_limit_s=time_limit, workers=workers, seed=seed,
-                       deterministic=deterministic, hint=hint)
+        hint = _warm_start(sc, hint_path, warm_start, seed, cat)
+        with Progress("solve") as bar:
+            res = cp_solve(sc, objective=objective, time_limit_s=time_limit, workers=workers, seed=seed,
+                           deterministic=deterministic, hint=hint, catalog=cat, on_progress=_solve_hook(bar))
     emit(res.to_json() if as_json else format_solve(sc, res), output)
 
 
 @click.command()
 @click.argument("scenario")
 @click.option("--time-limit", type=click.FloatRange(0.1), default=300.0, show_default=True)
-@click.option("--workers", type=click.IntRange(1, 64), default=1, show_default=True)
-@click.option("--seed", type=int, default=0, show_default=True)
-@click.option("--deterministic", is_flag=True)
+@click.option("--workers", type=click.IntRange(1, 64), default=1, show_default=True,
+              help="CP-SAT workers (not with --deterministic)")
+@click.option("--seed", type=click.IntRange(0), default=0, show_default=True)
+@click.option("--deterministic", is_flag=True, help="one worker, deterministic time limit (rejects --workers > 1)")
 @click.option("-o", "--output", type=click.Path(dir_okay=False), help="CSV file (default: stdout)")
+@catalog_option
 @user_errors
-def pareto(scenario, time_limit, workers, seed, deterministic, output) -> None:
-    """The exact latency-energy Pareto front (per token) as CSV."""
+def pareto(scenario, time_limit, workers, seed, deterministic, output, catalog_files) -> None:
+    """The exact latency-energy Pareto front (per token) as CSV, in ns and pJ (units in the header)."""
     import csv
     import io
 
     from specpim_cp.exact import pareto_front
     from specpim_cp.report_text import design_summary
 
-    sc = load(scenario)
-    front = pareto_front(sc, time_limit_s=time_limit, workers=workers, seed=seed, deterministic=deterministic)
+    check_time_limit(time_limit)
+    check_workers(workers, deterministic)
+    check_writable(output, "-o")
+    sc, cat = load_with_catalog(scenario, catalog_files)
+    with Progress("pareto") as bar:
+        front = pareto_front(sc, time_limit_s=time_limit, workers=workers, seed=seed, deterministic=deterministic,
+                             catalog=cat, on_progress=_solve_hook(bar))
     buf = io.StringIO()
     w = csv.writer(buf)
-    w.writerow(["latency_ns_per_token", "energy_pj_per_token", "edp", "round_time_ns", "tokens_per_round", "design"])
+    w.writerow(["latency_ns_per_token", "energy_pj_per_token", "edp_ns_pj_per_token2", "round_time_ns",
+                "energy_pj_per_round", "tokens_per_round", "design"])
     for e in front:
         m = e.metrics
-        w.writerow([f"{m.latency_ns_per_token:.3f}", f"{m.energy_pj_per_token:.1f}", f"{m.edp:.6g}",
-                    m.round_time_ns, f"{m.tokens_per_round:.6f}", design_summary(sc, e.design)])
+        w.writerow([f"{m.latency_ns_per_token:.3f}", f"{m.energy_pj_per_token:.1f}",
+                    f"{m.latency_ns_per_token * m.energy_pj_per_token:.6g}", m.round_time_ns,
+                    m.energy_nj_per_round * 1000, f"{m.tokens_per_round:.6f}", design_summary(sc, e.design)])
     emit(buf.getvalue().rstrip("\n"), output)
 
 
@@ -96,23 +188,42 @@ def _budget(value: str):
         g, p, leaves = (int(v) for v in value.lower().split("x"))
     except ValueError:
         raise ScenarioError(f"--budget: '{value}' is not quick, paper or GENxPOPxLEAVES (e.g. 20x200x500)") from None
+    if g < 0 or p < 2 or leaves < 0 or g > 100_000 or p > 1_000_000 or leaves > 10_000_000:
+        raise ScenarioError(f"--budget: '{value}' needs 0 <= generations <= 100000, 2 <= population <= 1000000 "
+                            "and 0 <= leaves <= 10000000")
     return Budget(generations=g, population=p, mcts_leaves_per_model=leaves)
+
+
+def _run_heuristic(sc, budget, seed: int, label: str, catalog):
+    """run_heuristic with a progress line; when no design fits, the capacity shortfall when there is one."""
+    from specpim_cp.heuristic import run_heuristic
+
+    with Progress(label) as bar:
+        try:
+            return run_heuristic(sc, budget=budget, seed=seed, catalog=catalog,
+                                 on_generation=_generation_hook(bar, sc))
+        except ScenarioError as exc:
+            if "no design" not in str(exc):
+                raise
+            raise ScenarioError(_no_fit_detail(sc, catalog) or str(exc)) from None
 
 
 @click.command()
 @click.argument("scenario")
 @click.option("--budget", default="quick", show_default=True, help="quick | paper | GENxPOPxLEAVES")
-@click.option("--seed", type=int, default=0, show_default=True)
+@click.option("--seed", type=click.IntRange(0), default=0, show_default=True)
 @click.option("--json", "as_json", is_flag=True)
 @click.option("-o", "--output", type=click.Path(dir_okay=False))
+@catalog_option
 @user_errors
-def heuristic(scenario, budget, seed, as_json, output) -> None:
+def heuristic(scenario, budget, seed, as_json, output, catalog_files) -> None:
     """The paper's explorer: GA over dataflow + per-model MCTS over architecture (seeded)."""
-    from specpim_cp.heuristic import run_heuristic
     from specpim_cp.report_text import format_solve
 
-    sc = load(scenario)
-    res = run_heuristic(sc, budget=_budget(budget), seed=seed)
+    bud = _budget(budget)
+    check_writable(output, "-o")
+    sc, cat = load_with_catalog(scenario, catalog_files)
+    res = _run_heuristic(sc, bud, seed, f"heuristic ({budget})", cat)
     emit(res.to_json() if as_json else format_solve(sc, res), output)
 
 
@@ -120,37 +231,44 @@ def heuristic(scenario, budget, seed, as_json, output) -> None:
 @click.argument("scenario")
 @click.option("--budget", default="quick", show_default=True, help="heuristic budget")
 @click.option("--time-limit", type=click.FloatRange(0.1), default=60.0, show_default=True)
-@click.option("--seed", type=int, default=0, show_default=True)
+@click.option("--seed", type=click.IntRange(0), default=0, show_default=True)
+@catalog_option
 @user_errors
-def compare(scenario, budget, time_limit, seed) -> None:
+def compare(scenario, budget, time_limit, seed, catalog_files) -> None:
     """Exact optimum (with proof) vs the heuristic (gap, time) vs the baselines, side by side."""
     from specpim_cp.baselines import run_baselines
     from specpim_cp.exact import solve as cp_solve
-    from specpim_cp.heuristic import run_heuristic
-    from specpim_cp.report_text import design_lines, table
+    from specpim_cp.report_text import HUMAN_UNITS, design_lines, host_line, human_objective, table
 
-    sc = load(scenario)
-    heur = run_heuristic(sc, budget=_budget(budget), seed=seed)
-    exact = cp_solve(sc, time_limit_s=time_limit, seed=seed, deterministic=True, hint=heur.design)
+    bud = _budget(budget)
+    check_time_limit(time_limit)
+    sc, cat = load_with_catalog(scenario, catalog_files)
+    heur = _run_heuristic(sc, bud, seed, f"compare: heuristic ({budget})", cat)
+    with Progress("compare: exact") as bar:
+        exact = cp_solve(sc, time_limit_s=time_limit, seed=seed, deterministic=True, hint=heur.design,
+                         catalog=cat, on_progress=_solve_hook(bar))
     opt = exact.report.objective
     obj = sc.objective
+    unit, factor = HUMAN_UNITS[obj]
     rows = []
     for name, res, wall in (("exact (CP-SAT)", exact.evaluation, exact.report.wall_s),
                             ("heuristic (GA+MCTS)", heur.evaluation, heur.report.wall_s)):
         v = res.metrics.objective(obj)
-        rows.append([name, float(v), f"{100 * float((v - opt) / opt):.3f}%", f"{wall:.2f}"])
-    for b in run_baselines(sc):
+        rows.append([name, float(v) * factor, f"{100 * float((v - opt) / opt):.3f}", f"{wall:.2f}"])
+    for b in run_baselines(sc, cat):
         if b.evaluation is not None:
             v = b.evaluation.metrics.objective(obj)
-            rows.append([b.name, float(v), f"{100 * float((v - opt) / opt):.1f}%", ""])
+            rows.append([b.name, float(v) * factor, f"{100 * float((v - opt) / opt):.1f}", ""])
     status = exact.report.status
     proof = ("proven optimal (objective = bound)" if status == "OPTIMAL"
-             else f"{status}, bound {float(exact.report.bound or 0):,.1f}, gap {100 * (exact.report.gap or 0):.3g}%")
+             else f"{status}, bound {human_objective(obj, exact.report.bound or 0)}, "
+                  f"gap {100 * (exact.report.gap or 0):.3g}%")
     ttb = heur.report.extra.get("time_to_best_s")
     click.echo(f"scenario {sc.name}, objective {obj}: exact {proof}; heuristic seed {seed}, budget {budget}, "
                f"{heur.report.extra.get('evaluations', '?')} evaluations, best found after "
                f"{ttb if ttb is None else round(ttb, 2)} s")
-    click.echo(table(["method", f"{obj} per token", "gap to optimum", "wall s"], rows))
+    click.echo(host_line(sc, exact.evaluation))
+    click.echo(table(["method", f"{obj} ({unit})", "above optimum (%)", "wall (s)"], rows))
     click.echo("exact design:")
     click.echo("\n".join(design_lines(sc, exact.design)))
     click.echo("heuristic design:")
@@ -162,17 +280,33 @@ def compare(scenario, budget, time_limit, seed) -> None:
 @click.argument("scenario")
 @click.option("--time-limit", type=click.FloatRange(0.1), default=60.0, show_default=True,
               help="per solve (deterministic time units)")
-@click.option("--seed", type=int, default=0, show_default=True)
+@click.option("--seed", type=click.IntRange(0), default=0, show_default=True)
 @click.option("--plot", "plot_path", type=click.Path(dir_okay=False), help="write the tornado plot (PNG) here")
 @click.option("--json", "as_json", is_flag=True)
+@catalog_option
 @user_errors
-def sensitivity(scenario, time_limit, seed, plot_path, as_json) -> None:
+def sensitivity(scenario, time_limit, seed, plot_path, as_json, catalog_files) -> None:
     """Re-solve with each uncertain constant at its low and high source value: a tornado table."""
-    from specpim_cp.sensitivity import format_sensitivity, plot_tornado
+    from specpim_cp.sensitivity import format_sensitivity, plot_tornado, uncertain_constants
     from specpim_cp.sensitivity import sensitivity as run
 
-    sc = load(scenario)
-    result = run(sc, time_limit_s=time_limit, seed=seed)
+    check_time_limit(time_limit)
+    check_writable(plot_path, "--plot")
+    if plot_path and not plot_path.lower().endswith(".png"):
+        raise ScenarioError(f"--plot {plot_path}: the tornado plot is a PNG; name the file *.png")
+    sc, cat = load_with_catalog(scenario, catalog_files)
+    constants = uncertain_constants(sc, cat)
+    if not constants:
+        raise ScenarioError(f"scenario '{sc.name}' has no uncertain constants (no range_ entries for its host and "
+                            "memory types in the catalog, and no drafters): nothing to vary")
+    with Progress("sensitivity") as bar:
+        n = [0]
+
+        def on_point(label: str) -> None:
+            n[0] += 1
+            bar.show(f"{n[0]}/{2 * len(constants)} ends solved, last: {label}")
+
+        result = run(sc, cat, time_limit_s=time_limit, seed=seed, on_point=on_point if bar else None)
     if plot_path:
         plot_tornado(result, plot_path)
     if as_json:
@@ -181,8 +315,14 @@ def sensitivity(scenario, time_limit, seed, plot_path, as_json) -> None:
              "energy_relative": p.energy_relative,
              "design_changed": p.design_changed, "design": p.summary, "resolved": p.resolved}
             for p in (r.low, r.high)]} for r in result.rows]
+        from specpim_cp.result import OBJECTIVE_UNITS
+
         click.echo(json.dumps({"scenario": result.scenario, "objective": result.objective_name,
-                               "nominal": float(result.nominal), "design": result.nominal_summary,
+                               "nominal": float(result.nominal),
+                               "objective_unit": OBJECTIVE_UNITS[result.objective_name],
+                               "design": result.nominal_summary,
+                               "host_kernel_model": cat.host(sc.host).kernel_model,
+                               "catalog_files": list(cat.files),
                                "rows": rows}, indent=2))
     else:
         click.echo(format_sensitivity(result))

@@ -6,7 +6,7 @@ import json
 
 import click
 
-from specpim_cp.cli.common import emit, load, user_errors
+from specpim_cp.cli.common import catalog_option, emit, load_with_catalog, user_errors
 from specpim_cp.errors import ScenarioError
 
 
@@ -15,15 +15,16 @@ from specpim_cp.errors import ScenarioError
 @click.option("--design", "design_path", required=True, type=click.Path(dir_okay=False))
 @click.option("--json", "as_json", is_flag=True, help="machine-readable output")
 @click.option("-o", "--output", type=click.Path(dir_okay=False), help="write to FILE instead of stdout")
+@catalog_option
 @user_errors
-def evaluate(scenario: str, design_path: str, as_json: bool, output: str | None) -> None:
+def evaluate(scenario: str, design_path: str, as_json: bool, output: str | None, catalog_files) -> None:
     """Price a design (metrics and breakdown)."""
     from specpim_cp.design import load_design
     from specpim_cp.evaluate import Evaluator
     from specpim_cp.report_text import format_evaluation
 
-    sc = load(scenario)
-    ev = Evaluator(sc).evaluate(load_design(design_path))
+    sc, cat = load_with_catalog(scenario, catalog_files)
+    ev = Evaluator(sc, cat).evaluate(load_design(design_path))
     emit(json.dumps(ev.as_dict(), indent=2) if as_json else format_evaluation(sc, ev), output)
 
 
@@ -31,14 +32,15 @@ def evaluate(scenario: str, design_path: str, as_json: bool, output: str | None)
 @click.argument("scenario")
 @click.option("--json", "as_json", is_flag=True)
 @click.option("-o", "--output", type=click.Path(dir_okay=False))
+@catalog_option
 @user_errors
-def baselines(scenario: str, as_json: bool, output: str | None) -> None:
+def baselines(scenario: str, as_json: bool, output: str | None, catalog_files) -> None:
     """Evaluate the baselines (GPU-AR, GPU-SI, FC-offload, attention-offload, off-the-shelf)."""
     from specpim_cp.baselines import run_baselines
     from specpim_cp.report_text import format_baselines
 
-    sc = load(scenario)
-    res = run_baselines(sc)
+    sc, cat = load_with_catalog(scenario, catalog_files)
+    res = run_baselines(sc, cat)
     if res and res[0].evaluation is None:  # GPU-AR infeasible: the verifier does not fit its devices
         raise ScenarioError(res[0].error or "the verifier does not fit its devices")
     emit(json.dumps([r.as_dict() for r in res], indent=2) if as_json else format_baselines(sc, res), output)
@@ -50,15 +52,16 @@ def baselines(scenario: str, as_json: bool, output: str | None) -> None:
 @click.option("--rounds", type=click.IntRange(100), default=100_000, show_default=True)
 @click.option("--seed", type=int, default=0, show_default=True)
 @click.option("--json", "as_json", is_flag=True)
+@catalog_option
 @user_errors
-def simulate(scenario: str, design_path: str, rounds: int, seed: int, as_json: bool) -> None:
+def simulate(scenario: str, design_path: str, rounds: int, seed: int, as_json: bool, catalog_files) -> None:
     """Monte Carlo simulation of rounds vs the closed forms (95% confidence intervals)."""
     from specpim_cp.design import load_design
     from specpim_cp.simulate import format_simulation
     from specpim_cp.simulate_design import simulate_design
 
-    sc = load(scenario)
-    res = simulate_design(sc, load_design(design_path), rounds, seed)
+    sc, cat = load_with_catalog(scenario, catalog_files)
+    res = simulate_design(sc, load_design(design_path), rounds, seed, cat)
     if as_json:
         click.echo(json.dumps(res.as_dict(), indent=2))
     else:

@@ -28,11 +28,20 @@ from ortools.sat.python import cp_model
 
 from specpim_cp import speculation as spec
 from specpim_cp.catalog import Catalog, ModelSpec
-from specpim_cp.design import HOST, ArchConfig, Design, ModelDesign, Placement, SpecChoice, Staging
+from specpim_cp.design import (
+    HOST,
+    ArchConfig,
+    Design,
+    DrafterChoice,
+    ModelDesign,
+    Placement,
+    SpecChoice,
+    Staging,
+)
 from specpim_cp.errors import ScenarioError
 from specpim_cp.evaluate import Evaluator
 from specpim_cp.graph import LAYER_OPS, PLACEABLE_OPS, is_chain, layer_graph, layer_order
-from specpim_cp.passes import RoundStats, pass_tokens, round_stats
+from specpim_cp.passes import RoundStats, pass_tokens, round_stats, tree_pass_tokens
 from specpim_cp.scenario import Scenario
 from specpim_cp.space import DesignSpace, ModelOptions
 
@@ -52,13 +61,22 @@ def add_ceil(m: cp_model.CpModel, target, numerator, denominator: int, enforce) 
 class SpecModel:
     """Builds the CP-SAT model; `solve.py` drives it (Dinkelbach, epsilon-constraint)."""
 
-    def __init__(self, scenario: Scenario, catalog: Catalog, evaluator: Evaluator | None = None):
+    def __init__(self, scenario: Scenario, catalog: Catalog, evaluator: Evaluator | None = None, *,
+                 model: cp_model.CpModel | None = None, shared_x: list[dict] | None = None, tag: str = "",
+                 capacity: bool = True):
+        """The defaults build one scenario's model. A workload mix (exact/mix.py) builds one copy per cell
+        into one `model`: `shared_x` are the architecture one-hots of the first copy (ARCH is then that
+        copy's), `tag` suffixes this copy's variable names, `capacity=False` leaves CAP to the mix."""
         self.scenario = scenario
         self.catalog = catalog
         self.ev = evaluator or Evaluator(scenario, catalog)
         self.costs = self.ev.costs
         self.space = DesignSpace(scenario, catalog)
-        self.m = cp_model.CpModel()
+        self.m = model if model is not None else cp_model.CpModel()
+        self.shared_x = shared_x
+        self.tag = tag
+        self.with_capacity = capacity
+        first_var = len(self.m.proto.variables)
         self.n_drafters = len(scenario.drafters)
         self.data: list[ModelOptions] = self.space.models
         self.choices: tuple[SpecChoice, ...] = self.space.choice_list
@@ -67,6 +85,7 @@ class SpecModel:
         self.stats: list[RoundStats] = [round_stats(c, self.ev.acceptance) for c in self.choices]
         self.assumption_families: dict[str, cp_model.IntVar] = {}
         self.build()
+        self._tag_names(first_var)
 
     def places(self, j: int, op: str) -> list[Placement]:
         """Every placement of model j's operator `op` over all its architectures (the y literals)."""
@@ -81,23 +100,25 @@ class SpecModel:
     # ------------------------------------------------------------------------------------------
     def build(self) -> None:
         m = self.m
-        self.x = [{a: m.new_bool_var(f"x[{j}][{a.label()}]") for a in d.archs} for j, d in enumerate(self.data)]
+        self.x = self.shared_x if self.shared_x is not None else [
+            {a: m.new_bool_var(f"x[{j}][{a.label()}]") for a in d.archs} for j, d in enumerate(self.data)]
         self.y = [{op: {p: m.new_bool_var(f"y[{j}][{op}][{p.engine}{p.share}{p.layout}]") for p in self.places(j, op)}
                    for op in PLACEABLE_OPS} for j in range(len(self.data))]
         self.z = [m.new_bool_var(f"z[{k}]") for k in range(len(self.choices))]
         self._layout_lits: dict[tuple[int, str, str], cp_model.IntVar] = {}
-        self.add_architecture()
+        if self.shared_x is None:
+            self.add_architecture()
         self.add_placement()
         self.add_speculation_choice()
         self.pass_time, self.pass_energy = [], []
+        self.tree_pass: list[dict[int, tuple[cp_model.IntVar, cp_model.IntVar]]] = []
         for j in range(len(self.data)):
-            dur, energy, ar, emb = self.add_durations(j)
-            mk = self.add_layer_schedule(j, dur, ar[0])
-            self.add_capacity(j)
-            pt, pe = self.add_passes(j, dur, energy, ar, emb, mk)
-            self.add_cuts(j, pt, pe)
+            if self.with_capacity:
+                self.add_capacity(j)
+            pt, pe = self._pass_block(j, self.kb[j], "")
             self.pass_time.append(pt)
             self.pass_energy.append(pe)
+            self.tree_pass.append(self.add_tree_passes(j))
         self.add_cycles()
         self.add_round()
         self.add_energy()
@@ -153,6 +174,37 @@ class SpecModel:
                 m.add(b == sum(zs))
                 lits[st] = b
             self.stage_lit.append(lits)
+        # draft literal per drafter and kind of cycle: (staging, tree) -- chains unstaged or staged, trees
+        self.draft_lit: list[dict[tuple, cp_model.IntVar]] = []
+        for i in range(self.n_drafters):
+            groups3: dict = {}
+            for c, z in zip(self.choices, self.z):
+                groups3.setdefault((c.drafters[i].staging, c.drafters[i].tree), []).append(z)
+            self.draft_lit.append({key: self._lit_sum(f"draft[{i}]={key}", zs) for key, zs in groups3.items()})
+
+    def _pass_block(self, j: int, kb: dict, tag: str) -> tuple[cp_model.IntVar, cp_model.IntVar]:
+        """Model j's pass at the token count `kb` selects (a literal per count, or one count at 1):
+        durations, layer schedule, pass time and energy, cuts."""
+        dur, energy, ar, emb = self.add_durations(j, kb, tag)
+        mk = self.add_layer_schedule(j, dur, ar[0], tag)
+        pt, pe = self.add_passes(j, dur, energy, ar, emb, mk, tag)
+        self.add_cuts(j, pt, pe, kb)
+        return pt, pe
+
+    def add_tree_passes(self, j: int) -> dict[int, tuple[cp_model.IntVar, cp_model.IntVar]]:
+        """[TREE] TREE-3 a token tree's drafting passes: for every token count t = batch x (1, w_1, ..,
+        w_{D-1}) some tree of model j's options needs, one pass block at exactly t tokens (durations,
+        schedule, pass time and energy, cuts, on the model's one placement); CYC-1 sums them per tree."""
+        return {t: self._pass_block(j, {t: 1}, f"@{t}") for t in self._tree_tokens(j)}
+
+    def _tree_tokens(self, j: int) -> list[int]:
+        """Token counts of model j's tree-drafting passes over every speculation choice (none for the
+        verifier and for drafters without trees)."""
+        if j == 0:
+            return []
+        b = self.scenario.batch_size
+        return sorted({t for c in self.choices if c.drafters[j - 1].tree is not None
+                       for t in tree_pass_tokens(b, c.drafters[j - 1])})
 
     def _lit_sum(self, name: str, lits: list) -> cp_model.IntVar:
         """A Boolean equal to the sum of mutually exclusive literals (0 when there are none)."""
@@ -164,40 +216,49 @@ class SpecModel:
         """1 iff model j's operator `op` keeps its tensor with `layout` (cached)."""
         key = (j, op, layout)
         if key not in self._layout_lits:
+            first_var = len(self.m.proto.variables)
             self._layout_lits[key] = self._lit_sum(f"layout[{j}][{op}]={layout}",
                                                    [v for p, v in self.y[j][op].items() if p.layout == layout])
+            self._tag_names(first_var)
         return self._layout_lits[key]
 
-    def add_durations(self, j: int):
+    def _tag_names(self, first: int) -> None:
+        """Suffix `tag` to the names of the variables from index `first` on (a mix cell's copy)."""
+        if self.tag:
+            variables = self.m.proto.variables
+            for i in range(first, len(variables)):
+                variables[i].name += self.tag
+
+    def add_durations(self, j: int, kb: dict, tag: str = ""):
         """[DUR] DUR-1 operator durations and energies from the cost tables, enforced on (architecture,
-        placement); DUR-2 the all-reduce's; DUR-3 the embedding lookup's (on the LM head's layout)."""
+        placement) at the token count `kb` selects; DUR-2 the all-reduce's; DUR-3 the embedding lookup's
+        (on the LM head's layout)."""
         m = self.m
         d = self.data[j]
         model = d.spec
         c = self.costs
-        kb = self.kb[j]
         tokens = sorted(kb)
         dur, energy = {}, {}
         for op in PLACEABLE_OPS:
             table = {(a, p): {t: c.placement_cost(model, op, p, a, t) for t in tokens}
                      for a in d.archs for p in d.allowed(a, op)}
-            dv = m.new_int_var(0, max(oc.time_ns for v in table.values() for oc in v.values()), f"dur[{j}][{op}]")
-            ev = m.new_int_var(0, max(oc.energy_nj for v in table.values() for oc in v.values()), f"en[{j}][{op}]")
+            dv = m.new_int_var(0, max(oc.time_ns for v in table.values() for oc in v.values()), f"dur{tag}[{j}][{op}]")
+            ev = m.new_int_var(0, max(oc.energy_nj for v in table.values() for oc in v.values()), f"en{tag}[{j}][{op}]")
             for (a, p), costs_t in table.items():
                 lits = [self.x[j][a], self.y[j][op][p]]
                 m.add(dv == sum(costs_t[t].time_ns * kb[t] for t in tokens)).only_enforce_if(lits)
                 m.add(ev == sum(costs_t[t].energy_nj * kb[t] for t in tokens)).only_enforce_if(lits)
             dur[op], energy[op] = dv, ev
         ar_t = {(a, t): c.allreduce_cost(model, a, t) for a in d.archs for t in tokens}
-        ar_d = m.new_int_var(0, max(v.time_ns for v in ar_t.values()), f"ar[{j}]")
-        ar_e = m.new_int_var(0, max(v.energy_nj for v in ar_t.values()), f"ar_en[{j}]")
+        ar_d = m.new_int_var(0, max(v.time_ns for v in ar_t.values()), f"ar{tag}[{j}]")
+        ar_e = m.new_int_var(0, max(v.energy_nj for v in ar_t.values()), f"ar_en{tag}[{j}]")
         for a, xa in self.x[j].items():
             m.add(ar_d == sum(ar_t[(a, t)].time_ns * kb[t] for t in tokens)).only_enforce_if(xa)
             m.add(ar_e == sum(ar_t[(a, t)].energy_nj * kb[t] for t in tokens)).only_enforce_if(xa)
         layouts = sorted({p.layout for p in self.y[j]["lm_head"]})
         emb_t = {(a, lay, t): c.embedding_cost(model, a, lay, t) for a in d.archs for lay in layouts for t in tokens}
-        em_d = m.new_int_var(0, max(v.time_ns for v in emb_t.values()), f"emb[{j}]")
-        em_e = m.new_int_var(0, max(v.energy_nj for v in emb_t.values()), f"emb_en[{j}]")
+        em_d = m.new_int_var(0, max(v.time_ns for v in emb_t.values()), f"emb{tag}[{j}]")
+        em_e = m.new_int_var(0, max(v.energy_nj for v in emb_t.values()), f"emb_en{tag}[{j}]")
         for a, xa in self.x[j].items():
             for lay in layouts:
                 lits = [xa, self.layout_literal(j, "lm_head", lay)]
@@ -205,18 +266,18 @@ class SpecModel:
                 m.add(em_e == sum(emb_t[(a, lay, t)].energy_nj * kb[t] for t in tokens)).only_enforce_if(lits)
         return dur, energy, (ar_d, ar_e), (em_d, em_e)
 
-    def add_layer_schedule(self, j: int, dur: dict, ar_d) -> cp_model.IntVar:
+    def add_layer_schedule(self, j: int, dur: dict, ar_d, tag: str = "") -> cp_model.IntVar:
         """[SCH] one layer's makespan: SCH-0 a sequential block is the sum of its nodes; a parallel block
         is scheduled exactly by SCH-1..4 (`_add_schedule`)."""
         m = self.m
         model = self.data[j].spec
         horizon = sum(ub(dur[op]) for op in LAYER_OPS) + 2 * ub(ar_d)
-        mk = m.new_int_var(0, horizon, f"makespan[{j}]")
+        mk = m.new_int_var(0, horizon, f"makespan{tag}[{j}]")
         if is_chain(model.parallel_block):  # SCH-0: a chain runs its nodes one after another
             n_ar_nodes = sum(1 for n in layer_order(model.parallel_block) if n.startswith("allreduce"))
             m.add(mk == sum(dur[op] for op in LAYER_OPS) + n_ar_nodes * ar_d)
         else:
-            self._add_schedule(j, model, dur, ar_d, mk, horizon, self.costs.share_levels)
+            self._add_schedule(j, model, dur, ar_d, mk, horizon, self.costs.share_levels, tag)
         return mk
 
     def add_capacity(self, j: int) -> None:
@@ -250,7 +311,8 @@ class SpecModel:
             m.add(sum(pim_need) <= pim_cap).only_enforce_if([xa, cap_lit])        # CAP-1
             m.add(sum(normal_need) <= normal_cap).only_enforce_if([xa, cap_lit])  # CAP-2
 
-    def add_passes(self, j: int, dur: dict, energy: dict, ar, emb, mk) -> tuple[cp_model.IntVar, cp_model.IntVar]:
+    def add_passes(self, j: int, dur: dict, energy: dict, ar, emb, mk,
+                   tag: str = "") -> tuple[cp_model.IntVar, cp_model.IntVar]:
         """[PASS] PASS-1 pass time = embedding lookup + layers x makespan + LM head; PASS-2 pass energy."""
         m = self.m
         model = self.data[j].spec
@@ -259,19 +321,18 @@ class SpecModel:
         n_ar = 1 if model.parallel_block else 2
         pt_ub = ub(em_d) + layers * ub(mk) + ub(dur["lm_head"])
         pe_ub = ub(em_e) + layers * (sum(ub(energy[op]) for op in LAYER_OPS) + n_ar * ub(ar_e)) + ub(energy["lm_head"])
-        pt = m.new_int_var(0, pt_ub, f"pass_ns[{j}]")
-        pe = m.new_int_var(0, pe_ub, f"pass_nj[{j}]")
+        pt = m.new_int_var(0, pt_ub, f"pass_ns{tag}[{j}]")
+        pe = m.new_int_var(0, pe_ub, f"pass_nj{tag}[{j}]")
         m.add(pt == em_d + layers * mk + dur["lm_head"])
         m.add(pe == em_e + layers * (sum(energy[op] for op in LAYER_OPS) + n_ar * ar_e) + energy["lm_head"])
         return pt, pe
 
-    def add_cuts(self, j: int, pt, pe) -> None:
+    def add_cuts(self, j: int, pt, pe, kb: dict) -> None:
         """[CUT] valid redundant bounds: CUT-1 per architecture and token count a pass is no faster (no
         cheaper) than its critical path at every operator's fastest (cheapest) placement; CUT-2 the same
         at the best architecture, unconditional (visible to the LP relaxation)."""
         m = self.m
         d = self.data[j]
-        kb = self.kb[j]
         tokens = sorted(kb)
         pt_cut, pe_cut = self._bound_cuts(j, tokens)
         for a, xa in self.x[j].items():  # CUT-1
@@ -280,7 +341,8 @@ class SpecModel:
         m.add(pt >= sum(min(pt_cut[a][t] for a in d.archs) * kb[t] for t in tokens))  # CUT-2
         m.add(pe >= sum(min(pe_cut[a][t] for a in d.archs) * kb[t] for t in tokens))
 
-    def _add_schedule(self, j: int, model: ModelSpec, dur, ar_d, mk, horizon: int, levels: int) -> None:
+    def _add_schedule(self, j: int, model: ModelSpec, dur, ar_d, mk, horizon: int, levels: int,
+                      tag: str = "") -> None:
         """One layer of a parallel block, with no free start times (so no slack to shave).
 
         At most two operators of the layer can run at once (the graph's width is 2: one per branch), so
@@ -301,8 +363,8 @@ class SpecModel:
         assert all(len(c) <= 2 for c in nx.antichains(g.subgraph(ops))), "pairwise reduction needs width <= 2"
         before: dict[str, list] = {n: [] for n in order}  # (order literal, earlier node)
         for u, v in pairs:
-            o_uv = m.new_bool_var(f"order[{j}][{u}<{v}]")
-            o_vu = m.new_bool_var(f"order[{j}][{v}<{u}]")
+            o_uv = m.new_bool_var(f"order{tag}[{j}][{u}<{v}]")
+            o_vu = m.new_bool_var(f"order{tag}[{j}][{v}<{u}]")
             m.add_bool_or([~o_uv, ~o_vu])
             for pu, yu in self.y[j][u].items():
                 for pv, yv in self.y[j][v].items():
@@ -320,15 +382,15 @@ class SpecModel:
             before[u].append((o_vu, v))
         start, end = {}, {}
         for node in order:  # topological: predecessors' ends exist; ordered partners get their own vars
-            end[node] = m.new_int_var(0, horizon, f"e[{j}][{node}]")
+            end[node] = m.new_int_var(0, horizon, f"e{tag}[{j}][{node}]")
         for node in order:
             terms = [end[p] for p in g.predecessors(node)]
             for lit, u in before[node]:
-                w = m.new_int_var(0, horizon, f"w[{j}][{u}<{node}]")
+                w = m.new_int_var(0, horizon, f"w{tag}[{j}][{u}<{node}]")
                 m.add(w == end[u]).only_enforce_if(lit)
                 m.add(w == 0).only_enforce_if(~lit)
                 terms.append(w)
-            s_node = m.new_int_var(0, horizon, f"s[{j}][{node}]")
+            s_node = m.new_int_var(0, horizon, f"s{tag}[{j}][{node}]")
             if terms:
                 m.add_max_equality(s_node, terms)
             else:
@@ -342,7 +404,7 @@ class SpecModel:
         host_iv, pim_iv, pim_dem = [], [], []
         for node in ops:
             for p, yp in self.y[j][node].items():
-                iv = m.new_optional_interval_var(start[node], dur[node], end[node], yp, f"iv[{j}][{node}]{p}")
+                iv = m.new_optional_interval_var(start[node], dur[node], end[node], yp, f"iv{tag}[{j}][{node}]{p}")
                 if p.engine == "pim":
                     pim_iv.append(iv)
                     pim_dem.append(p.share)
@@ -352,11 +414,11 @@ class SpecModel:
                 if contends is False:
                     continue
                 if contends is not True:
-                    present = m.new_bool_var(f"contending[{j}][{node}]{p}")
+                    present = m.new_bool_var(f"contending{tag}[{j}][{node}]{p}")
                     m.add_bool_and([yp, contends]).only_enforce_if(present)
                     m.add_bool_or([~yp, ~contends, present])
                     iv = m.new_optional_interval_var(start[node], dur[node], end[node], present,
-                                                     f"iv_c[{j}][{node}]{p}")
+                                                     f"iv_c{tag}[{j}][{node}]{p}")
                 pim_iv.append(iv)
                 pim_dem.append(levels)
         m.add_no_overlap(host_iv)                    # SCH-1
@@ -431,9 +493,11 @@ class SpecModel:
         return pt_cut, pe_cut
 
     def add_cycles(self) -> None:
-        """[CYC] CYC-1 a drafter's cycle is one pass (unstaged) or gamma2 draft2 steps + one pass
-        (staged); CYC-2 a staged option whose draft2 cannot run on an architecture excludes the pair."""
+        """[CYC] CYC-1 a drafter's cycle is one pass (unstaged chain), gamma2 draft2 steps + one pass
+        (staged chain) or the passes that build a token tree depth by depth (one cycle per round);
+        CYC-2 a staged option whose draft2 cannot run on an architecture excludes the pair."""
         m = self.m
+        b = self.scenario.batch_size
         self.cycle_t, self.cycle_e = [], []
         for i in range(self.n_drafters):
             j = i + 1
@@ -446,11 +510,19 @@ class SpecModel:
                         steps[(st, a)] = self.ev.draft2_step(self._probe_design(j, a, st))
                     except ScenarioError:  # CYC-2: a draft2 model cannot run on this host
                         m.add_bool_or([~xa, ~self.stage_lit[i][st]])
+            trees = {tree: [self.tree_pass[j][t] for t in tree_pass_tokens(b, DrafterChoice(len(tree), None, tree))]
+                     for (_, tree) in self.draft_lit[i] if tree is not None}
             extra_t = max((st.draft_length * v.time_ns for (st, _), v in steps.items()), default=0)
             extra_e = max((st.draft_length * v.energy_nj for (st, _), v in steps.items()), default=0)
-            ct = m.new_int_var(0, ub(self.pass_time[j]) + extra_t, f"cycle_ns[{i}]")
-            ce = m.new_int_var(0, ub(self.pass_energy[j]) + extra_e, f"cycle_nj[{i}]")
-            for st, lit in self.stage_lit[i].items():
+            ct_ub = max([ub(self.pass_time[j]) + extra_t] + [sum(ub(p[0]) for p in ps) for ps in trees.values()])
+            ce_ub = max([ub(self.pass_energy[j]) + extra_e] + [sum(ub(p[1]) for p in ps) for ps in trees.values()])
+            ct = m.new_int_var(0, ct_ub, f"cycle_ns[{i}]")
+            ce = m.new_int_var(0, ce_ub, f"cycle_nj[{i}]")
+            for (st, tree), lit in self.draft_lit[i].items():
+                if tree is not None:
+                    m.add(ct == sum(p[0] for p in trees[tree])).only_enforce_if(lit)
+                    m.add(ce == sum(p[1] for p in trees[tree])).only_enforce_if(lit)
+                    continue
                 if st is None:
                     m.add(ct == self.pass_time[j]).only_enforce_if(lit)
                     m.add(ce == self.pass_energy[j]).only_enforce_if(lit)

@@ -8,23 +8,139 @@ with the design's decisions fixed) must equal the evaluator's exactly; a mismatc
 from __future__ import annotations
 
 import time
+from collections.abc import Callable
 from dataclasses import dataclass
 from fractions import Fraction
 
 from ortools.sat.python import cp_model
 
 from specpim_cp import speculation as spec
-from specpim_cp.catalog import Catalog, default_catalog
+from specpim_cp.catalog import Catalog
 from specpim_cp.design import Design
 from specpim_cp.errors import ScenarioError
 from specpim_cp.evaluate import Evaluation, Evaluator
 from specpim_cp.exact.model import SpecModel, ub
 from specpim_cp.result import SolveReport, SolveResult, inputs_hash, solver_version
-from specpim_cp.scenario import Scenario
+from specpim_cp.scenario import Scenario, scenario_catalog
 
 
 class ModelMismatch(AssertionError):
     """The CP-SAT model and the evaluator price a design differently (a bug)."""
+
+
+# -- integer range (input guards) -----------------------------------------------------------------
+#: CP-SAT rejects a linear row (or objective) when the sum of its positive terms, or of its negative
+#: terms, each |coefficient| x the variable's domain bound, can exceed int64max / 2 = 2^62 - 1
+#: (cp_model_checker.cc, PossibleIntegerOverflow). The rows closest to it, per unit of input:
+#:   [EN-1]  Q_SCALE * draft_nj[i] >= (Q_SCALE + waste) * draft_expected_nj[i]: 2 * 10^6 x the drafting
+#:           energy bound per round (nJ) -> at most 2.3e12 nJ;
+#:   [RND-2] Q_SCALE * R[k] >= (Q_SCALE - q) * maxDV[k] + q * (D[k] + V): 10^6 x the round-time bound
+#:           (ns) -> at most 4.6e12 ns;
+#:   [RND-3] OUTCOME_SCALE x the round-time bound; [EN-2] idle power (mW) x the round-time bound;
+#:   [OBJ-1/2] Dinkelbach and epsilon rows d_prev * N - n_prev * D and N * d <= n * D: an incumbent's
+#:           round ns (or nJ) x the largest expected tokens per round x TOKENS_SCALE (up to 17 x 10^6)
+#:           -> at most 2.7e11 ns (or nJ) per round at max_draft_length 16.
+INT_LIMIT = ((1 << 63) - 1) // 2
+
+_VARIABLE_MEANING = {  # variable name prefix -> (family, what it is, unit)
+    "draft_nj": ("EN-1", "drafting energy per round", "nJ"),
+    "draft_expected_nj": ("EN-1", "expected drafting energy per round", "nJ"),
+    "R": ("RND-2", "round time of a drafting outcome", "ns"),
+    "maxDV": ("RND-2", "round time of a drafting outcome", "ns"),
+    "D": ("RND-1", "drafting time of an outcome", "ns"),
+    "round_ns": ("RND-3", "round time", "ns"),
+    "idle_nj": ("EN-2", "idle energy per round", "nJ"),
+    "energy_nj": ("EN-3", "energy per round", "nJ"),
+    "cycle_ns": ("CYC-1", "drafter cycle time", "ns"),
+    "cycle_nj": ("CYC-1", "drafter cycle energy", "nJ"),
+    "pass_ns": ("PASS-1", "pass time", "ns"),
+    "pass_nj": ("PASS-2", "pass energy", "nJ"),
+}
+
+
+def _too_large(scenario: Scenario, what: str) -> ScenarioError:
+    return ScenarioError(
+        f"scenario too large for the exact model's 64-bit integers: {what}; CP-SAT rejects rows beyond 2^62 = "
+        f"{INT_LIMIT:.3g}. Shorten the context (prompt_tokens + generated_tokens = {scenario.max_context}), the "
+        f"batch ({scenario.batch_size}) or max_draft_length ({scenario.max_draft_length}), or use --method "
+        "brute-force or the heuristic")
+
+
+def check_integer_range(sm: SpecModel) -> None:
+    """Raise ScenarioError, naming the row's family and bound, when a linear row of the model could
+    overflow CP-SAT's integer check (exactly CP-SAT's rule, on the base model every solve clones)."""
+    proto = sm.m.proto
+    variables = proto.variables
+    bounds: dict[int, tuple[int, int]] = {}
+    worst = (0, None)
+    for c in proto.constraints:
+        if not c.has_linear():
+            continue
+        pos = neg = 0
+        big = (0, 0, 0)
+        for ref, coeff in zip(c.linear.vars, c.linear.coeffs):
+            idx = ref if ref >= 0 else -ref - 1
+            if idx not in bounds:
+                dom = list(variables[idx].domain)
+                bounds[idx] = (dom[0], dom[len(dom) - 1])
+            lo, hi = bounds[idx]
+            k = coeff if ref >= 0 else -coeff
+            terms = (k * lo, k * hi)
+            pos += max(0, *terms)
+            neg += min(0, *terms)
+            if abs(k) * max(abs(lo), abs(hi)) > big[0]:
+                big = (abs(k) * max(abs(lo), abs(hi)), idx, k)
+        part = max(pos, -neg)
+        if part > worst[0]:
+            worst = (part, big)
+    part, big = worst
+    if part <= INT_LIMIT:
+        return
+    _, idx, k = big
+    name = variables[idx].name
+    family, what, unit = _VARIABLE_MEANING.get(name.split("[")[0], ("?", f"variable {name}", ""))
+    raise _too_large(sm.scenario, f"[{family}] the {what} ({name}) can reach {bounds[idx][1]:.3g} {unit}, and its "
+                                  f"row multiplies it by {abs(k):,}, summing to {part:.3g}")
+
+
+def check_capacity(sm: SpecModel) -> None:
+    """Raise the capacity shortfall when some model's tensors exceed every allowed architecture's total
+    memory (PIM + normal units): infeasible whatever the placement, named before any solve."""
+    for j, d in enumerate(sm.data):
+        if all(sm.costs.tensor_bytes(d.spec, a.devices).total_kib() > sum(sm.costs.capacity_kib(a)) for a in d.archs):
+            raise ScenarioError("infeasible: " + _cap_detail(sm, j, f"CAP capacity of {d.label} ({d.spec.name})"))
+
+
+def _cap_detail(sm: SpecModel, j: int, name: str) -> str:
+    archs = sm.data[j].archs
+    need = min(sm.costs.tensor_bytes(sm.data[j].spec, a.devices).total_kib() for a in archs)
+    pim = max(sm.costs.capacity_kib(a)[0] for a in archs)
+    normal = max(sm.costs.capacity_kib(a)[1] for a in archs)
+    return (f"[{name}]: no allowed architecture holds its weights and KV cache ({need / (1 << 20):.2f} "
+            f"GiB) with the placements the space allows (PIM units hold at most {pim / (1 << 20):.2f} "
+            f"GiB, normal units at most {normal / (1 << 20):.2f} GiB)")
+
+
+@dataclass(frozen=True)
+class SolveProgress:
+    """A progress event of a solve (for a CLI status line; nothing below the CLI prints): the stage,
+    the incumbent's objective and the proven bound in evaluator units (ns/token, nJ/token)."""
+
+    stage: str  # "latency" | "energy" | "pareto point N: latency" ...
+    objective_name: str  # latency | energy
+    incumbent: Fraction | None
+    bound: Fraction | None
+    iterations: int
+    wall_s: float
+
+    @property
+    def gap(self) -> float | None:
+        if self.incumbent is None or self.bound is None or self.incumbent == 0:
+            return None
+        return float((self.incumbent - self.bound) / self.incumbent)
+
+
+ProgressHook = Callable[[SolveProgress], None]
 
 
 @dataclass
@@ -93,6 +209,13 @@ class _Run:
         self.hint: list[tuple[cp_model.IntVar, int]] | None = None
         self.t0 = time.perf_counter()
         self.trajectory: list[tuple[float, float]] = []  # (wall s, objective) of every new incumbent
+        self.on_progress: ProgressHook | None = None
+        self.stage = ""
+
+    def progress(self, ratio: _Ratio, incumbent: Fraction | None, bound: Fraction | None) -> None:
+        if self.on_progress is not None:
+            self.on_progress(SolveProgress(self.stage or ratio.name, ratio.name, incumbent, bound, self.iterations,
+                                           time.perf_counter() - self.t0))
 
     def solve(self, model: cp_model.CpModel, first_solution: bool = False) -> tuple[int, cp_model.CpSolver]:
         invalid = model.validate()
@@ -135,6 +258,12 @@ def _measure(run: _Run, ratio: _Ratio, design: Design) -> tuple[int, int, Design
     """(numerator, denominator, design) of a solution, taken from the evaluator (tight, exact)."""
     mt = run.sm.ev.evaluate(design).metrics
     n = mt.round_time_ns if ratio.name == "latency" else mt.energy_nj_per_round
+    d_max = max(st.tokens_micro for st in run.sm.stats)
+    if n * d_max + d_max > INT_LIMIT:  # input guard of the Dinkelbach / epsilon rows that use n
+        unit = "ns" if ratio.name == "latency" else "nJ"
+        raise _too_large(run.sm.scenario, f"[OBJ-1] a design's {'round time' if unit == 'ns' else 'energy per round'} "
+                                          f"({n:.3g} {unit}) times the largest expected tokens per round x "
+                                          f"TOKENS_SCALE ({d_max:,}) is {n * d_max:.3g}")
     run.trajectory.append((time.perf_counter() - run.t0, float(ratio.value(n, mt.tokens_per_round_micro))))
     return n, mt.tokens_per_round_micro, design
 
@@ -193,6 +322,7 @@ def minimize_ratio(run: _Run, ratio: _Ratio, extra=None, start: Evaluation | Non
         lam = Fraction(n_prev, d_prev)
         lb = lam + (Fraction(min(f_lb, 0), d_prev * d_min))
         bound = max(bound, lb * ratio.scale, Fraction(0))
+        run.progress(ratio, ratio.value(n_prev, d_prev), bound)
         if f_val < 0:
             incumbent = _measure(run, ratio, run.remember(solver))
             if status != cp_model.OPTIMAL and run.budget.remaining() <= 0:
@@ -266,13 +396,7 @@ def explain_infeasible(sm: SpecModel, opts: SolverOptions) -> str:
     for name in names:
         if name.startswith("CAP "):
             j = next(j for j, d in enumerate(sm.data) if f"{d.label} ({d.spec.name})" in name)
-            archs = sm.data[j].archs
-            need = min(sm.costs.tensor_bytes(sm.data[j].spec, a.devices).total_kib() for a in archs)
-            pim = max(sm.costs.capacity_kib(a)[0] for a in archs)
-            normal = max(sm.costs.capacity_kib(a)[1] for a in archs)
-            details.append(f"[{name}]: no allowed architecture holds its weights and KV cache ({need / (1 << 20):.2f} "
-                           f"GiB) with the placements the space allows (PIM units hold at most {pim / (1 << 20):.2f} "
-                           f"GiB, normal units at most {normal / (1 << 20):.2f} GiB)")
+            details.append(_cap_detail(sm, j, name))
         else:
             details.append(f"[{name}]")
     return "infeasible: " + "; ".join(details)
@@ -305,17 +429,32 @@ def _report(method: str, objective: str, status: str, obj: Fraction, bound: Frac
                        extra=extra)
 
 
+def _check_options(time_limit_s: float, workers: int) -> None:
+    """Input guards of the entry points: a finite positive time limit, at least one worker."""
+    if not time_limit_s > 0 or time_limit_s == float("inf"):
+        raise ScenarioError(f"time_limit_s: must be a finite number above 0, got {time_limit_s}")
+    if workers < 1:
+        raise ScenarioError(f"workers: must be at least 1, got {workers}")
+
+
 def solve(scenario: Scenario, *, objective: str | None = None, time_limit_s: float = 60.0, workers: int = 1,
           seed: int = 0, deterministic: bool = False, hint: Design | None = None,
-          catalog: Catalog | None = None) -> SolveResult:
-    """The optimum of the scenario's (restricted) space for `objective`, with its proof or gap."""
+          catalog: Catalog | None = None, on_progress: ProgressHook | None = None) -> SolveResult:
+    """The optimum of the scenario's (restricted) space for `objective`, with its proof or gap.
+
+    `on_progress` is called with a SolveProgress after every Dinkelbach iteration (incumbent, bound).
+    """
     t0 = time.perf_counter()
-    catalog = catalog or default_catalog()
+    _check_options(time_limit_s, workers)
+    catalog = catalog or scenario_catalog(scenario)
     objective = objective or scenario.objective
     opts = SolverOptions(time_limit_s, workers, seed, deterministic)
     ev = Evaluator(scenario, catalog)
     sm = SpecModel(scenario, catalog, ev)
+    check_capacity(sm)
+    check_integer_range(sm)
     run = _Run(sm, opts)
+    run.on_progress = on_progress
     start = best_start(sm, ev, objective, hint)
     if objective == "edp":
         front, status = _pareto(sm, run)
@@ -353,6 +492,8 @@ def _pareto(sm: SpecModel, run: _Run) -> tuple[list[Evaluation], str]:
     energy_cap: tuple[int, int] | None = None  # (energy numerator, tokens) of the last point: go strictly below
     proven = True
     while True:
+        run.stage = f"pareto point {len(front) + 1}: latency"
+
         def below_energy(model, cap=energy_cap):
             if cap is not None:  # strictly less energy per token than the last point
                 e_n, e_d = cap
@@ -374,6 +515,7 @@ def _pareto(sm: SpecModel, run: _Run) -> tuple[list[Evaluation], str]:
             model.add(T * t_d <= t_n * _expr_in(model, sm))
 
         # the latency stage's point satisfies both epsilon rows: a close starting ratio for Dinkelbach
+        run.stage = f"pareto point {len(front) + 1}: energy"
         st2, d2, _o2, _ = minimize_ratio(run, en, within_latency, start=e1)
         if d2 is None:
             return front, "FEASIBLE"
@@ -386,12 +528,18 @@ def _pareto(sm: SpecModel, run: _Run) -> tuple[list[Evaluation], str]:
 
 
 def pareto_front(scenario: Scenario, *, time_limit_s: float = 300.0, workers: int = 1, seed: int = 0,
-                 deterministic: bool = False, catalog: Catalog | None = None) -> list[Evaluation]:
+                 deterministic: bool = False, catalog: Catalog | None = None,
+                 on_progress: ProgressHook | None = None) -> list[Evaluation]:
     """Non-dominated (latency per token, energy per token) designs, sorted by latency."""
-    catalog = catalog or default_catalog()
+    _check_options(time_limit_s, workers)
+    catalog = catalog or scenario_catalog(scenario)
     opts = SolverOptions(time_limit_s, workers, seed, deterministic)
     sm = SpecModel(scenario, catalog, Evaluator(scenario, catalog))
-    front, status = _pareto(sm, _Run(sm, opts))
+    check_capacity(sm)
+    check_integer_range(sm)
+    run = _Run(sm, opts)
+    run.on_progress = on_progress
+    front, status = _pareto(sm, run)
     if status == "INFEASIBLE":
         raise ScenarioError(explain_infeasible(sm, opts))
     return sorted(front, key=lambda e: e.metrics.latency_fraction())

@@ -39,8 +39,9 @@ class GeneticExplorer:
     """The GA of one seeded run; `filler` (serial or a process pool) fills candidates' architectures."""
 
     def __init__(self, space: SearchSpace, filler, rng: np.random.Generator, seed: int, *, generations: int,
-                 population: int, deadline: Deadline | None = None, polish: bool = True):
+                 population: int, deadline: Deadline | None = None, polish: bool = True, on_generation=None):
         self.space = space
+        self.on_generation = on_generation  # (generation, generations, best value, evaluations), for progress
         self.filler = filler
         self.rng = rng
         self.seed = seed
@@ -206,6 +207,8 @@ class GeneticExplorer:
         while len(initial) < self.population:
             initial.append((self.space.random_genome(self.rng), self.space.random_archs(self.rng)))
         pop = [ind for ind in self._fill(initial, 0) if ind is not None]
+        if self.on_generation is not None:
+            self.on_generation(0, self.generations, self.best_value, self.evaluations)
         n_elite = max(1, round(ELITE_FRACTION * self.population))
         for generation in range(1, self.generations + 1):
             if self.out_of_time() or not pop:
@@ -221,6 +224,8 @@ class GeneticExplorer:
                 self.stopped_by = "time_limit"
                 break
             self.generations_run += 1
+            if self.on_generation is not None:
+                self.on_generation(generation, self.generations, self.best_value, self.evaluations)
         if pop and not self.out_of_time():
             pop.sort(key=lambda ind: ind.value)
             pop[0] = self._polish(pop[0], self.generations + 1)

@@ -56,6 +56,7 @@ class ArchTree:
                 node = index[path]
             self.leaf_arch[node] = aid
             self.leaf_of[aid] = node
+        self.parent = parent
         self.paths: dict[int, tuple[int, ...]] = {}
         for leaf in self.leaf_of.values():
             path_nodes, n = [], leaf
@@ -107,29 +108,45 @@ class ArchTree:
             if leaf is not None and done[leaf] == 0:
                 mark(leaf)
         backups = []
-        total = self.leaves_under[0]
+        under = self.leaves_under
+        total = under[0]
+        children, parent, select, leaf_arch = self.children, self.parent, self._select, self.leaf_arch
+        open_children: dict[int, list[int]] = {}  # per node reached: its children with unsolved leaves
         while len(backups) < leaf_budget and done[0] < total:
             node = 0
-            while self.children[node]:
-                node = self._select(rng, node, done)
-            aid = self.leaf_arch[node]
+            while children[node]:  # an only child is open whenever its parent is
+                kids = children[node]
+                if len(kids) == 1:
+                    node = kids[0]
+                    continue
+                opened = open_children.get(node)
+                if opened is None:
+                    opened = open_children[node] = [ch for ch in kids if done[ch] < under[ch]]
+                node = select(rng, node, opened)
+            aid = leaf_arch[node]
             reward = price_leaf(aid)
-            self.backup(aid, reward)
+            visits, value = self.visits, self.value  # backup(aid, reward) and mark(node), one walk
+            for n in paths[node]:
+                visits[n] += 1
+                value[n] += reward
+                done[n] += 1
+                if done[n] == under[n] and parent[n] in open_children:  # n is solved: no longer open
+                    open_children[parent[n]].remove(n)
             backups.append((aid, reward))
-            mark(node)
         return backups
 
-    def _select(self, rng: np.random.Generator, node: int, done: list[int]) -> int:
-        """UCT over the children with unsolved leaves; unvisited children first, ties at random."""
-        under, visits, value = self.leaves_under, self.visits, self.value
-        open_children = [ch for ch in self.children[node] if done[ch] < under[ch]]
+    def _select(self, rng: np.random.Generator, node: int, open_children: list[int]) -> int:
+        """UCT over `open_children` (the node's children with unsolved leaves, in order); unvisited
+        children first, ties at random."""
+        visits = self.visits
         if len(open_children) == 1:
             return open_children[0]
-        fresh = [ch for ch in open_children if visits[ch] == 0]
+        fresh = [ch for ch in open_children if not visits[ch]]
         if fresh:
             return fresh[int(rng.integers(len(fresh)))] if len(fresh) > 1 else fresh[0]
+        value, sqrt = self.value, math.sqrt
         c_log_n = self.c * self.c * math.log(max(1, visits[node]))
-        scores = [value[ch] / visits[ch] + math.sqrt(c_log_n / visits[ch]) for ch in open_children]
-        top = max(scores)
-        ties = [ch for ch, s in zip(open_children, scores) if s >= top - 1e-12]
+        scores = [value[ch] / visits[ch] + sqrt(c_log_n / visits[ch]) for ch in open_children]
+        near_top = max(scores) - 1e-12
+        ties = [ch for ch, s in zip(open_children, scores) if s >= near_top]
         return ties[int(rng.integers(len(ties)))] if len(ties) > 1 else ties[0]

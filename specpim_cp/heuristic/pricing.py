@@ -1,16 +1,23 @@
-"""Pricing for the search: `Evaluator.metrics` behind a design cache, plus the capacity checker.
+"""Pricing for the search: the evaluator's prices behind a design cache, plus the capacity checker.
 
-Every number the heuristic ranks by is `Evaluator.metrics` of the design (the single source of truth;
-this module does no arithmetic of its own on prices). For speed,
+Every number the heuristic ranks by is the search objective of `Evaluator.metrics` of the design (the
+single source of truth). The search asks for tens of thousands of designs a second, so the Pricer
+prices a design from its compact key without building a `Design`:
 
-- the evaluator caches its per-model pieces (pass prices, capacities, drafter cycles) and the pure
-  speculation functions, and the cost model its tables, so a design that shares models with designs
-  seen before is priced from cached pieces;
+- a model's pass comes from the evaluator's cost tables (`Evaluator.pass_table`,
+  `Evaluator.pass_time_energy`), its capacity from `Evaluator.capacity_of`, a staged chain's cycle from
+  its pass and `Evaluator.draft2_step`, a token tree's cycle from `Evaluator.drafter_cycle`, the round
+  statistics from `passes.round_stats`;
+- `_round_value` adds them up with `Evaluator._price`'s integer rules (the round time of
+  `speculation.round_time_ns`, energy per round, idle power) and divides as `Metrics.objective` does (a
+  float of an exact ratio of integers is the same float however the ratio is reduced);
+  tests/test_evaluator_speedpath.py checks it against `Evaluator.metrics`;
 - `Pricer` caches whole designs: design key -> search objective, so a design seen before is never
-  re-priced (`evaluations` counts requests, `unique_designs` the pricings), and each model's
-  evaluator key (`Evaluator.model_key`) and capacity use per compact key.
+  re-priced (`evaluations` counts requests, `unique_designs` the pricings), and per compact key each
+  model's passes, cycles and capacity use.
 
-The design the heuristic returns is re-priced by a plain `Evaluator`, breakdown and validation included.
+The designs the heuristic keeps (its archive) and the one it returns are re-priced by `Evaluator.metrics`
+and `Evaluator.evaluate` on the validated `Design`.
 
 The capacity checker (DESIGN.md section 2, rule 3): a model whose PIM units or normal units cannot hold
 what its layouts put there is not a design; the checker offers a re-placement that fits, changing host
@@ -22,19 +29,53 @@ caller.
 from __future__ import annotations
 
 import math
+import operator
+from typing import NamedTuple
 
+from specpim_cp import speculation as spec
 from specpim_cp.catalog import Catalog
 from specpim_cp.design import Design, ModelDesign, Placement
 from specpim_cp.errors import ScenarioError
-from specpim_cp.evaluate import CapacityUse, Evaluator, Metrics
+from specpim_cp.evaluate import CapacityUse, Evaluator, Metrics, PassTable
 from specpim_cp.graph import PLACEABLE_OPS
 from specpim_cp.heuristic.space import HOST, HOST_NORMAL, HOST_SPREAD, PIM, Genome, Place, SearchSpace
+from specpim_cp.passes import RoundStats, drafter_cycle_tokens, round_stats, verifier_tokens
 
 #: (speculation choice id (SearchSpace.choice_id), architecture ids, placements): one concrete design.
 DesignKey = tuple[int, tuple[int, ...], tuple[Place, ...]]
 
 INFEASIBLE = math.inf
 MODEL_KEY_CACHE = 50_000  # Evaluator.model_key per (model, architecture, placement) (emptied when full)
+PIECE_CACHE = 200_000  # passes, cycles, placement keys per compact key (each emptied when full)
+
+
+class ChoiceRound(NamedTuple):
+    """What pricing a round needs of one speculation choice (per choice id)."""
+
+    allowed: bool  # DesignSpace.choice_allowed
+    pipeline: bool
+    drafts: tuple[int, ...]  # per drafter: index into its options
+    plain: tuple[bool, ...]  # per drafter: an unstaged chain (its cycle is one pass of cycle_tokens)
+    verify_tokens: int
+    cycle_tokens: tuple[int, ...]
+    stats: RoundStats
+    sync_ns: int
+
+
+def _round_time_ns(rc: ChoiceRound, cycle_ns: list[int], verify_ns: int) -> int:
+    """`speculation.round_time_ns(rc.stats.outcomes, cycle_ns, verify_ns, rc.sync_ns, rc.pipeline, rc.stats.q)`:
+    the same integer sum, without its checks of arguments the choice's statistics already satisfy."""
+    total = 0
+    v = verify_ns
+    if rc.pipeline:
+        q = rc.stats.q
+        for rs, p in rc.stats.outcomes:
+            d = max(map(operator.mul, rs, cycle_ns), default=0)
+            total += p * (d + -(-(q * v) // spec.Q_SCALE) if d >= v else v + -(-(q * d) // spec.Q_SCALE))
+    else:
+        for rs, p in rc.stats.outcomes:
+            total += p * (max(map(operator.mul, rs, cycle_ns), default=0) + v)
+    return -(-total // spec.OUTCOME_SCALE) + rc.sync_ns
 
 
 class Pricer:
@@ -49,11 +90,23 @@ class Pricer:
         self._placements.update({s: Placement(engine="pim", share=s) for s in range(1, space.levels + 1)})
         self._models = [catalog.models[name] for name in space.model_names]
         self._model_keys: dict[tuple, tuple] = {}
-        self._last: list[tuple | None] = [None] * space.n_models  # per model: (part, ModelDesign, model key)
         self._cap: dict[tuple, CapacityUse] = {}
         self._fit: dict[tuple, Place | None] = {}
+        self._pim_kib_memo: dict[tuple[int, int], tuple[dict[str, int], ...]] = {}
         self.values: dict[DesignKey, float] = {}
         self.evaluations = 0
+        self._rounds: dict[int, ChoiceRound] = {}
+        self._tables: dict[tuple[int, int, int], PassTable] = {}  # (model, arch id, tokens)
+        self._passes: dict[tuple, tuple[int, int]] = {}  # (model, arch id, place, tokens) -> (ns, nJ)
+        self._cycles: dict[tuple, tuple[int, int]] = {}  # (drafter, arch id, place, option) -> (ns, nJ)
+        self._draft2_steps: dict[tuple, tuple[int, int]] = {}  # (drafter, arch id, draft2) -> (ns, nJ)
+        self._place_keys: dict[Place, tuple[tuple, tuple[str, ...]]] = {}  # -> (Placement.keys, layouts)
+        self._idle_mw = [self.evaluator.costs.idle_power_mw(a) for a in space.archs]
+        self._batch = space.scenario.batch_size
+        # `complete`'s per-model placements of the last genome it completed, by architecture id
+        self._genome: Genome | None = None
+        self._genome_cid = 0
+        self._genome_places: list[dict[int, Place | bool]] = []
         # per model, per drafter option: the draft2 model its staging loads (capacity depends on it)
         self._draft2 = [[None]] + [[None if o.staging is None else o.staging.draft2 for o in opts]
                                    for opts in space.drafter_opts]
@@ -66,13 +119,14 @@ class Pricer:
     def model_design(self, j: int, arch_id: int, place: Place, draft: int) -> ModelDesign:
         """Model j's part of a design (unvalidated: the pieces come from the restricted space); `draft`
         indexes drafter j-1's options (ignored for the verifier, j = 0).
-        Not cached (beyond each model's last one): long-lived objects make garbage collection costly."""
+        Not cached: long-lived objects make garbage collection costly."""
         arch = self.space.archs[arch_id]
         dc = self.space.drafter_opts[j - 1][draft] if j > 0 else None
         return ModelDesign.model_construct(
             model=self.space.model_names[j], memory_type=arch.memory_type, pim_units=arch.pim_units,
             devices=arch.devices, placement={op: self._placements[p] for op, p in zip(PLACEABLE_OPS, place)},
-            draft_length=None if dc is None else dc.draft_length, staging=None if dc is None else dc.staging)
+            draft_length=None if dc is None else dc.draft_length, staging=None if dc is None else dc.staging,
+            tree=None if dc is None else dc.tree)
 
     def model_key(self, j: int, arch_id: int, place: Place, md: ModelDesign) -> tuple:
         """Evaluator.model_key(md) of `model_design(j, arch_id, place, ...)`, cached (the same for every
@@ -84,12 +138,27 @@ class Pricer:
             model_key = self._model_keys[(j, arch_id, place)] = Evaluator.model_key(md)
         return model_key
 
+    def place_keys(self, place: Place) -> tuple[tuple, tuple[str, ...]]:
+        """(`Placement.key` per operator, layout per operator) of a placement (cached)."""
+        hit = self._place_keys.get(place)
+        if hit is None:
+            if len(self._place_keys) >= PIECE_CACHE:
+                self._place_keys.clear()
+            ps = [self._placements[p] for p in place]
+            hit = self._place_keys[place] = (tuple(p.key for p in ps), tuple(p.layout for p in ps))
+        return hit
+
     def capacity(self, j: int, arch_id: int, place: Place, draft: int) -> CapacityUse:
-        key = (j, arch_id, place, self._draft2[j][draft] if j else None)
+        """`Evaluator.capacity` of model j's part of the design (cached by layouts: shares store nothing)."""
+        draft2 = self._draft2[j][draft] if j else None
+        layouts = self.place_keys(place)[1]
+        key = (j, arch_id, layouts, draft2)
         cap = self._cap.get(key)
         if cap is None:
-            md = self.model_design(j, arch_id, place, draft)
-            cap = self._cap[key] = self.evaluator.capacity(md, self.model_key(j, arch_id, place, md))
+            if draft2 in self.evaluator.catalog.ngrams:
+                draft2 = None  # an n-gram draft2 model stores nothing on the devices (Evaluator.draft2_model)
+            cap = self._cap[key] = self.evaluator.capacity_of(self.space.model_names[j], self.space.archs[arch_id],
+                                                              layouts, draft2)
         return cap
 
     @staticmethod
@@ -112,20 +181,29 @@ class Pricer:
         self._fit[key] = out = self._fit_uncached(j, arch_id, place, draft, shares)
         return out
 
+    def _pim_kib(self, j: int, arch_id: int) -> tuple[dict[str, int], ...]:
+        """Per operator, layout -> KiB of its tensor in PIM units (the LM head's with the input embedding
+        table beside it), as `CostModel.split_kib` (cached per model and architecture)."""
+        hit = self._pim_kib_memo.get((j, arch_id))
+        if hit is None:
+            arch = self.space.archs[arch_id]
+            costs = self.evaluator.costs
+            tb = costs.tensor_bytes(self._models[j], arch.devices)
+            hit = self._pim_kib_memo[(j, arch_id)] = tuple(
+                {lay: costs.split_kib(arch, lay, tb.op_kib[op] + (tb.embedding_kib if op == "lm_head" else 0))[0]
+                 for lay in ("normal", "spread", "pim")} for op in PLACEABLE_OPS)
+        return hit
+
     def _moves(self, j: int, arch_id: int, place: Place, shares: tuple[int, ...], to_pim: bool):
         """Single-operator changes that shift bytes toward the PIM side (`to_pim`) or the normal side:
         (bytes shifted, new code, operator), layout changes before engine changes."""
         sp = self.space
-        arch = sp.archs[arch_id]
-        costs = self.evaluator.costs
-        tb = costs.tensor_bytes(self._models[j], arch.devices)
+        pim_kib = self._pim_kib(j, arch_id)
         host_codes = sp.host_codes(arch_id)
         layout_of = {HOST_NORMAL: "normal", HOST_SPREAD: "spread"}
         out = []
         for o, code in enumerate(place):
-            op = PLACEABLE_OPS[o]
-            kib = tb.op_kib[op] + (tb.embedding_kib if op == "lm_head" else 0)
-            old = costs.split_kib(arch, "pim" if code > 0 else layout_of[code], kib)[0]
+            old = pim_kib[o]["pim" if code > 0 else layout_of[code]]
             targets = []
             if code <= 0:  # a host operator: the other layout, or PIM
                 targets += [(0, c) for c in host_codes if c != code]
@@ -134,7 +212,7 @@ class Pricer:
             elif HOST in sp.engine_opts[o]:  # a PIM operator: the host
                 targets += [(1, c) for c in host_codes]
             for rank, new in targets:
-                pim_bytes = costs.split_kib(arch, "pim" if new > 0 else layout_of[new], kib)[0]
+                pim_bytes = pim_kib[o]["pim" if new > 0 else layout_of[new]]
                 shift = pim_bytes - old if to_pim else old - pim_bytes
                 if shift > 0:
                     out.append((rank, shift, new, o))
@@ -174,53 +252,152 @@ class Pricer:
     def complete(self, genome: Genome, archs: tuple[int, ...]) -> tuple[float, DesignKey | None]:
         """Priced completion of a genome on architectures `archs`: the genes' placements, repaired for
         each architecture and, where a side overflows, re-placed by the capacity checker.
-        (INFEASIBLE, None) when a model cannot be made to fit its devices."""
-        sp = self.space
+        (INFEASIBLE, None) when a model cannot be made to fit its devices. (The placements of the last
+        genome are kept per model and architecture: an MCTS search completes one genome many times.)"""
+        if genome is not self._genome:  # a search completes one genome on many architectures
+            self._genome = genome
+            self._genome_cid = self.space.choice_id(genome)
+            self._genome_places = [{} for _ in range(self.space.n_models)]
+        cid = self._genome_cid
+        if not self.choice_round(cid).allowed:
+            return INFEASIBLE, None
         places: list[Place] = []
-        for j in range(sp.n_models):
-            place = sp.placement(genome, j, archs[j])
-            draft = genome.drafts[j - 1] if j > 0 else 0
-            if not self.holds(self.capacity(j, archs[j], place, draft)):
-                place = self.fit(j, archs[j], place, draft, genome.shares[j])
-                if place is None:
-                    return INFEASIBLE, None
+        for j, (fitted, arch_id) in enumerate(zip(self._genome_places, archs)):
+            place = fitted.get(arch_id)
+            if place is None:
+                place = fitted[arch_id] = self._fitted_place(genome, j, arch_id)
+            if place is False:
+                return INFEASIBLE, None
             places.append(place)
-        key: DesignKey = (sp.choice_id(genome), archs, tuple(places))
-        value = self.price(key)
+        key: DesignKey = (cid, archs, tuple(places))
+        value = self.price(key, fits=True)
         return (INFEASIBLE, None) if value == INFEASIBLE else (value, key)
 
-    def price(self, key: DesignKey) -> float:
-        """Search objective of one concrete design (cached); INFEASIBLE if the evaluator rejects it."""
+    def _fitted_place(self, genome: Genome, j: int, arch_id: int) -> Place | bool:
+        """Model j's placement on `arch_id` under the genome, re-placed by the capacity checker where a
+        side overflows; False when no re-placement fits."""
+        place = self.space.placement(genome, j, arch_id)
+        draft = genome.drafts[j - 1] if j > 0 else 0
+        if not self.holds(self.capacity(j, arch_id, place, draft)):
+            place = self.fit(j, arch_id, place, draft, genome.shares[j])
+        return False if place is None else place
+
+    def price(self, key: DesignKey, fits: bool = False) -> float:
+        """Search objective of one concrete design (cached); INFEASIBLE if the evaluator rejects it.
+        `fits`: every model is known to fit its devices (the keys `complete` builds)."""
         self.evaluations += 1
         value = self.values.get(key)
-        if value is not None:
-            return value
-        design, model_keys = self._assemble(key)
-        try:
-            metrics = self.evaluator.metrics(design, check=False, model_keys=model_keys)
-        except ScenarioError:
-            metrics = None
-        self.values[key] = value = INFEASIBLE if metrics is None else float(metrics.objective(self.objective))
+        if value is None:
+            try:
+                value = self._round_value(key, fits)
+            except ScenarioError:
+                value = INFEASIBLE
+            self.values[key] = value
         return value
+
+    def choice_round(self, cid: int) -> ChoiceRound:
+        """The ChoiceRound of a choice id (cached)."""
+        rc = self._rounds.get(cid)
+        if rc is None:
+            sp = self.space
+            choice = sp.choice(cid)
+            drafts, pipeline = sp.split_choice_id(cid)
+            allowed = sp.design_space.choice_allowed(choice)
+            rc = self._rounds[cid] = ChoiceRound(
+                allowed, pipeline, drafts, tuple(d.staging is None and d.tree is None for d in choice.drafters),
+                verifier_tokens(self._batch, choice),
+                tuple(drafter_cycle_tokens(self._batch, d) for d in choice.drafters),
+                round_stats(choice, self.evaluator.acceptance),
+                self.evaluator.costs.host.sync_latency_ns if choice.drafters else 0)
+        return rc
+
+    def pass_time_energy(self, j: int, arch_id: int, place: Place, tokens: int) -> tuple[int, int]:
+        """(time_ns, energy_nj) of model j's pass over `tokens` tokens (`Evaluator.pass_time_energy`)."""
+        key = (j, arch_id, place, tokens)
+        hit = self._passes.get(key)
+        if hit is None:
+            tkey = (j, arch_id, tokens)
+            tab = self._tables.get(tkey)
+            if tab is None:
+                tab = self._tables[tkey] = self.evaluator.pass_table(self.space.model_names[j],
+                                                                     self.space.archs[arch_id], tokens)
+            try:
+                hit = Evaluator.pass_time_energy(tab, self.place_keys(place)[0])
+            except KeyError:  # a placement the architecture lacks: Evaluator.pass_price rejects it too
+                raise ScenarioError(f"{self.space.model_names[j]}: placement {place} is not offered") from None
+            if len(self._passes) >= PIECE_CACHE:
+                self._passes.clear()
+            self._passes[key] = hit
+        return hit
+
+    def drafter_cycle(self, i: int, arch_id: int, place: Place, option: int) -> tuple[int, int]:
+        """(time_ns, energy_nj) of a staged or tree drafter's cycle, as `Evaluator.drafter_cycle`: a staged
+        chain is gamma2 draft2 steps (`Evaluator.draft2_step`) and one pass over gamma2 + 1 tokens per
+        sequence; a tree is priced by the evaluator."""
+        key = (i, arch_id, place, option)
+        hit = self._cycles.get(key)
+        if hit is None:
+            dc = self.space.drafter_opts[i][option]
+            if dc.tree is None and dc.staging is not None:
+                step_ns, step_nj = self.pass_time_energy(i + 1, arch_id, place, drafter_cycle_tokens(self._batch, dc))
+                d2_key = (i, arch_id, dc.staging.draft2)
+                d2 = self._draft2_steps.get(d2_key)
+                if d2 is None:
+                    step = self.evaluator.draft2_step(self.model_design(i + 1, arch_id, place, option))
+                    d2 = self._draft2_steps[d2_key] = (step.time_ns, step.energy_nj)
+                g2 = dc.staging.draft_length
+                hit = (g2 * d2[0] + step_ns, g2 * d2[1] + step_nj)
+            else:
+                md = self.model_design(i + 1, arch_id, place, option)
+                cycle = self.evaluator.drafter_cycle(i, md, self.model_key(i + 1, arch_id, place, md))
+                hit = (cycle.time_ns, cycle.energy_nj)
+            if len(self._cycles) >= PIECE_CACHE:
+                self._cycles.clear()
+            self._cycles[key] = hit
+        return hit
+
+    def _round_value(self, key: DesignKey, fits: bool = False) -> float:
+        """The search objective of `Evaluator.metrics` of the key's design, from the pieces: the same
+        integers as `Evaluator._price` (capacity, verification pass, drafter cycles, round time, energy
+        per round with the drafting and idle energy) and the same float as `Metrics.objective`."""
+        cid, archs, places = key
+        rc = self._rounds.get(cid) or self.choice_round(cid)
+        if not fits:
+            for j, (arch_id, place) in enumerate(zip(archs, places)):
+                if not self.capacity(j, arch_id, place, rc.drafts[j - 1] if j else 0).holds:
+                    return INFEASIBLE
+        passes = self._passes
+        verify = passes.get((0, archs[0], places[0], rc.verify_tokens)) or \
+            self.pass_time_energy(0, archs[0], places[0], rc.verify_tokens)
+        cycles = []
+        for i, plain in enumerate(rc.plain):
+            j = i + 1
+            if plain:
+                cycles.append(passes.get((j, archs[j], places[j], rc.cycle_tokens[i])) or
+                              self.pass_time_energy(j, archs[j], places[j], rc.cycle_tokens[i]))
+            else:
+                cycles.append(self.drafter_cycle(i, archs[j], places[j], rc.drafts[i]))
+        round_ns = _round_time_ns(rc, [c[0] for c in cycles], verify[0])
+        tokens = rc.stats.tokens_micro
+        # Metrics.latency_fraction, energy_fraction and their product, as floats of the exact ratios
+        if self.objective == "latency":
+            return round_ns * spec.TOKENS_SCALE / tokens
+        energy_nj = verify[1]
+        stats = rc.stats
+        for scaled, q, cycle in zip(stats.rounds_scaled, stats.drafter_q, cycles):
+            # two-stage rounding, as Evaluator._price
+            expected = -(-(scaled * cycle[1]) // spec.OUTCOME_SCALE)
+            energy_nj += -(-(expected * (spec.Q_SCALE + q)) // spec.Q_SCALE)
+        idle = self._idle_mw
+        for arch_id in archs:
+            energy_nj += -(-idle[arch_id] * round_ns // 1000)
+        if self.objective == "energy":
+            return energy_nj * spec.TOKENS_SCALE / (tokens * self._batch)
+        return (round_ns * energy_nj * spec.TOKENS_SCALE * spec.TOKENS_SCALE) / (tokens * tokens * self._batch)
 
     def metrics(self, keys) -> dict[DesignKey, Metrics]:
         """Metrics of designs, validated (`design`, `Evaluator.check`): the final selection's prices."""
         return {key: self.evaluator.metrics(self.design(key)) for key in keys}
-
-    def _assemble(self, key: DesignKey) -> tuple[Design, list[tuple]]:
-        """The (unvalidated) Design of a key and the evaluator's model keys of its models."""
-        cid, archs, places = key
-        genome_drafts, pipeline = self.space.split_choice_id(cid)
-        mds, model_keys = [], []
-        for j in range(self.space.n_models):
-            part = (archs[j], places[j], genome_drafts[j - 1] if j else 0)
-            last = self._last[j]  # the search often changes one model at a time: reuse the others
-            if last is None or last[0] != part:
-                md = self.model_design(j, *part)
-                last = self._last[j] = (part, md, self.model_key(j, archs[j], places[j], md))
-            mds.append(last[1])
-            model_keys.append(last[2])
-        return Design.model_construct(pipeline=pipeline, verifier=mds[0], drafters=mds[1:]), model_keys
 
     def design(self, key: DesignKey) -> Design:
         """The validated Design of a key (what the heuristic returns and the evaluator re-prices)."""

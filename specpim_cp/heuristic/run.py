@@ -30,7 +30,7 @@ import numpy as np
 
 from specpim_cp import __version__
 from specpim_cp.baselines import baseline_devices, gpu_si
-from specpim_cp.catalog import Catalog, default_catalog
+from specpim_cp.catalog import Catalog
 from specpim_cp.design import ArchConfig, DrafterChoice, SpecChoice
 from specpim_cp.errors import ScenarioError
 from specpim_cp.evaluate import Evaluator, Metrics
@@ -40,7 +40,7 @@ from specpim_cp.heuristic.pricing import INFEASIBLE, DesignKey, Pricer
 from specpim_cp.heuristic.space import Genome, SearchSpace
 from specpim_cp.recipes import rule_placement
 from specpim_cp.result import SolveReport, SolveResult, inputs_hash
-from specpim_cp.scenario import Scenario
+from specpim_cp.scenario import Scenario, scenario_catalog
 
 OBJECTIVES = ("latency", "energy", "edp")
 SELECT_TOLERANCE = 0.05  # select among designs within 5 % of the best search objective
@@ -120,7 +120,8 @@ def run_heuristic(scenario: Scenario, *, budget: str | Budget = "quick", seed: i
                   search_objective: str | None = None, select_objective: str | None = None,
                   catalog: Catalog | None = None, time_limit_s: float | None = None,
                   workers: int = 1, polish: bool = True, warm_start: bool = True,
-                  clock: Callable[[], float] = time.monotonic) -> SolveResult:
+                  clock: Callable[[], float] = time.monotonic,
+                  on_generation: Callable[[int, int, float, int], None] | None = None) -> SolveResult:
     """SpecPIM's explorer: GA over dataflow, per-model MCTS over architecture; seeded and reproducible.
 
     `search_objective` and `select_objective` default to `scenario.objective` (see the module
@@ -130,11 +131,13 @@ def run_heuristic(scenario: Scenario, *, budget: str | Budget = "quick", seed: i
     with one (only `unique_designs` counts a design once per process that priced it).
     `time_limit_s` stops between candidates (the result then depends on the machine), measured on
     `clock`. `warm_start=False` starts from random candidates only (no baseline recipes).
+    `on_generation(generation, generations, best search value, evaluations)` is called after every
+    generation (progress for the CLI; the search does not depend on it).
     Raises ScenarioError for an invalid option or when no design of the restricted space fits the
     scenario's devices.
     """
     t0 = time.perf_counter()
-    catalog = catalog or default_catalog()
+    catalog = catalog or scenario_catalog(scenario)
     bud = resolve_budget(budget)
     search = search_objective or scenario.objective
     select = select_objective or scenario.objective
@@ -153,7 +156,8 @@ def run_heuristic(scenario: Scenario, *, budget: str | Budget = "quick", seed: i
         filler = PoolFiller(workers, scenario, catalog, search, bud.mcts_leaves_per_model)
     deadline = None if time_limit_s is None else Deadline.after(time_limit_s, clock)
     explorer = GeneticExplorer(space, filler, np.random.default_rng(seed), seed, generations=bud.generations,
-                               population=bud.population, deadline=deadline, polish=polish)
+                               population=bud.population, deadline=deadline, polish=polish,
+                               on_generation=on_generation)
     try:
         explorer.run(_warm_starts(scenario, catalog, space) if warm_start else [])
     finally:

@@ -1,0 +1,221 @@
+"""A Hugging Face `config.json` as a catalog model entry (`specpim-cp catalog import-hf`).
+
+Reads the decoder shape of Llama 2/3, Mistral, Qwen2, OPT and GPT-2 style configs and writes a
+`[models."NAME"]` TOML entry of the catalog schema (`models.toml`), every value with its
+`source_X = "Hugging Face config.json PATH (ARCHITECTURES): KEY"`. What the schema cannot express is
+said in the sources rather than silently dropped: biases (a few kB per layer), OPT's embedding
+projection (`word_embed_proj_dim`), Mistral's sliding window and a model's position limit. RoPE
+settings do not change bytes or FLOPs and are ignored. No network: the file is read as given.
+"""
+
+from __future__ import annotations
+
+import json
+from dataclasses import dataclass
+from pathlib import Path
+
+from specpim_cp.errors import ScenarioError
+
+#: model_type -> (family, FFN kind, tie_word_embeddings when the key is absent: transformers' default)
+ARCHITECTURES = {
+    "llama": ("llama", "gated", False),
+    "mistral": ("mistral", "gated", False),
+    "qwen2": ("qwen2", "gated", False),
+    "opt": ("opt", "two-matrix", True),
+    "gpt2": ("gpt2", "two-matrix", True),
+}
+#: architectures[0] -> model_type, for configs without model_type
+_CLASS_TYPES = {"LlamaForCausalLM": "llama", "MistralForCausalLM": "mistral", "Qwen2ForCausalLM": "qwen2",
+                "OPTForCausalLM": "opt", "GPT2LMHeadModel": "gpt2"}
+#: (model_type, vocab_size) -> the catalog's tokenizer name, so imported models pair with catalog ones
+_KNOWN_TOKENIZERS = {("llama", 32000): "llama-sp", ("opt", 50272): "gpt2-bpe", ("gpt2", 50257): "gpt2-bpe"}
+#: Keys per schema field (first present wins): transformers' names, GPT-2 style names after them
+_KEYS = {
+    "layers": ("num_hidden_layers", "n_layer"),
+    "hidden": ("hidden_size", "n_embd"),
+    "heads": ("num_attention_heads", "n_head"),
+    "vocab": ("vocab_size",),
+}
+BYTES_PER_PARAM = 2  # FP16/BF16 inference: the host kernel tables and PIM units are FP16
+
+
+@dataclass(frozen=True)
+class ImportedModel:
+    """A model entry: `values` in the schema's field order and, per field, the config key it came from."""
+
+    name: str
+    values: dict
+    sources: dict
+
+    def to_toml(self, notes: tuple[str, ...] = ()) -> str:
+        lines = ["# imported by `specpim-cp catalog import-hf`", *(f"# note: {n}" for n in notes),
+                 f"[models.{json.dumps(self.name)}]"]
+        for field, value in self.values.items():
+            lines.append(f"{field} = {_toml_value(value)}")
+            if field in self.sources:
+                lines.append(f"source_{field} = {json.dumps(self.sources[field])}")
+        return "\n".join(lines) + "\n"
+
+
+def _toml_value(v) -> str:
+    if isinstance(v, bool):
+        return "true" if v else "false"
+    if isinstance(v, int | float):
+        return repr(v)
+    return json.dumps(v)  # a TOML basic string is a JSON string
+
+
+def _read_config(path: Path) -> dict:
+    try:
+        text = path.read_bytes().decode("utf-8")
+    except OSError as exc:
+        raise ScenarioError(f"{path}: cannot read ({exc.strerror or exc})") from None
+    except UnicodeDecodeError:
+        raise ScenarioError(f"{path}: not UTF-8 text; a Hugging Face config.json is JSON") from None
+    try:
+        data = json.loads(text)
+    except json.JSONDecodeError as exc:
+        raise ScenarioError(f"{path}: not valid JSON ({exc})") from None
+    if not isinstance(data, dict):
+        raise ScenarioError(f"{path}: a config.json is a JSON object, got {type(data).__name__}")
+    return data
+
+
+def _model_type(path: Path, cfg: dict) -> str:
+    kind = cfg.get("model_type")
+    arch = cfg.get("architectures")
+    if kind is None and isinstance(arch, list) and arch:
+        kind = _CLASS_TYPES.get(arch[0])
+    if kind not in ARCHITECTURES:
+        raise ScenarioError(f"{path}: model_type '{kind}' (architectures {arch}) is not supported; supported: "
+                            f"{', '.join(ARCHITECTURES)} (write the [models] entry by hand, see models.toml)")
+    return kind
+
+
+def import_hf(path: str | Path, name: str | None = None, tokenizer: str | None = None) -> tuple[ImportedModel,
+                                                                                              tuple[str, ...]]:
+    """The catalog entry of the config at `path`, and notes on what the schema leaves out."""
+    path = Path(path)
+    cfg = _read_config(path)
+    kind = _model_type(path, cfg)
+    family, ffn_kind, tied_default = ARCHITECTURES[kind]
+    arch = cfg.get("architectures")
+    arch_text = ", ".join(arch) if isinstance(arch, list) and arch else kind
+    origin = cfg.get("_name_or_path")
+    if isinstance(origin, str) and origin.strip():
+        arch_text += f", {origin.strip()}"
+    where = f"Hugging Face config.json {path} ({arch_text})"
+    values: dict = {}
+    sources: dict = {}
+    notes: list[str] = []
+
+    def integer(field: str, keys: tuple[str, ...], default: int | None = None, why: str = "") -> int:
+        for key in keys:
+            if key in cfg and cfg[key] is not None:
+                v = cfg[key]
+                if isinstance(v, bool) or not isinstance(v, int) or v < 1:
+                    raise ScenarioError(f"{path}: {key} must be a positive integer, got {v!r}")
+                values[field], sources[field] = v, f"{where}: {key}"
+                return v
+        if default is None:
+            raise ScenarioError(f"{path}: missing key '{keys[0]}' (the model's {field}; a {kind} config has it)")
+        values[field], sources[field] = default, f"{where}: {keys[0]} absent, {why}"
+        return default
+
+    values["family"] = family
+    layers = integer("layers", _KEYS["layers"])
+    hidden = integer("hidden", _KEYS["hidden"])
+    heads = integer("heads", _KEYS["heads"])
+    if kind in ("opt", "gpt2"):
+        values["kv_heads"], sources["kv_heads"] = heads, f"{where}: num_attention_heads (multi-head attention)"
+    else:
+        integer("kv_heads", ("num_key_value_heads",), heads, "multi-head attention (= num_attention_heads)")
+    if values["kv_heads"] > heads or heads % values["kv_heads"]:
+        raise ScenarioError(f"{path}: num_key_value_heads {values['kv_heads']} must divide num_attention_heads {heads}")
+    if hidden % heads and "head_dim" not in cfg:
+        raise ScenarioError(f"{path}: missing key 'head_dim' (hidden size {hidden} is not a multiple of {heads} heads)")
+    integer("head_dim", ("head_dim",), hidden // heads, f"hidden size / heads = {hidden} / {heads}")
+    if kind == "opt":
+        integer("ffn", ("ffn_dim",))
+    elif kind == "gpt2":
+        integer("ffn", ("n_inner",), 4 * hidden, f"4 x n_embd = {4 * hidden} (GPT-2's default)")
+    else:
+        integer("ffn", ("intermediate_size",))
+    values["ffn_kind"] = ffn_kind
+    act = cfg.get("hidden_act", cfg.get("activation_function"))
+    sources["ffn_kind"] = (f"{where}: model_type {kind} ("
+                           + ("gate and up projections, SwiGLU" if ffn_kind == "gated" else "up and down projections")
+                           + (f", {act})" if act else ")"))
+    values["parallel_block"] = False
+    sources["parallel_block"] = f"{where}: model_type {kind} (sequential attention then FFN)"
+    vocab = integer("vocab", _KEYS["vocab"])
+    tied = cfg.get("tie_word_embeddings")
+    if tied is not None and not isinstance(tied, bool):
+        raise ScenarioError(f"{path}: tie_word_embeddings must be true or false, got {tied!r}")
+    values["tied_embeddings"] = tied_default if tied is None else tied
+    sources["tied_embeddings"] = (f"{where}: tie_word_embeddings" if tied is not None
+                                  else f"{where}: tie_word_embeddings absent, {kind} default {str(tied_default).lower()}")
+    dtype = cfg.get("torch_dtype", cfg.get("dtype"))
+    values["bytes_per_param"] = BYTES_PER_PARAM
+    sources["bytes_per_param"] = (f"{where}: torch_dtype {dtype}, priced as FP16/BF16 inference (2 bytes) as "
+                                  "every catalog model (the host kernel tables are FP16)")
+    values["tokenizer"] = tokenizer or _KNOWN_TOKENIZERS.get((kind, vocab), f"{kind}-vocab{vocab}")
+    sources["tokenizer"] = ("given on the command line (--tokenizer)" if tokenizer
+                            else f"{where}: model_type {kind} and vocab_size {vocab} (drafters must share it)")
+
+    # what the schema leaves out, said where it is decided
+    bias_params = 0
+    if kind == "qwen2" or cfg.get("attention_bias") is True:  # Qwen2 always has q/k/v biases
+        bias_params = layers * (heads + 2 * values["kv_heads"]) * values["head_dim"]
+        notes.append(f"q/k/v biases ({bias_params} parameters) are counted in nominal_params_b but not priced: "
+                     "the schema has no biases, and they add a few kB per layer")
+    if kind == "opt" and cfg.get("word_embed_proj_dim", hidden) != hidden:
+        notes.append(f"word_embed_proj_dim {cfg['word_embed_proj_dim']} != hidden_size {hidden}: the embedding "
+                     "is priced as vocab x hidden_size and the two projections are ignored")
+    if kind == "mistral" and cfg.get("sliding_window"):
+        notes.append(f"sliding_window {cfg['sliding_window']} ignored: the KV cache is priced at the full context")
+    limit = cfg.get("max_position_embeddings", cfg.get("n_positions"))
+    if isinstance(limit, int):
+        notes.append(f"position limit {limit} tokens (max_position_embeddings / n_positions): keep "
+                     "prompt_tokens + generated_tokens within it")
+    if kind in ("llama", "mistral", "qwen2"):
+        notes.append("RoPE settings ignored (they change neither bytes nor FLOPs)")
+
+    from specpim_cp.catalog import ModelSpec
+
+    shape = ModelSpec(name="", nominal_params_b=0.0, source="", **{k: values[k] for k in (
+        "family", "tokenizer", "layers", "hidden", "heads", "kv_heads", "head_dim", "ffn", "ffn_kind",
+        "parallel_block", "vocab", "tied_embeddings", "bytes_per_param")})
+    params = shape.parameter_count() + bias_params
+    values["nominal_params_b"] = round(params / 1e9, 3 if params >= 1e8 else 4)
+    sources["nominal_params_b"] = (f"computed from the shapes above ({params} parameters: decoder layers, "
+                                   f"embeddings{', q/k/v biases' if bias_params else ''})")
+    entry_name = (name or _default_name(path, cfg)).strip()
+    if not entry_name:
+        raise ScenarioError(f"{path}: --name: an empty model name")
+    order = ("family", "tokenizer", "layers", "hidden", "heads", "kv_heads", "head_dim", "ffn", "ffn_kind",
+             "parallel_block", "vocab", "tied_embeddings", "bytes_per_param", "nominal_params_b")
+    return ImportedModel(entry_name, {k: values[k] for k in order}, sources), tuple(notes)
+
+
+def _default_name(path: Path, cfg: dict) -> str:
+    """`_name_or_path`'s last part (meta-llama/Llama-2-7b-hf -> llama-2-7b-hf), else the config's folder."""
+    given = cfg.get("_name_or_path")
+    if isinstance(given, str) and given.strip():
+        return given.strip().rstrip("/").split("/")[-1].lower()
+    folder = path.absolute().parent.name
+    if folder:
+        return folder.lower()
+    raise ScenarioError(f"{path}: give the model a name (--name)")
+
+
+def import_hf_toml(path: str | Path, name: str | None = None, tokenizer: str | None = None) -> tuple[str, str]:
+    """(model name, TOML text of its catalog entry), checked by the catalog loader before it is returned."""
+    import tomllib
+
+    from specpim_cp.catalog import build_catalog
+
+    model, notes = import_hf(path, name, tokenizer)
+    text = model.to_toml(notes)
+    build_catalog(tomllib.loads(text), {}, {})  # the entry loads as written (a bug here is ours, not the user's)
+    return model.name, text
