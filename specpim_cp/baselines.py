@@ -84,7 +84,7 @@ def best_fixed_recipe(scenario: Scenario, catalog: Catalog, archs: list[ArchConf
     rule (exhaustive, via the evaluator)."""
     ev = Evaluator(scenario, catalog)
     n = len(scenario.drafters)
-    best: Evaluation | None = None
+    best: Design | None = None
     last_error: ScenarioError | None = None
     names = [e.model for _, e in model_labels(scenario)]
     per_model = [_layout_options(ev, name, a, rule) for name, a in zip(names, archs, strict=True)]
@@ -96,19 +96,27 @@ def best_fixed_recipe(scenario: Scenario, catalog: Catalog, archs: list[ArchConf
     if combos > MAX_RECIPE_DESIGNS:
         raise ScenarioError(f"{combos} draft and layout combinations exceed {MAX_RECIPE_DESIGNS} for one "
                             "baseline; give token trees to fewer drafters or lower tree.max_nodes")
-    for combo, places in itertools.product(itertools.product(*drafts), layouts):
-        choice = SpecChoice(tuple(combo), pipeline)
-        design = Design.assemble(names, archs, places, choice)
-        try:
-            e = ev.evaluate(design)
-        except ScenarioError as exc:
-            last_error = exc
-            continue
-        if best is None or e.metrics.objective(scenario.objective) < best.metrics.objective(scenario.objective):
-            best = e
+    best_value = None
+    for places in layouts:
+        # the architecture, placement and capacity do not depend on the drafts: check them once per layout
+        # (the draft options come from the space), then price every draft without re-checking
+        checked = False
+        for combo in itertools.product(*drafts):
+            design = Design.assemble(names, archs, places, SpecChoice(tuple(combo), pipeline))
+            try:
+                m = ev.metrics(design, check=not checked)
+            except ScenarioError as exc:
+                last_error = exc
+                if not checked:
+                    break  # this layout does not fit (or is outside the space) whatever the drafts
+                continue
+            checked = True
+            value = m.objective(scenario.objective)
+            if best_value is None or value < best_value:
+                best, best_value = design, value
     if best is None:
         raise last_error or ScenarioError("no feasible design")
-    return best
+    return ev.evaluate(best)
 
 
 def _layout_options(ev: Evaluator, model: str, arch: ArchConfig, rule: str) -> list[dict[str, Placement]]:

@@ -578,8 +578,8 @@ class Evaluator:
         g2 = md.staging.draft_length
         d2 = self.draft2_step(md)
         parts = tuple(g2 * a + b for a, b in zip(d2.parts_nj, step.parts_nj, strict=True))
-        return DrafterCycle(g2 * d2.time_ns + step.time_ns, sum(parts), parts, tokens,
-                            (self.alpha2(i, md.staging.draft2), g2), d2.time_ns)
+        time_ns, _ = staged_cycle(step.time_ns, step.energy_nj, d2.time_ns, d2.energy_nj, g2)
+        return DrafterCycle(time_ns, sum(parts), parts, tokens, (self.alpha2(i, md.staging.draft2), g2), d2.time_ns)
 
     def idle_power_mw(self, md: ModelDesign) -> int:
         """Idle power of all the model's devices, mW (charged for the whole round; 0 under dynamic
@@ -629,14 +629,8 @@ class Evaluator:
         sync = self.costs.host.sync_latency_ns if drafters else 0
         round_ns = spec.round_time_ns(stats.outcomes, [c.time_ns for c in cycles], verify.time_ns, sync,
                                       choice.pipeline, stats.q)
-        # energy per round: verifier pass + drafting (+ wasted optimistic drafts) + idle power
-        draft_nj = []
-        for i, cycle in enumerate(cycles):
-            # two-stage rounding keeps every integer product inside the optimizer's int64 range
-            expected = -(-(stats.rounds_scaled[i] * cycle.energy_nj) // spec.OUTCOME_SCALE)
-            draft_nj.append(-(-(expected * (spec.Q_SCALE + stats.drafter_q[i])) // spec.Q_SCALE))
-        # idle power of every device of every model for the whole round (mW x ns = pJ), per model
-        idle_nj = sum(-(-self.idle_power_mw(md) * round_ns // 1000) for md in mds)
+        draft_nj = [drafting_energy_nj(stats, i, cycle.energy_nj) for i, cycle in enumerate(cycles)]
+        idle_nj = sum(idle_energy_nj(self.idle_power_mw(md), round_ns) for md in mds)
         energy_nj = verify.energy_nj + sum(draft_nj) + idle_nj
         metrics = Metrics(round_ns, stats.tokens_micro, energy_nj, batch)
         return _Priced(metrics, caps, verify, cycles, stats, sync, draft_nj, idle_nj)
@@ -671,6 +665,24 @@ class Evaluator:
         rnd = RoundBreakdown(design.pipeline, verify.time_ns, priced.sync, stats.q / spec.Q_SCALE,
                              priced.idle_nj, verify.energy_nj, by_component)
         return Breakdown(self._model_breakdown(design.verifier, caps[0], verify), tuple(drafters), rnd)
+
+
+# -- the round's integer rules, shared with the heuristic's inner loop (heuristic/pricing.py) ----------
+def staged_cycle(pass_ns: int, pass_nj: int, step_ns: int, step_nj: int, gamma2: int) -> tuple[int, int]:
+    """A staged drafter's cycle: gamma2 draft2 steps, then one pass of the drafter (time, energy)."""
+    return gamma2 * step_ns + pass_ns, gamma2 * step_nj + pass_nj
+
+
+def drafting_energy_nj(stats: RoundStats, i: int, cycle_nj: int) -> int:
+    """Drafter i's energy per round: its expected cycles' energy, plus its wasted optimistic drafts
+    (pipelined); two-stage rounding keeps every integer product inside the optimizer's int64 range."""
+    expected = -(-(stats.rounds_scaled[i] * cycle_nj) // spec.OUTCOME_SCALE)
+    return -(-(expected * (spec.Q_SCALE + stats.drafter_q[i])) // spec.Q_SCALE)
+
+
+def idle_energy_nj(power_mw: int, round_ns: int) -> int:
+    """Idle energy of one model's devices over the round (mW x ns = pJ; rounded up to nJ)."""
+    return -(-power_mw * round_ns // 1000)
 
 
 class _Priced(NamedTuple):

@@ -389,21 +389,29 @@ def round_time_ns(
     q = operator.index(q)
     if not 0 <= q <= Q_SCALE:
         raise ValueError(f"q must be in [0, {Q_SCALE}], got {q}")
-    total = 0
-    psum = 0
-    for rs, p in outcomes:
+    for rs, _ in outcomes:
         if len(rs) != len(cyc):
             raise ValueError(f"outcome {rs} has {len(rs)} drafters, cycle_ns has {len(cyc)}")
-        d = max((r * c for r, c in zip(rs, cyc)), default=0)
-        if pipeline:
-            r_o = max(d, v) + _ceil_div(q * min(d, v), Q_SCALE)
-        else:
-            r_o = d + v
-        total += p * r_o
-        psum += p
+    psum = sum(p for _, p in outcomes)
     if psum != OUTCOME_SCALE:
         raise ValueError(f"outcome probabilities sum to {psum}, not {OUTCOME_SCALE}")
-    return _ceil_div(total, OUTCOME_SCALE) + operator.index(sync_ns)
+    return round_time_ns_checked_args(outcomes, cyc, v, operator.index(sync_ns), pipeline, q)
+
+
+def round_time_ns_checked_args(outcomes: Outcomes, cycle_ns: Sequence[int], verify_ns: int, sync_ns: int,
+                               pipeline: bool, q: int) -> int:
+    """`round_time_ns` without its argument checks, for callers whose arguments come from checked
+    statistics (the heuristic's inner loop): the same integer sum, one definition."""
+    total = 0
+    v = verify_ns
+    if pipeline:
+        for rs, p in outcomes:
+            d = max(map(operator.mul, rs, cycle_ns), default=0)
+            total += p * (max(d, v) + -(-(q * min(d, v)) // Q_SCALE))
+    else:
+        for rs, p in outcomes:
+            total += p * (max(map(operator.mul, rs, cycle_ns), default=0) + v)
+    return -(-total // OUTCOME_SCALE) + sync_ns
 
 
 def _as_pairs(dist: Mapping[int, float] | Iterable[tuple[int, float]]) -> list[tuple[int, float]]:

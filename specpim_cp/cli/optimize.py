@@ -194,13 +194,13 @@ def _budget(value: str):
     return Budget(generations=g, population=p, mcts_leaves_per_model=leaves)
 
 
-def _run_heuristic(sc, budget, seed: int, label: str, catalog):
+def _run_heuristic(sc, budget, seed: int, label: str, catalog, polish: bool = True):
     """run_heuristic with a progress line; when no design fits, the capacity shortfall when there is one."""
     from specpim_cp.heuristic import run_heuristic
 
     with Progress(label) as bar:
         try:
-            return run_heuristic(sc, budget=budget, seed=seed, catalog=catalog,
+            return run_heuristic(sc, budget=budget, seed=seed, catalog=catalog, polish=polish,
                                  on_generation=_generation_hook(bar, sc))
         except ScenarioError as exc:
             if "no design" not in str(exc):
@@ -212,18 +212,21 @@ def _run_heuristic(sc, budget, seed: int, label: str, catalog):
 @click.argument("scenario")
 @click.option("--budget", default="quick", show_default=True, help="quick | paper | GENxPOPxLEAVES")
 @click.option("--seed", type=click.IntRange(0), default=0, show_default=True)
+@click.option("--polish/--no-polish", default=True, show_default=True,
+              help="refine each generation's best design (our addition); --no-polish is the paper's explorer "
+                   "as published")
 @click.option("--json", "as_json", is_flag=True)
 @click.option("-o", "--output", type=click.Path(dir_okay=False))
 @catalog_option
 @user_errors
-def heuristic(scenario, budget, seed, as_json, output, catalog_files) -> None:
+def heuristic(scenario, budget, seed, polish, as_json, output, catalog_files) -> None:
     """The paper's explorer: GA over dataflow + per-model MCTS over architecture (seeded)."""
     from specpim_cp.report_text import format_solve
 
     bud = _budget(budget)
     check_writable(output, "-o")
     sc, cat = load_with_catalog(scenario, catalog_files)
-    res = _run_heuristic(sc, bud, seed, f"heuristic ({budget})", cat)
+    res = _run_heuristic(sc, bud, seed, f"heuristic ({budget}{'' if polish else ', no polish'})", cat, polish)
     emit(res.to_json() if as_json else format_solve(sc, res), output)
 
 

@@ -21,6 +21,7 @@ RND add_round, EN add_energy.
 
 from __future__ import annotations
 
+import itertools
 from fractions import Fraction
 
 import networkx as nx
@@ -122,6 +123,7 @@ class SpecModel:
         self.add_cycles()
         self.add_round()
         self.add_energy()
+        self.add_choice_cuts()
 
     def add_architecture(self) -> None:
         """[ARCH] ARCH-1 exactly one architecture per model; ARCH-2 the device budget."""
@@ -462,6 +464,96 @@ class SpecModel:
             total += min(areas)
         return -(-total.numerator // total.denominator)
 
+    def add_choice_cuts(self) -> None:
+        """[CUT] CUT-3 valid redundant bounds per speculation choice: the round time (energy) of choice c
+        is at least its round formula evaluated at every pass's CUT-1 bound, minimised over the device
+        counts the budget allows (the formulas are nondecreasing in every pass time and energy); summed
+        over the choice literals it gives the LP relaxation the price of long drafts."""
+        m = self.m
+        b = self.scenario.batch_size
+        sync = self.costs.host.sync_latency_ns if self.n_drafters else 0
+        per_n = [self._min_pass_bounds(j) for j in range(len(self.data))]
+        budget = self.scenario.device_budget
+        counts = [sorted(pn) for pn in per_n]
+        tuples = [t for t in itertools.product(*counts) if budget is None or sum(t) <= budget]
+        d2_min = [self._min_draft2_steps(i) for i in range(self.n_drafters)]
+        lb_t, lb_e = [], []
+        for c, st in zip(self.choices, self.stats):
+            best_t = best_e = None
+            for tup in tuples:
+                bound = self._choice_bound(c, st, tup, per_n, d2_min, b, sync)
+                if bound is None:
+                    continue
+                best_t = bound[0] if best_t is None else min(best_t, bound[0])
+                best_e = bound[1] if best_e is None else min(best_e, bound[1])
+            lb_t.append(best_t or 0)
+            lb_e.append(best_e or 0)
+        m.add(self.T >= sum(v * z for v, z in zip(lb_t, self.z) if v))      # CUT-3
+        m.add(self.energy >= sum(v * z for v, z in zip(lb_e, self.z) if v))
+        self.choice_bounds = (tuple(lb_t), tuple(lb_e))  # (round ns, energy nJ) bound per choice, for OBJ-1
+
+    def _min_pass_bounds(self, j: int) -> dict[int, dict[int, tuple[int, int, int]]]:
+        """Per device count n and token count t of model j: (least CUT-1 time bound, least energy bound,
+        least idle power in mW) over its architectures with n devices."""
+        d = self.data[j]
+        tokens = set(self.kb[j]) | set(self.tree_pass[j])
+        pt_cut, pe_cut = self._bound_cuts(j, sorted(tokens))
+        out: dict[int, dict[int, tuple[int, int, int]]] = {}
+        for a in d.archs:
+            row = out.setdefault(a.devices, {})
+            power = self.costs.idle_power_mw(a)
+            for t in tokens:
+                cur = row.get(t)
+                new = (pt_cut[a][t], pe_cut[a][t], power)
+                row[t] = new if cur is None else tuple(min(x, y) for x, y in zip(cur, new))
+        return out
+
+    def _min_draft2_steps(self, i: int) -> dict[tuple[int, Staging], tuple[int, int]]:
+        """Per device count and staging of drafter i: the least draft2 step (time, energy) over its
+        architectures with that many devices (a draft2 model that cannot run is left out)."""
+        out: dict[tuple[int, Staging], tuple[int, int]] = {}
+        j = i + 1
+        for st in self.stage_lit[i]:
+            if st is None:
+                continue
+            for a in self.data[j].archs:
+                try:
+                    step = self.ev.draft2_step(self._probe_design(j, a, st))
+                except ScenarioError:
+                    continue
+                key = (a.devices, st)
+                cur = out.get(key)
+                new = (step.time_ns, step.energy_nj)
+                out[key] = new if cur is None else (min(cur[0], new[0]), min(cur[1], new[1]))
+        return out
+
+    def _choice_bound(self, c: SpecChoice, st: RoundStats, devices: tuple[int, ...], per_n, d2_min, b: int,
+                      sync: int) -> tuple[int, int] | None:
+        """CUT-3's (round time, energy per round) bound of choice c on device counts `devices`."""
+        row0 = per_n[0][devices[0]]
+        v_t, v_e, power = row0[pass_tokens(b, c, 0)]
+        cyc_t, cyc_e = [], []
+        for i, dc in enumerate(c.drafters):
+            row = per_n[i + 1][devices[i + 1]]
+            if dc.tree is not None:
+                parts = [row[t] for t in tree_pass_tokens(b, dc)]
+                ct, ce = sum(p[0] for p in parts), sum(p[1] for p in parts)
+            else:
+                ct, ce = row[pass_tokens(b, c, i + 1)][:2]
+                if dc.staging is not None:
+                    step = d2_min[i].get((devices[i + 1], dc.staging))
+                    if step is None:
+                        return None
+                    ct += dc.staging.draft_length * step[0]
+                    ce += dc.staging.draft_length * step[1]
+            cyc_t.append(ct)
+            cyc_e.append(ce)
+            power += row[pass_tokens(b, c, i + 1)][2]
+        t_lb = spec.round_time_ns(st.outcomes, cyc_t, v_t, sync, c.pipeline, st.q)
+        e_lb = v_e + sum(st.rounds_scaled[i] * e * (spec.Q_SCALE + st.drafter_q[i])
+                         // (spec.OUTCOME_SCALE * spec.Q_SCALE) for i, e in enumerate(cyc_e))
+        return t_lb, e_lb + power * t_lb // 1000
+
     def _bound_cuts(self, j: int, tokens: list[int]) -> tuple[dict, dict]:
         """[CUT-1] per architecture and token count, a pass is no faster (no cheaper) than its critical
         path with every operator at its fastest (cheapest) placement: valid and redundant; it gives the
@@ -471,9 +563,14 @@ class SpecModel:
         c = self.costs
         pt_cut, pe_cut = {}, {}
         n_ar = 1 if model.parallel_block else 2
+        cache = self.__dict__.setdefault("_bound_cache", {})  # (j, arch, t) -> (time, energy) bound
         for a in d.archs:
             lb_t, lb_e = {}, {}
             for t in tokens:
+                hit = cache.get((j, a, t))
+                if hit is not None:
+                    lb_t[t], lb_e[t] = hit
+                    continue
                 bt, be = {}, {}
                 for op in PLACEABLE_OPS:
                     opts = [c.placement_cost(model, op, p, a, t) for p in d.allowed(a, op)]
@@ -489,6 +586,7 @@ class SpecModel:
                     path = sum(bt[op] for op in LAYER_OPS)
                 lb_t[t] = emb_t + model.layers * (path + n_ar * ar.time_ns) + bt["lm_head"]
                 lb_e[t] = emb_e + model.layers * (sum(be[op] for op in LAYER_OPS) + n_ar * ar.energy_nj) + be["lm_head"]
+                cache[(j, a, t)] = (lb_t[t], lb_e[t])
             pt_cut[a], pe_cut[a] = lb_t, lb_e
         return pt_cut, pe_cut
 

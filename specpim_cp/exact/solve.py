@@ -169,6 +169,11 @@ class _Budget:
         p = solver.parameters
         p.random_seed = self.opts.seed
         p.presolve_inclusion_work_limit = 0  # workaround for the 9.15 presolve bug #5293
+        # one presolve pass with light probing: each Dinkelbach iteration re-presolves a clone, and on the
+        # large spaces the default effort costs more than it saves (paper-full palm-62b-b1, proof from the
+        # optimum as hint: 50 s -> 11 s; measured with benchmarks/bench_solver.py, formulations/objectives.md)
+        p.max_presolve_iterations = 1
+        p.cp_model_probing_level = 1
         p.log_search_progress = False
         rem = max(self.remaining(), 0.05)
         if self.opts.deterministic:
@@ -191,6 +196,7 @@ class _Ratio:
         self.name = name
         self.num = sm.T if name == "latency" else sm.energy
         self.den = sm.tokens_micro
+        self.num_bounds = sm.choice_bounds[0 if name == "latency" else 1]  # CUT-3, per choice
         self.scale = Fraction(spec.TOKENS_SCALE, 1 if name == "latency" else sm.scenario.batch_size)
 
     def value(self, num: int, den: int) -> Fraction:
@@ -310,6 +316,11 @@ def minimize_ratio(run: _Run, ratio: _Ratio, extra=None, start: Evaluation | Non
         model, nvar = _capped(sm, ratio.num, cap, "N")
         if extra is not None:
             extra(model)
+        # OBJ-1 pruning: a choice whose CUT-3 bound ratio exceeds lambda cannot give F < 0 (the
+        # incumbent's own choice stays: its bound is at most its ratio)
+        for z, bound, st in zip(sm.z, ratio.num_bounds, sm.stats):
+            if bound * d_prev > n_prev * st.tokens_micro:
+                model.add(model.get_bool_var_from_proto_index(z.index) == 0)
         den = _expr_in(model, sm)
         model.minimize(d_prev * nvar - n_prev * den)
         if run.budget.remaining() <= 0:
@@ -418,7 +429,31 @@ def best_start(sm: SpecModel, ev: Evaluator, objective: str, hint: Design | None
             continue
         if best is None or e.metrics.objective(objective) < best.metrics.objective(objective):
             best = e
-    return best
+    return None if best is None else _best_choice_for(sm, ev, objective, best)
+
+
+#: Most speculation choices `_best_choice_for` prices one by one.
+MAX_START_CHOICES = 20_000
+
+
+def _best_choice_for(sm: SpecModel, ev: Evaluator, objective: str, start: Evaluation) -> Evaluation:
+    """The start design's hardware and placements with the best speculation choice of the space (every
+    choice priced by the evaluator): a closer first incumbent saves Dinkelbach iterations."""
+    if len(sm.choices) > MAX_START_CHOICES:
+        return start
+    d = start.design
+    archs = [md.arch for _, md in d.models()]
+    places = [md.placement for _, md in d.models()]
+    best, best_value = d, start.metrics.objective(objective)
+    for c in sm.choices:
+        cand = sm.space.build(archs, places, c)
+        try:
+            value = ev.metrics(cand, check=False).objective(objective)
+        except ScenarioError:  # e.g. a draft2 model that cannot run on this drafter's host
+            continue
+        if value < best_value:
+            best, best_value = cand, value
+    return start if best is d else ev.evaluate(best)
 
 
 def _report(method: str, objective: str, status: str, obj: Fraction, bound: Fraction | None, t0: float,

@@ -29,14 +29,21 @@ caller.
 from __future__ import annotations
 
 import math
-import operator
 from typing import NamedTuple
 
 from specpim_cp import speculation as spec
 from specpim_cp.catalog import Catalog
 from specpim_cp.design import Design, ModelDesign, Placement
 from specpim_cp.errors import ScenarioError
-from specpim_cp.evaluate import CapacityUse, Evaluator, Metrics, PassTable
+from specpim_cp.evaluate import (
+    CapacityUse,
+    Evaluator,
+    Metrics,
+    PassTable,
+    drafting_energy_nj,
+    idle_energy_nj,
+    staged_cycle,
+)
 from specpim_cp.graph import PLACEABLE_OPS
 from specpim_cp.heuristic.space import HOST, HOST_NORMAL, HOST_SPREAD, PIM, Genome, Place, SearchSpace
 from specpim_cp.passes import RoundStats, drafter_cycle_tokens, round_stats, verifier_tokens
@@ -60,22 +67,6 @@ class ChoiceRound(NamedTuple):
     cycle_tokens: tuple[int, ...]
     stats: RoundStats
     sync_ns: int
-
-
-def _round_time_ns(rc: ChoiceRound, cycle_ns: list[int], verify_ns: int) -> int:
-    """`speculation.round_time_ns(rc.stats.outcomes, cycle_ns, verify_ns, rc.sync_ns, rc.pipeline, rc.stats.q)`:
-    the same integer sum, without its checks of arguments the choice's statistics already satisfy."""
-    total = 0
-    v = verify_ns
-    if rc.pipeline:
-        q = rc.stats.q
-        for rs, p in rc.stats.outcomes:
-            d = max(map(operator.mul, rs, cycle_ns), default=0)
-            total += p * (d + -(-(q * v) // spec.Q_SCALE) if d >= v else v + -(-(q * d) // spec.Q_SCALE))
-    else:
-        for rs, p in rc.stats.outcomes:
-            total += p * (max(map(operator.mul, rs, cycle_ns), default=0) + v)
-    return -(-total // spec.OUTCOME_SCALE) + rc.sync_ns
 
 
 class Pricer:
@@ -345,8 +336,7 @@ class Pricer:
                 if d2 is None:
                     step = self.evaluator.draft2_step(self.model_design(i + 1, arch_id, place, option))
                     d2 = self._draft2_steps[d2_key] = (step.time_ns, step.energy_nj)
-                g2 = dc.staging.draft_length
-                hit = (g2 * d2[0] + step_ns, g2 * d2[1] + step_nj)
+                hit = staged_cycle(step_ns, step_nj, d2[0], d2[1], dc.staging.draft_length)
             else:
                 md = self.model_design(i + 1, arch_id, place, option)
                 cycle = self.evaluator.drafter_cycle(i, md, self.model_key(i + 1, arch_id, place, md))
@@ -377,20 +367,17 @@ class Pricer:
                               self.pass_time_energy(j, archs[j], places[j], rc.cycle_tokens[i]))
             else:
                 cycles.append(self.drafter_cycle(i, archs[j], places[j], rc.drafts[i]))
-        round_ns = _round_time_ns(rc, [c[0] for c in cycles], verify[0])
-        tokens = rc.stats.tokens_micro
+        stats = rc.stats
+        round_ns = spec.round_time_ns_checked_args(stats.outcomes, [c[0] for c in cycles], verify[0], rc.sync_ns,
+                                                   rc.pipeline, stats.q)
+        tokens = stats.tokens_micro
         # Metrics.latency_fraction, energy_fraction and their product, as floats of the exact ratios
         if self.objective == "latency":
             return round_ns * spec.TOKENS_SCALE / tokens
-        energy_nj = verify[1]
-        stats = rc.stats
-        for scaled, q, cycle in zip(stats.rounds_scaled, stats.drafter_q, cycles):
-            # two-stage rounding, as Evaluator._price
-            expected = -(-(scaled * cycle[1]) // spec.OUTCOME_SCALE)
-            energy_nj += -(-(expected * (spec.Q_SCALE + q)) // spec.Q_SCALE)
+        energy_nj = verify[1] + sum(drafting_energy_nj(stats, i, cycle[1]) for i, cycle in enumerate(cycles))
         idle = self._idle_mw
         for arch_id in archs:
-            energy_nj += -(-idle[arch_id] * round_ns // 1000)
+            energy_nj += idle_energy_nj(idle[arch_id], round_ns)
         if self.objective == "energy":
             return energy_nj * spec.TOKENS_SCALE / (tokens * self._batch)
         return (round_ns * energy_nj * spec.TOKENS_SCALE * spec.TOKENS_SCALE) / (tokens * tokens * self._batch)
