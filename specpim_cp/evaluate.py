@@ -36,6 +36,7 @@ from specpim_cp.schedule import layer_schedule
 from specpim_cp.space import DesignSpace
 
 GIB_IN_KIB = 1 << 20
+LM_HEAD_INDEX = PLACEABLE_OPS.index("lm_head")  # the operator whose layout the input embedding table shares
 CACHE_LIMIT = 50_000  # entries per Evaluator cache (pass prices, model pieces, drafter cycles): ~50 MB
 
 
@@ -83,6 +84,17 @@ class CapacityTable(NamedTuple):
     embedding: dict[str, tuple[int, int]]
     capacity_kib: tuple[int, int]
     draft2: dict[str, tuple[int, int]]
+
+    def tensor_split(self, op_index: int, layout: str) -> tuple[int, int]:
+        """(PIM-side, normal-side) KiB that operator `PLACEABLE_OPS[op_index]` stores with this layout: its
+        tensor and, for the LM head, the untied input embedding table beside it, each tensor split (and
+        rounded) on its own. The one rule of CAP-1/CAP-2's per-operator needs: the evaluator, the exact
+        model and the heuristic's capacity repair all read it."""
+        pim, normal = self.ops[op_index][layout]
+        if op_index == LM_HEAD_INDEX:
+            emb_pim, emb_normal = self.embedding[layout]
+            return pim + emb_pim, normal + emb_normal
+        return pim, normal
 
 
 class PassTable:
@@ -419,25 +431,30 @@ class Evaluator:
         per-tensor splits of `capacity_table`."""
         tab = self.capacity_table(model_name, arch)
         pim_need = normal_need = 0
-        for split, layout in zip(tab.ops, layouts, strict=True):
-            p, q = split[layout]
+        for o, layout in zip(range(len(tab.ops)), layouts, strict=True):
+            p, q = tab.tensor_split(o, layout)
             pim_need += p
             normal_need += q
-        p, q = tab.embedding[layouts[-1]]
-        pim_need += p
-        normal_need += q
-        if draft2 is not None:  # a draft2 model runs on the drafter's devices, on the host
-            split = tab.draft2.get(draft2)
-            if split is None:
-                layout = self.costs.draft2_layout(arch)
-                if layout is None:
-                    raise ScenarioError(f"{model_name}: its draft2 model {draft2} runs on the host, and "
-                                        f"{arch.label()} leaves the host no memory it may use")
-                kib = self.costs.tensor_bytes(self.catalog.models[draft2], arch.devices).total_kib()
-                split = tab.draft2[draft2] = self.costs.split_kib(arch, layout, kib)
-            pim_need += split[0]
-            normal_need += split[1]
+        if draft2 is not None:
+            p, q = self.draft2_split(model_name, arch, draft2)
+            pim_need += p
+            normal_need += q
         return CapacityUse(pim_need, normal_need, *tab.capacity_kib)
+
+    def draft2_split(self, model_name: str, arch: ArchConfig, draft2: str) -> tuple[int, int]:
+        """(PIM-side, normal-side) KiB of catalog model `draft2` as the draft2 model of `model_name` on `arch`:
+        it runs on the drafter's devices, on the host, all its tensors (`TensorBytes.total_kib`) laid out by
+        `CostModel.draft2_layout` (cached in `capacity_table`). ScenarioError when the host may use no memory."""
+        tab = self.capacity_table(model_name, arch)
+        split = tab.draft2.get(draft2)
+        if split is None:
+            layout = self.costs.draft2_layout(arch)
+            if layout is None:
+                raise ScenarioError(f"{model_name}: its draft2 model {draft2} runs on the host, and "
+                                    f"{arch.label()} leaves the host no memory it may use")
+            kib = self.costs.tensor_bytes(self.catalog.models[draft2], arch.devices).total_kib()
+            split = tab.draft2[draft2] = self.costs.split_kib(arch, layout, kib)
+        return split
 
     def capacity_table(self, model_name: str, arch: ArchConfig) -> CapacityTable:
         """The (PIM-side, normal-side) KiB of each of the model's tensors in each layout, and what the

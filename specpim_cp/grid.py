@@ -38,12 +38,11 @@ from __future__ import annotations
 
 import itertools
 import json
+import tomllib
 from collections.abc import Sequence
 from dataclasses import dataclass, replace
 from pathlib import Path
 from typing import Any
-
-import tomllib
 
 from specpim_cp.batch import BatchOptions, BatchProgress, BatchSummary, plan, run_instances
 from specpim_cp.catalog import Catalog

@@ -10,11 +10,11 @@ from __future__ import annotations
 
 import hashlib
 import json
+import tomllib
 from collections.abc import Sequence
 from pathlib import Path
 from typing import Literal
 
-import tomllib
 from pydantic import BaseModel, ConfigDict, Field, ValidationError, field_validator, model_validator
 
 from specpim_cp.catalog import Catalog, file_digest, load_catalog

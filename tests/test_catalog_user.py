@@ -4,10 +4,10 @@ hosts with and without kernel measurements, and the errors a bad catalog gives."
 from __future__ import annotations
 
 import json
+import tomllib
 from pathlib import Path
 
 import pytest
-import tomllib
 from click.testing import CliRunner
 
 from specpim_cp.catalog import default_catalog, load_catalog

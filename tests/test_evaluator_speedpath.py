@@ -16,13 +16,13 @@ from __future__ import annotations
 
 import math
 import random
+import tomllib
 from fractions import Fraction
 from functools import cache
 from pathlib import Path
 
 import numpy as np
 import pytest
-import tomllib
 
 from specpim_cp import speculation as spec
 from specpim_cp.catalog import default_catalog

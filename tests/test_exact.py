@@ -167,3 +167,57 @@ def test_autoregressive_scenario_without_drafters_equals_brute_force():
     assert exact.report.status == "OPTIMAL"
     assert exact.report.objective == brute_force(sc).report.objective
     assert exact.evaluation.metrics.tokens_per_round_micro == 10**6
+
+
+ODD_VOCAB_CATALOG = '''
+[models."odd-llama"]
+based_on = "llama-1.3b"
+vocab = 32001
+source_vocab = "test: an odd vocabulary, so the LM head and the input embedding table are not multiples of U KiB"
+'''
+
+
+def test_capacity_rows_count_the_evaluators_kib_per_tensor(tmp_path):
+    """CAP-1/CAP-2 of the exact model and `Evaluator.capacity_of` count the same KiB: the LM head and an
+    untied input embedding table are split (and rounded) as two tensors in both. With an odd vocabulary
+    one tensor or two differ by a KiB under a `spread` layout, so a model that merged them would fail."""
+    from specpim_cp.exact.model import SpecModel
+    from specpim_cp.graph import PLACEABLE_OPS
+    from specpim_cp.scenario import scenario_catalog
+
+    (tmp_path / "odd.toml").write_text(ODD_VOCAB_CATALOG)
+    (tmp_path / "s.toml").write_text('name = "odd"\ncatalog = "odd.toml"\nbatch_size = 1\nprompt_tokens = 64\n'
+                                     'generated_tokens = 64\nmemory_types = ["hbm", "gddr"]\n'
+                                     '[verifier]\nmodel = "odd-llama"\ndevices = 1\n')
+    sc = load_scenario(tmp_path / "s.toml")
+    catalog = scenario_catalog(sc)
+    ev = Evaluator(sc, catalog)
+    sm = SpecModel(sc, catalog, ev)
+    cap_lit = sm.assumption_families["CAP capacity of verifier (odd-llama)"]
+    rows: dict[frozenset, list[tuple[dict[int, int], int]]] = {}  # enforcement literals -> [CAP-1, CAP-2]
+    for c in sm.m.proto.constraints:
+        if c.has_linear() and cap_lit.index in c.enforcement_literal:
+            domain = c.linear.domain
+            rows.setdefault(frozenset(c.enforcement_literal), []).append(
+                (dict(zip(c.linear.vars, c.linear.coeffs, strict=True)), domain[len(domain) - 1]))
+
+    tb = ev.costs.tensor_bytes(catalog.models["odd-llama"], 1)
+    lm_head = PLACEABLE_OPS.index("lm_head")
+    merged_differs = False
+    for a, xa in sm.x[0].items():
+        cap1, cap2 = rows[frozenset((xa.index, cap_lit.index))]
+        for layout in ("normal", "spread", "pim"):
+            lits = []
+            for op in PLACEABLE_OPS:
+                ps = [p for p in sm.y[0][op] if sm.valid(0, a, op, p) and p.layout == layout]
+                if not ps:
+                    break
+                lits.append(sm.y[0][op][ps[0]].index)
+            else:
+                use = ev.capacity_of("odd-llama", a, (layout,) * len(PLACEABLE_OPS), None)
+                assert [sum(row.get(v, 0) for v in lits) for row, _ in (cap1, cap2)] == \
+                    [use.pim_need_kib, use.normal_need_kib], (a.label(), layout)
+                assert [cap1[1], cap2[1]] == [use.pim_capacity_kib, use.normal_capacity_kib]
+                merged = ev.costs.split_kib(a, layout, tb.op_kib["lm_head"] + tb.embedding_kib)
+                merged_differs |= merged != ev.capacity_table("odd-llama", a).tensor_split(lm_head, layout)
+    assert merged_differs  # the catalog does exercise the rounding

@@ -5,10 +5,10 @@ from __future__ import annotations
 import itertools
 import math
 import stat
+import tomllib
 from pathlib import Path
 
 import pytest
-import tomllib
 from click.testing import CliRunner
 
 from specpim_cp import baselines

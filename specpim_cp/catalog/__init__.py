@@ -13,13 +13,12 @@ from __future__ import annotations
 import dataclasses
 import hashlib
 import math
+import tomllib
 from collections.abc import Sequence
 from dataclasses import dataclass, field
 from functools import lru_cache
 from importlib import resources
 from pathlib import Path
-
-import tomllib
 
 from specpim_cp.errors import ScenarioError
 

@@ -285,31 +285,32 @@ class SpecModel:
     def add_capacity(self, j: int) -> None:
         """[CAP] CAP-1 the PIM units hold what the layouts put there; CAP-2 the normal units likewise
         (weights and KV cache at the maximum context; an untied embedding beside the LM head; a draft2
-        model by `CostModel.draft2_layout`)."""
+        model by `CostModel.draft2_layout`). Every coefficient is the evaluator's: `CapacityTable.tensor_split`
+        and `Evaluator.draft2_split`, so both count the same KiB."""
         m = self.m
         d = self.data[j]
         model = d.spec
-        c = self.costs
         cap_lit = m.new_bool_var(f"assume[CAP][{j}]")
         self.assumption_families[f"CAP capacity of {d.label} ({model.name})"] = cap_lit
         for a, xa in self.x[j].items():
-            tb = c.tensor_bytes(model, a.devices)
+            tab = self.ev.capacity_table(model.name, a)
             pim_need, normal_need = [], []
-            for op in PLACEABLE_OPS:
-                kib = tb.op_kib[op] + (tb.embedding_kib if op == "lm_head" else 0)
+            for o, op in enumerate(PLACEABLE_OPS):
                 for p, yp in self.y[j][op].items():
                     if self.valid(j, a, op, p):
-                        pk, nk = c.split_kib(a, p.layout, kib)
+                        pk, nk = tab.tensor_split(o, p.layout)
                         pim_need.append(pk * yp)
                         normal_need.append(nk * yp)
             if j > 0:
-                lay = c.draft2_layout(a) or "normal"
                 for st, lit in self.stage_lit[j - 1].items():
                     if st is not None and st.draft2 in self.catalog.models:
-                        pk, nk = c.split_kib(a, lay, c.tensor_bytes(self.catalog.models[st.draft2], a.devices).total_kib())
+                        try:
+                            pk, nk = self.ev.draft2_split(model.name, a, st.draft2)
+                        except ScenarioError:  # the host may use no memory: CYC-2 excludes the pair
+                            continue
                         pim_need.append(pk * lit)
                         normal_need.append(nk * lit)
-            pim_cap, normal_cap = c.capacity_kib(a)
+            pim_cap, normal_cap = tab.capacity_kib
             m.add(sum(pim_need) <= pim_cap).only_enforce_if([xa, cap_lit])        # CAP-1
             m.add(sum(normal_need) <= normal_cap).only_enforce_if([xa, cap_lit])  # CAP-2
 

@@ -318,8 +318,8 @@ def minimize_ratio(run: _Run, ratio: _Ratio, extra=None, start: Evaluation | Non
             extra(model)
         # OBJ-1 pruning: a choice whose CUT-3 bound ratio exceeds lambda cannot give F < 0 (the
         # incumbent's own choice stays: its bound is at most its ratio)
-        for z, bound, st in zip(sm.z, ratio.num_bounds, sm.stats):
-            if bound * d_prev > n_prev * st.tokens_micro:
+        for z, num_lb, st in zip(sm.z, ratio.num_bounds, sm.stats):
+            if num_lb * d_prev > n_prev * st.tokens_micro:
                 model.add(model.get_bool_var_from_proto_index(z.index) == 0)
         den = _expr_in(model, sm)
         model.minimize(d_prev * nvar - n_prev * den)

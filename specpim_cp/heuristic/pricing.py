@@ -79,7 +79,6 @@ class Pricer:
         self._placements = {HOST_NORMAL: Placement(engine="host", share=0),
                              HOST_SPREAD: Placement(engine="host", share=0, layout="spread")}
         self._placements.update({s: Placement(engine="pim", share=s) for s in range(1, space.levels + 1)})
-        self._models = [catalog.models[name] for name in space.model_names]
         self._model_keys: dict[tuple, tuple] = {}
         self._cap: dict[tuple, CapacityUse] = {}
         self._fit: dict[tuple, Place | None] = {}
@@ -174,15 +173,13 @@ class Pricer:
 
     def _pim_kib(self, j: int, arch_id: int) -> tuple[dict[str, int], ...]:
         """Per operator, layout -> KiB of its tensor in PIM units (the LM head's with the input embedding
-        table beside it), as `CostModel.split_kib` (cached per model and architecture)."""
+        table beside it), as `CapacityTable.tensor_split` (cached per model and architecture)."""
         hit = self._pim_kib_memo.get((j, arch_id))
         if hit is None:
-            arch = self.space.archs[arch_id]
-            costs = self.evaluator.costs
-            tb = costs.tensor_bytes(self._models[j], arch.devices)
+            tab = self.evaluator.capacity_table(self.space.model_names[j], self.space.archs[arch_id])
             hit = self._pim_kib_memo[(j, arch_id)] = tuple(
-                {lay: costs.split_kib(arch, lay, tb.op_kib[op] + (tb.embedding_kib if op == "lm_head" else 0))[0]
-                 for lay in ("normal", "spread", "pim")} for op in PLACEABLE_OPS)
+                {lay: tab.tensor_split(o, lay)[0] for lay in ("normal", "spread", "pim")}
+                for o in range(len(PLACEABLE_OPS)))
         return hit
 
     def _moves(self, j: int, arch_id: int, place: Place, shares: tuple[int, ...], to_pim: bool):
