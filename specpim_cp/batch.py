@@ -1,7 +1,8 @@
 """Benchmark-set runner: (scenario x method) instances in worker processes, resumable result records.
 
 An *instance* is one scenario solved by one method (`exact`, `heuristic`, `baselines`, one step of the
-ablation `ladder`, or the latency-energy `pareto` front of one scenario per model family). Its key is
+ablation `ladder`, or the latency-energy `pareto` front of one scenario per model family), or one workload
+mix file solved by `solve-mix` (method `mix`, `batch_mix.py`). Its key is
 the sha256 of the (possibly restricted) scenario content, the method and the options that change the
 answer. Every finished instance appends its records to `OUT/results.jsonl` in one write, flushed and
 fsynced: one record per result (one per baseline, one per ladder step), each carrying the instance key,
@@ -71,6 +72,7 @@ class BatchOptions:
     resume: bool = True
     executor: str = "local"  # local | ray
     ray_address: str | None = None  # None: $RAY_ADDRESS, else a local Ray runtime
+    mix_objective: str = "latency"  # mix files (method `mix`): latency | energy | regret
 
     def validate(self) -> BatchOptions:
         """Every option checked before any work (the CLI prints the ScenarioError on one line)."""
@@ -97,6 +99,11 @@ class BatchOptions:
             raise ScenarioError("--ray-address: only with --executor ray")
         if self.executor == "ray" and not ray_available():
             raise ScenarioError(RAY_MISSING)
+        from specpim_cp.mix import MIX_OBJECTIVES
+
+        if self.mix_objective not in MIX_OBJECTIVES:
+            raise ScenarioError(f"--mix-objective: unknown objective '{self.mix_objective}' "
+                                f"(known: {', '.join(MIX_OBJECTIVES)})")
         return self
 
     def method_options(self, method: str) -> dict:
@@ -109,6 +116,8 @@ class BatchOptions:
             return solver
         if method == "heuristic":
             return {"budget": self.heuristic_budget, "seed": self.seed}
+        if method == "mix":  # the time limit bounds the mix model and each single-cell solve
+            return {**solver, "cell_time_limit_s": float(self.time_limit_s), "objective": self.mix_objective}
         return {}
 
 
@@ -129,6 +138,7 @@ class Instance:
     hint_of: str | None = None  # key of the instance whose design warm-starts this one (it waits for it)
     hint: dict | None = None  # that design, filled in by the driver when the instance is released (not in the key)
     hint_from: str | None = None  # its scenario name
+    mix_data: dict | None = None  # `mix` instances: the mix (`batch_mix.mix_data`); scenario_data is its base
 
     @property
     def waits_for(self) -> str | None:
@@ -411,9 +421,15 @@ def _run_pareto(inst: Instance, sc: Scenario, catalog: Catalog) -> list[Record]:
                                                  solver_version=solver_version(), inputs_hash=inputs_hash(sc, o))]
 
 
+def _run_mix(inst: Instance, sc: Scenario, catalog: Catalog) -> list[Record]:
+    from specpim_cp.batch_mix import run_mix
+
+    return run_mix(inst, sc, catalog)
+
+
 _RUNNERS: dict[str, Callable[[Instance, Scenario, Catalog], list[Record]]] = {
     "exact": _run_solver, "ladder": _run_solver, "heuristic": _run_heuristic, "baselines": _run_baselines,
-    "pareto": _run_pareto,
+    "pareto": _run_pareto, "mix": _run_mix,
 }
 
 
@@ -610,10 +626,21 @@ def run_batch(files: Sequence[Path], out: str | Path, options: BatchOptions = Ba
               name: str | None = None, extra_catalogs: Sequence[str | Path] = ()) -> BatchSummary:
     """Run every missing instance of the scenario files into `out`, then regenerate the CSV files.
     `extra_catalogs` (--catalog) are merged over each scenario's own catalog files; the workers price
-    every scenario with its own merged catalog."""
+    every scenario with its own merged catalog. Mix files (a `[mix]` table) are one `mix` instance each
+    (`batch_mix.plan_mixes`); the methods apply to the scenario files."""
+    from specpim_cp.batch_mix import is_mix_file, plan_mixes
+
     options.validate()
-    scenarios = load_scenarios(files, catalog, extra_catalogs)
-    instances, notes = plan(scenarios, options, catalog, name or batch_name(files))
+    name = name or batch_name(files)
+    mix_files = [f for f in files if is_mix_file(f)]
+    scenario_files = [f for f in files if f not in mix_files]
+    instances: list[Instance] = []
+    notes: list[str] = []
+    if scenario_files or not mix_files:
+        scenarios = load_scenarios(scenario_files, catalog, extra_catalogs)
+        instances, notes = plan(scenarios, options, catalog, name)
+    if mix_files:
+        instances += plan_mixes(mix_files, options, name, extra_catalogs)
     return run_instances(instances, out, options, progress, notes)
 
 

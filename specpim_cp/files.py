@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import errno
+import math
 import os
 import re
 import tempfile
@@ -60,3 +61,54 @@ def save_figure(fig, path: str | Path) -> Path:
     fig.savefig(buf, format=path.suffix[1:].lower() or "png")
     write_atomic(path, buf.getvalue())
     return path
+
+
+_BARE_KEY = re.compile(r"^[A-Za-z0-9_-]+$")
+
+
+def toml_text(data: dict) -> str:
+    """A JSON-like table (str, int, float, bool, lists, nested dicts; None values left out) as TOML text
+    that `tomllib.loads` reads back to `data` without its None values: top-level scalars, then one
+    `[table]` or `[[array of tables]]` per top-level table, deeper tables inline."""
+
+    def key(k: str) -> str:
+        return k if _BARE_KEY.match(k) else _string(k)
+
+    def value(v) -> str:
+        if isinstance(v, bool):
+            return "true" if v else "false"
+        if isinstance(v, int):
+            return str(v)
+        if isinstance(v, float):
+            if math.isnan(v):
+                return "nan"
+            return ("inf" if v > 0 else "-inf") if math.isinf(v) else repr(v)
+        if isinstance(v, str):
+            return _string(v)
+        if isinstance(v, (list, tuple)):
+            return "[" + ", ".join(value(x) for x in v) + "]"
+        if isinstance(v, dict):
+            return "{" + ", ".join(f"{key(k)} = {value(x)}" for k, x in v.items() if x is not None) + "}"
+        raise TypeError(f"toml_text: cannot write a {type(v).__name__}")
+
+    def is_table_array(v) -> bool:
+        return isinstance(v, (list, tuple)) and bool(v) and all(isinstance(x, dict) for x in v)
+
+    def body(table: dict) -> list[str]:
+        return [f"{key(k)} = {value(v)}" for k, v in table.items() if v is not None]
+
+    lines = body({k: v for k, v in data.items() if not isinstance(v, dict) and not is_table_array(v)})
+    for k, v in data.items():
+        if isinstance(v, dict):
+            lines += ["", f"[{key(k)}]", *body(v)]
+        elif is_table_array(v):
+            for item in v:
+                lines += ["", f"[[{key(k)}]]", *body(item)]
+    return "\n".join(lines) + "\n"
+
+
+def _string(s: str) -> str:
+    """A TOML basic string (JSON's escapes are TOML's, \\uXXXX included)."""
+    import json
+
+    return json.dumps(s, ensure_ascii=False)

@@ -107,8 +107,70 @@ class GridCell:
 
 
 @dataclass(frozen=True)
+class MixCellRecord:
+    """One cell of a solved mix: its condition, its design on the shared hardware and how far it is from the
+    cell's own optimum (`own_objective` in the cell metric's unit: ns/token, or nJ/token for energy)."""
+
+    index: int
+    label: str
+    batch_size: int
+    task: str | None
+    weight: float
+    acceptance: dict[str, float]
+    metrics: RecordMetrics
+    design: dict
+    pim: tuple[PimAllocation, ...]
+    own_objective: float
+    own_status: str
+    regret: float  # the cell metric / own_objective
+
+    @classmethod
+    def from_json(cls, d: dict) -> MixCellRecord:
+        return cls(**{**d, "metrics": RecordMetrics(**d["metrics"]), "pim": tuple(_pim(p) for p in d["pim"])})
+
+
+@dataclass(frozen=True)
+class MixComparisonRecord:
+    """A reference design of a mix ((a)-(d), `mix_compare`): its mix objective and regret, or why it has none."""
+
+    name: str
+    objective: float | None
+    regret: float | None
+    archs: tuple[str, ...] | None  # per model (None: per-cell hardware, or no design)
+    error: str | None
+    in_space: bool | None = None  # its designs lie in every cell's (restricted) design space
+
+    @classmethod
+    def from_json(cls, d: dict) -> MixComparisonRecord:
+        archs = d.get("archs")
+        return cls(**{**d, "archs": None if archs is None else tuple(archs)})
+
+
+@dataclass(frozen=True)
+class MixOutcome:
+    """What a `mix` record keeps of a solved mix: the shared hardware, every cell, every comparison."""
+
+    mix: str
+    objective_unit: str
+    hardware: tuple[str, ...]  # architecture label per model, verifier first
+    cells: tuple[MixCellRecord, ...]
+    comparisons: tuple[MixComparisonRecord, ...]
+
+    @classmethod
+    def from_json(cls, data: Any) -> MixOutcome:
+        if not isinstance(data, dict):
+            raise ValueError("malformed record (mix is not an object)")  # noqa: TRY004
+        return cls(str(data["mix"]), str(data["objective_unit"]), tuple(map(str, data["hardware"])),
+                   tuple(MixCellRecord.from_json(c) for c in data["cells"]),
+                   tuple(MixComparisonRecord.from_json(c) for c in data["comparisons"]))
+
+    def comparison(self, name: str) -> MixComparisonRecord | None:
+        return next((c for c in self.comparisons if c.name == name), None)
+
+
+@dataclass(frozen=True)
 class Record:
-    """One result of one batch instance (a baseline, a solve, a ladder step, a Pareto front)."""
+    """One result of one batch instance (a baseline, a solve, a ladder step, a Pareto front, a mix)."""
 
     key: str  # the instance's content hash
     scenario: str
@@ -145,6 +207,7 @@ class Record:
     batch: str | None = None  # name of the set or grid the record was run for (the report's title)
     cell: GridCell | None = None  # grid records: the cell's axis values
     hint_from: str | None = None  # grid records: the neighbour cell whose design warm-started the solve
+    mix: MixOutcome | None = None  # `mix` records: the solved mix (cells, shared hardware, comparisons)
 
     def with_(self, **changes: Any) -> Record:
         return replace(self, **changes)
@@ -173,6 +236,8 @@ class Record:
                                                tuple(_pim(q) for q in p["pim"])) for p in kw["front"])
             if kw.get("cell") is not None:
                 kw["cell"] = GridCell.from_json(kw["cell"])
+            if kw.get("mix") is not None:
+                kw["mix"] = MixOutcome.from_json(kw["mix"])
             rec = cls(**kw)
         except (TypeError, KeyError, AttributeError, IndexError) as exc:
             raise ValueError(f"malformed record ({exc})") from None

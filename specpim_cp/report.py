@@ -10,7 +10,8 @@ at any time, also on a batch that is still running or was killed. Sections:
 - the ablation ladder per model family as factors (each step's optimum over the previous step's);
 - where the PIM goes: per scenario and model, the fraction of memory units that are PIM units;
 - plots (matplotlib Agg, no pyplot state): speedup, energy efficiency, ladder, PIM allocation, Pareto fronts,
-  and one schedule picture per family (the exact design of its smallest batch, `show.schedule_figure`).
+  and one schedule picture per family (the exact design of its smallest batch, `show.schedule_figure`);
+- workload mixes (records of method `mix`): the regret table, rule views and heatmaps of `report_mix.py`.
 """
 
 from __future__ import annotations
@@ -530,9 +531,15 @@ def build_report(out: str | Path, plots: bool = True) -> Report:
 
         return build_grid_report(out, records, plots)
     files = write_derived_files(out, records)
-    groups = group(records)
-    tables = [*latency_energy_tables(groups), speedup_table(groups)]
+    groups = group([r for r in records if r.method != "mix"])  # workload mixes: report_mix.py
+    tables = [*latency_energy_tables(groups), speedup_table(groups)] if groups else []
     tables += [t for t in (ladder_table(groups), pim_table(groups), pareto_table(groups)) if t is not None]
+    mix_tables, mix_plots, mix_lines = [], [], []
+    if any(r.method == "mix" for r in records):
+        from specpim_cp.report_mix import mix_sections
+
+        mix_tables, mix_plots, mix_lines = mix_sections(records, out, plots)
+    tables += mix_tables
     made = []
     if plots:
         for fn, name in ((plot_speedup, "speedup.png"), (plot_energy, "energy_efficiency.png"),
@@ -548,8 +555,10 @@ def build_report(out: str | Path, plots: bool = True) -> Report:
         header.append("Schedule pictures: " + "; ".join(picture_notes))
     checks = consistency_checks(groups)
     verdict = "all passed" if not checks else "\n- ".join([f"{len(checks)} VIOLATION(S)", *checks])
-    header.append("Consistency checks (exact <= baselines and heuristic, nested ladder steps, Pareto front "
-                  f"vs exact): {verdict}")
+    if groups:
+        header.append("Consistency checks (exact <= baselines and heuristic, nested ladder steps, Pareto front "
+                      f"vs exact): {verdict}")
+    header += mix_lines
     name = batch_title(records, out)
     text = "\n\n".join([f"Batch report: {name}", *header,
                          *(f"{title}\n{table(h, rows)}" for title, h, rows in tables)])
@@ -563,8 +572,11 @@ def build_report(out: str | Path, plots: bool = True) -> Report:
         if schedules:
             md += ["## Schedules (exact design of each family's smallest batch: one layer per model, the round)",
                    ""] + [f"![{p.stem}]({p.name})" for p in schedules] + [""]
+    if mix_plots:
+        md += ["## Workload mixes: where each operator runs per cell (PIM or host)", ""]
+        md += [f"![{p.stem}]({p.name})" for p in mix_plots] + [""]
     write_atomic(out / "summary.md", "\n".join(md))
-    return Report(text, "\n".join(md), [*files, out / "summary.md", *made])
+    return Report(text, "\n".join(md), [*files, out / "summary.md", *made, *mix_plots])
 
 
 def batch_title(records: Sequence[Record], out: Path) -> str:
@@ -579,7 +591,10 @@ def batch_title(records: Sequence[Record], out: Path) -> str:
 def _header(records: Sequence[Record], groups: Sequence[ScenarioResults]) -> list[str]:
     versions = sorted({r.solver_version for r in records if r.solver_version})
     failed = [f"{r.scenario}:{r.method} {r.part}: {r.error}" for r in records if r.status == "ERROR"]
-    lines = [f"{len(groups)} scenarios, {len(records)} records; solvers: {'; '.join(versions) or '-'}"]
+    mixes = sum(1 for r in records if r.method == "mix")
+    what = ", ".join(([f"{len(groups)} scenarios"] if groups or not mixes else [])
+                     + ([f"{mixes} workload mixes"] if mixes else []))
+    lines = [f"{what}, {len(records)} records; solvers: {'; '.join(versions) or '-'}"]
     if failed:
         lines.append("\n- ".join(["ERRORS (re-run `batch` to retry):", *failed]))
     return lines

@@ -400,6 +400,14 @@ OPTIONS: dict[str, tuple[list[str], tuple[str, ...]]] = {
     "simulate-rounds-one": (["simulate", OPT13, "--design", "{d}/d.json", "--rounds", "1"], ("--rounds",)),
     "simulate-rounds-text": (["simulate", OPT13, "--design", "{d}/d.json", "--rounds", "many"], ("--rounds",)),
     "simulate-seed-text": (["simulate", OPT13, "--design", "{d}/d.json", "--seed", "x"], ("--seed",)),
+    "show-missing-design": (["show", OPT13, "-o", "{d}/s.png"], ("--design",)),
+    "show-design-file-missing": (["show", OPT13, "--design", "{d}/none.json", "-o", "{d}/s.png"],
+                                 ("none.json", "cannot read")),
+    "show-design-of-another-model": (["show", LLAMA13, "--design", "{d}/d.json", "-o", "{d}/s.png"],
+                                     ("design.verifier.model", "opt-13b", "llama-13b")),
+    "show-output-parent-is-file": (["show", OPT13, "--design", "{d}/d.json", "-o", "{d}/afile/s.png"],
+                                   ("afile", "not a folder")),
+    "show-output-not-a-figure": (["show", OPT13, "--design", "{d}/d.json", "-o", "{d}/s.txt"], ("s.txt", ".png")),
     "kernels-unknown-gpu": (["kernels", "predict", "--gpu", "v100", "--in-features", "8", "--out-features", "8",
                              "--tokens", "1"], ("v100",)),
     "kernels-zero-features": (["kernels", "predict", "--gpu", "a100", "--in-features", "0", "--out-features", "8",
@@ -426,6 +434,76 @@ OPTIONS: dict[str, tuple[list[str], tuple[str, ...]]] = {
 def test_bad_option(tmp_path, case):
     args, needles = OPTIONS[case]
     _check(tmp_path, Case(args, {"afile": "not a folder\n", "d.json": json.dumps(_design())}, needles))
+
+
+# -- solve-mix: mix files (a base scenario and [[mix.cells]]) and its options ---------------------------
+MIX = 'name = "m"\nscenario = "s.toml"\n'
+CELL = "[[mix.cells]]\nbatch_size = 2\nweight = 1\n"
+GOOD_MIX = MIX + CELL
+
+
+def _mix_sub(old: str, new: str) -> str:
+    return _sub(old, new, GOOD_MIX)
+
+
+MIXES: dict[str, tuple[str | bytes, list[str], tuple[str, ...]]] = {
+    # the mix file
+    "empty-file": ("", [], ("mix: missing",)),
+    "binary": (bytes(range(256)), [], ("UTF-8",)),
+    "toml-syntax": ('scenario = [\n', [], ("not valid TOML",)),
+    "plain-scenario": (GOOD, [], ("mix: missing",)),
+    "no-cells": (MIX + "[mix]\n", [], ("mix.cells",)),
+    "cells-empty": (MIX + "[mix]\ncells = []\n", [], ("mix.cells", "no cells")),
+    "cells-not-tables": (MIX + "[mix]\ncells = [1, 2]\n", [], ("mix.cells[0]",)),
+    "unknown-top-key": ("bogus = 1\n" + GOOD_MIX, [], ("bogus",)),
+    "name-empty": (_mix_sub('name = "m"', 'name = ""'), [], ("name",)),
+    "base-missing": (_mix_sub('"s.toml"', '"none.toml"'), [], ("scenario", "none.toml")),
+    "base-not-string": (_mix_sub('"s.toml"', "3"), [], ("scenario",)),
+    # cells
+    "weight-zero": (_mix_sub("weight = 1", "weight = 0"), [], ("mix.cells[0].weight", "> 0")),
+    "weight-negative": (GOOD_MIX + "[[mix.cells]]\nbatch_size = 4\nweight = -2\n", [], ("mix.cells[1].weight",)),
+    "weight-inf": (_mix_sub("weight = 1", "weight = inf"), [], ("mix.cells[0].weight",)),
+    "weight-nan": (_mix_sub("weight = 1", "weight = nan"), [], ("mix.cells[0].weight",)),
+    "weight-bool": (_mix_sub("weight = 1", "weight = true"), [], ("mix.cells[0].weight",)),
+    "weight-string": (_mix_sub("weight = 1", 'weight = "heavy"'), [], ("mix.cells[0].weight",)),
+    "weight-missing": (_mix_sub("weight = 1\n", ""), [], ("mix.cells[0].weight",)),
+    "batch-zero": (_mix_sub("batch_size = 2", "batch_size = 0"), [], ("mix.cells[0].batch_size",)),
+    "batch-huge": (_mix_sub("batch_size = 2", "batch_size = 513"), [], ("mix.cells[0].batch_size",)),
+    "prompt-zero": (GOOD_MIX + "prompt_tokens = 0\n", [], ("mix.cells[0].prompt_tokens",)),
+    "acceptance-one": (GOOD_MIX + 'acceptance = {"opt-1.3b" = 1.0}\n', [], ("mix.cells[0].acceptance",)),
+    "acceptance-model-absent": (GOOD_MIX + 'acceptance = {"opt-125m" = 0.5}\n', [],
+                                ("mix.cells[0].acceptance.opt-125m", "not a drafter")),
+    "task-unknown": (GOOD_MIX + 'task = "qa"\n', [], ("mix.cells[0].task", "qa")),
+    "task-rate-above-one": (MIX + '[mix.tasks.qa]\n"opt-1.3b" = 1.5\n' + CELL, [], ("mix.tasks", "qa")),
+    "task-model-absent": (MIX + '[mix.tasks.qa]\n"llama-7b" = 0.5\n' + CELL, [], ("mix.tasks.qa.llama-7b",)),
+    "cell-unknown-key": (GOOD_MIX + "bogus = 1\n", [], ("mix.cells[0].bogus",)),
+    "mix-in-scenario-bad-cell": (GOOD + "[[mix.cells]]\nbatch_size = 2\nweight = 0\n", [], ("mix.cells[0].weight",)),
+    # options (checked before any solve)
+    "objective-unknown": (GOOD_MIX, ["--objective", "edp"], ("--objective",)),
+    "time-limit-nan": (GOOD_MIX, ["--time-limit", "nan"], ("--time-limit",)),
+    "time-limit-zero": (GOOD_MIX, ["--time-limit", "0"], ("--time-limit",)),
+    "cell-time-limit-inf": (GOOD_MIX, ["--cell-time-limit", "inf"], ("--cell-time-limit",)),
+    "workers-with-deterministic": (GOOD_MIX, ["--workers", "2", "--deterministic"], ("--workers",)),
+    "workers-zero": (GOOD_MIX, ["--workers", "0"], ("--workers",)),
+    "seed-negative": (GOOD_MIX, ["--seed", "-1"], ("--seed",)),
+    "output-below-a-file": (GOOD_MIX, ["-o", "{d}/afile/r.json"], ("afile", "not a folder")),
+    "policy-dir-is-a-file": (GOOD_MIX, ["--policy-dir", "{d}/afile"], ("afile",)),
+    "policy-dir-below-a-file": (GOOD_MIX, ["--policy-dir", "{d}/afile/p"], ("afile", "not a folder")),
+    "catalog-missing": (GOOD_MIX, ["--catalog", "{d}/none.toml"], ("none.toml",)),
+}
+
+
+@pytest.mark.parametrize("case", sorted(MIXES))
+def test_bad_mix(tmp_path, case):
+    text, extra, needles = MIXES[case]
+    files = {"s.toml": GOOD, "m.toml": text, "afile": "not a folder\n"}
+    output = [] if "-o" in extra else ["-o", "{d}/out/r.json"]
+    _check(tmp_path, Case(["solve-mix", "{d}/m.toml", *extra, "--json", *output], files, needles))
+
+
+def test_solve_mix_missing_file_and_argument(tmp_path):
+    _check(tmp_path, Case(["solve-mix", "{d}/none.toml"], {}, ("none.toml", "no such mix file", "mix/opt-13b")))
+    _check(tmp_path, Case(["solve-mix"], {}, ("MIX",)))
 
 
 # -- what today's code got wrong -------------------------------------------------------------------
@@ -535,7 +613,7 @@ def _check(tmp_path: Path, case: Case) -> str:
 
 def test_corpus_size():
     n = (len(SCENARIOS) + len(JSON_SCENARIOS) + 5 * len(COMMANDS) + len(DESIGNS) + 4 + 3 + len(OPTIONS)
-         + 4 + 3 + 2 + 1 + 1 + len(PROCESS_CASES))
+         + 4 + 3 + 2 + 1 + 1 + len(PROCESS_CASES) + len(MIXES) + 2)
     assert n >= 100, n
 
 
@@ -560,6 +638,19 @@ def test_safe_stem_and_file_mode(tmp_path):
     write_atomic(out, b"\x89PNG")
     assert out.read_bytes() == b"\x89PNG" and out.stat().st_mode & 0o777 == 0o644
     assert sorted(p.name for p in out.parent.iterdir()) == ["f.txt"]
+
+
+def test_show_writes_a_png(tmp_path):
+    """`show` with a design file: one PNG (mode 0644) at the -o path, its name on stdout, nothing else."""
+    (tmp_path / "d.json").write_text(json.dumps(_design()))
+    out = tmp_path / "out" / "s.png"
+    res = CliRunner().invoke(main, ["show", OPT13, "--design", str(tmp_path / "d.json"), "-o", str(out)])
+    assert res.exit_code == 0 and res.stderr == "", (res.stderr, res.exception)
+    assert res.stdout == f"{out}\n"
+    png = out.read_bytes()
+    assert png.startswith(b"\x89PNG\r\n\x1a\n") and len(png) > 10_000
+    assert out.stat().st_mode & 0o777 == 0o644
+    assert sorted(p.name for p in tmp_path.rglob("*")) == ["d.json", "out", "s.png"]
 
 
 def test_solve_units_and_no_progress_off_a_terminal(tmp_path):

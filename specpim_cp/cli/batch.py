@@ -168,18 +168,25 @@ def _options(executor: str, jobs: int | None, **kw):
 @click.option("--heuristic-budget", default="quick", show_default=True, help="quick | paper | GENxPOPxLEAVES")
 @click.option("--pareto/--no-pareto", default=True, show_default=True,
               help="latency-energy front of one scenario per family (with exact)")
+@click.option("--mix-objective", type=click.Choice(["latency", "energy", "regret"]), default="latency",
+              show_default=True, help="objective of the workload-mix files (solve-mix --objective)")
 @catalog_option
 @user_errors
 def batch(target: str | None, out: str | None, jobs: int | None, executor: str, ray_address: str | None,
           time_limit: float, resume: bool, seed: int, workers: int, deterministic: bool, methods: str,
-          heuristic_budget: str, pareto: bool, catalog_files: tuple[str, ...]) -> None:
-    """Solve a benchmark set (default: paper) with every method; resumable; then write the report."""
+          heuristic_budget: str, pareto: bool, mix_objective: str, catalog_files: tuple[str, ...]) -> None:
+    """Solve a benchmark set (default: paper) with every method; resumable; then write the report.
+
+    Workload-mix files (the built-in set `mix`, or any TOML with a [mix] table) are solved by solve-mix
+    (its --time-limit for the mix model and for each single-cell solve), one instance per file; --methods
+    applies to scenario files.
+    """
     from specpim_cp.batch import resolve_inputs, run_batch
 
     chosen = tuple(m.strip() for m in methods.split(",") if m.strip())
     options = _options(executor, jobs, methods=chosen, time_limit_s=time_limit, seed=seed, workers=workers,
                        deterministic=deterministic, heuristic_budget=heuristic_budget, pareto=pareto,
-                       resume=resume, ray_address=ray_address)
+                       resume=resume, ray_address=ray_address, mix_objective=mix_objective)
     name, files = resolve_inputs(target, builtin_sets())
     out_dir = Path(out) if out else Path("results") / name
     with _stop_on_sigterm():

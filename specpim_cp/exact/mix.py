@@ -1,0 +1,766 @@
+"""Exact solve of a workload mix (formulations/mix.md has the mathematics).
+
+One CP-SAT model, the deterministic equivalent of the two-stage problem: the architecture one-hots
+x[j][a] are shared by every cell, and every cell has a full copy of the single-scenario model
+(`SpecModel` built into the same CpModel with `shared_x`): placements, speculation choice, schedule,
+passes, cycles, round time and energy. Per cell, tokens per round are a constant per speculation
+choice, so the cell's latency (energy) per token is one exact integer ceiling per choice literal and
+the weighted mean is linear: no Dinkelbach iterations are needed.
+
+Families (formulations/mix.md), one `add_*` method each:
+MIX-1 add_shared_architecture, MIX-2 add_weight_copies, MIX-3/4 add_capacity,
+MIX-5..7 add_cell_metric, MIX-8 add_weighted_objective, MIX-9 add_regret, MIX-10/11 add_arch_cuts,
+MIX-12 add_hardware_nogoods.
+
+The driver (`solve_mix`): every cell alone first (its own optimum: regret denominators, cuts,
+comparison (a)); then known mix designs as warm starts (GPU-SI, the PAPI-style rule, and the best
+dataflow per cell on a few candidate hardwares: the cells' own optima's, the median cell's, and the
+best-bounded by MIX-10/11); then the mix model, hinted with the best of them. Every claim is
+re-checked: each cell's design is re-priced by the evaluator and must equal the model's tight per-cell
+values, and the whole design must pass `mix.check_mix_capacity` (the tensor-copy rule).
+"""
+
+from __future__ import annotations
+
+import time
+from collections.abc import Callable, Sequence
+from dataclasses import dataclass
+from fractions import Fraction
+
+from ortools.sat.python import cp_model
+
+from specpim_cp.catalog import Catalog, default_catalog
+from specpim_cp.design import ArchConfig, Design
+from specpim_cp.errors import ScenarioError
+from specpim_cp.evaluate import Evaluation, Evaluator, Metrics
+from specpim_cp.exact.mix_bounds import ArchBounds, units
+from specpim_cp.exact.mix_cells import FixedHardware, cell_kind, cell_optima
+from specpim_cp.exact.model import SpecModel, add_ceil, ub
+from specpim_cp.exact.solve import INT_LIMIT, ModelMismatch, SolverOptions, _Budget
+from specpim_cp.graph import PLACEABLE_OPS
+from specpim_cp.mix import (
+    KV_OPS,
+    MIX_OBJECTIVES,
+    WEIGHT_OPS,
+    Mix,
+    check_mix_capacity,
+    draft2_kib,
+    mix_value,
+)
+from specpim_cp.mix_result import MixReport, MixResult
+from specpim_cp.result import SolveResult, solver_version
+
+#: Resolutions tried for the per-cell metric units, finest first: L_c = ceil(metric x S / 10^6), so
+#: S = 10^9 counts picoseconds (picojoules) per token; a coarser S only when 64-bit rows need it.
+SCALES = tuple(10 ** e for e in range(9, 2, -1))
+#: Regret resolution: R = ceil(max_c L_c / O_c x REGRET_SCALE).
+REGRET_SCALE = 10 ** 6
+#: Share of the time limit one hardware-screening stage may use (the rest is the mix model's).
+SCREEN_SHARE = 0.2
+
+StageHook = Callable[[str], None]
+
+
+# ------------------------------------------------------------------------------------------------
+# The model
+# ------------------------------------------------------------------------------------------------
+@dataclass(frozen=True)
+class _Plan:
+    """Integer units of one objective model: the scale, per cell the metric domain [lo, hi] and the cap of
+    the metric's numerator variable (round ns or nJ), and for regret the cells' optima in units."""
+
+    scale: int
+    lo: tuple[int, ...]
+    hi: tuple[int, ...]
+    num_cap: tuple[int, ...]
+    opt_units: tuple[int, ...] = ()
+    r_hi: int = 0
+
+
+class MixModel:
+    """The mix's CP-SAT base model (cells on shared architecture one-hots, weight copies, capacity);
+    objective rows are added to clones (`objective_model`)."""
+
+    def __init__(self, mix: Mix, catalog: Catalog, evaluators: Sequence[Evaluator]):
+        self.mix = mix
+        self.catalog = catalog
+        self.evaluators = list(evaluators)
+        self.m = cp_model.CpModel()
+        self.cells: list[SpecModel] = []
+        for c, cell in enumerate(mix.cells):
+            shared = None if c == 0 else self.cells[0].x
+            self.cells.append(SpecModel(cell.scenario, catalog, self.evaluators[c], model=self.m, shared_x=shared,
+                                        tag=f"#c{c}", capacity=False))
+        self.x = self.cells[0].x
+        self.weights = mix.integer_weights()
+        self.bounds: ArchBounds | None = None  # MIX-10/11 constants, when set
+        self.add_shared_architecture()
+        self.add_weight_copies()
+        self.add_capacity()
+
+    # -- families ------------------------------------------------------------------------------
+    def add_shared_architecture(self) -> None:
+        """[MIX] MIX-1 one architecture per model for the whole mix: every cell's copy is built on the first
+        cell's one-hots x[j][a] (ARCH-1, ARCH-2 once); the cells' assumption literals are switched on."""
+        first = self.cells[0].data
+        for c, sm in enumerate(self.cells):
+            if [d.archs for d in sm.data] != [d.archs for d in first]:
+                raise ScenarioError(f"mix.cells[{c}]: its architecture options differ from cell 0's (a mix shares "
+                                    "the hardware, so every cell must offer the same architectures)")
+            for lit in sm.assumption_families.values():
+                self.m.add(lit == 1)
+
+    def add_weight_copies(self) -> None:
+        """[MIX] MIX-2 u[j][o][l] = OR over cells of `layout_literal` (model j keeps a copy of operator o's
+        weights in layout l iff some cell places o with layout l); exact, by a max equality."""
+        m = self.m
+        self.u: list[dict[str, dict[str, cp_model.IntVar]]] = []
+        for j in range(len(self.x)):
+            per_op = {}
+            for op in WEIGHT_OPS:
+                layouts = sorted({p.layout for sm in self.cells for p in sm.y[j][op]})
+                per_op[op] = {}
+                for lay in layouts:
+                    v = m.new_bool_var(f"copy[{j}][{op}]={lay}")
+                    m.add_max_equality(v, [sm.layout_literal(j, op, lay) for sm in self.cells])
+                    per_op[op][lay] = v
+            self.u.append(per_op)
+
+    def add_capacity(self) -> None:
+        """[MIX] per cell c, model j and architecture a (enforced on x[j][a]): MIX-3 the PIM units hold every
+        weight copy (and an untied embedding beside each LM-head copy) + cell c's KV cache by its own
+        layouts + its draft2 model; MIX-4 the normal units likewise. Coefficients from the evaluator's
+        tables (`Evaluator.capacity_table`, `mix.draft2_kib`), as `mix.mix_capacity` counts them."""
+        m = self.m
+        for c, sm in enumerate(self.cells):
+            ev = self.evaluators[c]
+            for j, d in enumerate(sm.data):
+                for a, xa in self.x[j].items():
+                    tab = ev.capacity_table(d.spec.name, a)
+                    pim, normal = [], []
+                    for op, split in zip(PLACEABLE_OPS, tab.ops, strict=True):
+                        if op in WEIGHT_OPS:
+                            for lay, u in self.u[j][op].items():
+                                extra = tab.embedding[lay] if op == "lm_head" else (0, 0)
+                                pim.append((split[lay][0] + extra[0]) * u)
+                                normal.append((split[lay][1] + extra[1]) * u)
+                        else:
+                            assert op in KV_OPS
+                            for lay in sorted({p.layout for p in sm.y[j][op]}):
+                                lit = sm.layout_literal(j, op, lay)
+                                pim.append(split[lay][0] * lit)
+                                normal.append(split[lay][1] * lit)
+                    if j > 0:
+                        for st, lit in sm.stage_lit[j - 1].items():
+                            if st is None:
+                                continue
+                            try:
+                                p2, n2 = draft2_kib(ev, d.spec.name, a, st.draft2)
+                            except ScenarioError:  # CYC-2 excludes this (architecture, staging) pair
+                                continue
+                            pim.append(p2 * lit)
+                            normal.append(n2 * lit)
+                    pim_cap, normal_cap = tab.capacity_kib
+                    m.add(sum(pim) <= pim_cap).only_enforce_if(xa)        # MIX-3
+                    m.add(sum(normal) <= normal_cap).only_enforce_if(xa)  # MIX-4
+
+    def add_cell_metric(self, model: cp_model.CpModel, c: int, kind: str, plan: _Plan) -> cp_model.IntVar:
+        """[MIX] cell c's metric per token in units of 10^6/S ns (nJ), exact per choice literal z_k:
+        MIX-5 latency L_c = ceil(T_c S / tok_k); MIX-6 energy N_c = ceil(E_c S / (tok_k b_c)) (both by
+        `add_ceil`, on a copy of T_c or E_c capped at what the incumbent allows); MIX-7 L_c (N_c) >= the
+        cell's own optimum, or its proven bound, in the same units (a valid cut)."""
+        sm = self.cells[c]
+        num = sm.T if kind == "latency" else sm.energy
+        capped = model.new_int_var(0, min(ub(num), plan.num_cap[c]), f"{'T' if kind == 'latency' else 'E'}cap#c{c}")
+        model.add(capped == model.get_int_var_from_proto_index(num.index))
+        var = model.new_int_var(0, plan.hi[c], f"{'L' if kind == 'latency' else 'N'}#c{c}")
+        mult = 1 if kind == "latency" else sm.scenario.batch_size
+        for st, z in zip(sm.stats, sm.z):
+            add_ceil(model, var, plan.scale * capped, st.tokens_micro * mult, model.get_bool_var_from_proto_index(z.index))
+        model.add(var >= plan.lo[c])  # MIX-7
+        return var
+
+    def add_weighted_objective(self, model: cp_model.CpModel, metric: Sequence[cp_model.IntVar],
+                               plan: _Plan) -> cp_model.IntVar:
+        """[MIX] MIX-8 the weighted sum sum_c W_c L_c (N_c) with the user's weights scaled exactly to coprime
+        integers W_c; minimised, it is the weighted mean up to the rounding bound of MIX-5/6."""
+        hi = sum(w * h for w, h in zip(self.weights, plan.hi, strict=True))
+        obj = model.new_int_var(0, hi, "mix_objective")
+        model.add(obj == sum(w * v for w, v in zip(self.weights, metric, strict=True)))
+        return obj
+
+    def add_regret(self, model: cp_model.CpModel, latency: Sequence[cp_model.IntVar], plan: _Plan) -> cp_model.IntVar:
+        """[MIX] MIX-9 worst-case regret: R O_c >= REGRET_SCALE L_c for every cell, O_c the cell's own optimum
+        in L units (a constant, ceil(opt_c S / 10^6)); minimised, R = ceil(REGRET_SCALE max_c L_c / O_c)."""
+        r = model.new_int_var(0, plan.r_hi, "regret")
+        for o, v in zip(plan.opt_units, latency, strict=True):
+            model.add(o * r >= REGRET_SCALE * v)
+        return r
+
+    def add_arch_cuts(self, model: cp_model.CpModel, metric: Sequence[cp_model.IntVar], plan: _Plan) -> None:
+        """[MIX] valid cuts from per-architecture bounds (`mix_bounds.ArchBounds`: CUT-1's pass bounds through
+        the round arithmetic, other models at their best): MIX-10 per cell and model j,
+        L_c >= sum_a B_c(j, a) x[j][a]; MIX-11 per cell and drafter i, L_c >= sum B_c(a0, ai) p_i[a0][ai] over
+        pair literals p_i (p_i[a0][ai] = x[0][a0] and x[i][ai], linked by row and column sums)."""
+        bounds = self.bounds
+        assert bounds is not None
+        xs = [{a: model.get_bool_var_from_proto_index(v.index) for a, v in per.items()} for per in self.x]
+        archs = [list(per) for per in xs]
+        pairs = []
+        for i in range(1, len(xs)):
+            p = {(a0, ai): model.new_bool_var(f"pair[{i}][{a0.label()}][{ai.label()}]")
+                 for a0 in archs[0] for ai in archs[i]}
+            for a0 in archs[0]:
+                model.add(sum(p[(a0, ai)] for ai in archs[i]) == xs[0][a0])
+            for ai in archs[i]:
+                model.add(sum(p[(a0, ai)] for a0 in archs[0]) == xs[i][ai])
+            pairs.append(p)
+        for c, var in enumerate(metric):
+            for j, per in enumerate(xs):  # MIX-10
+                sep = bounds.separable[c][j]
+                model.add(var >= sum(units(sep[k], plan.scale) * per[a] for k, a in enumerate(archs[j])))
+            for i, p in enumerate(pairs, start=1):  # MIX-11
+                pair = bounds.pairwise[c][i - 1]
+                model.add(var >= sum(units(pair[k0, ki], plan.scale) * p[(a0, ai)]
+                                     for k0, a0 in enumerate(archs[0]) for ki, ai in enumerate(archs[i])))
+
+    def add_hardware_nogoods(self, model: cp_model.CpModel, hardware: Sequence[Sequence[ArchConfig]]) -> None:
+        """[MIX] MIX-12 a hardware on which the driver solved every cell's dataflow to proven optimality, with a
+        mix objective no better than the incumbent's, is excluded: sum_j x[j][a_j] <= n_models - 1 (the
+        reported bound is then the smaller of CP-SAT's and those hardwares' exact values)."""
+        for archs in hardware:
+            model.add(sum(model.get_bool_var_from_proto_index(self.x[j][a].index) for j, a in enumerate(archs))
+                      <= len(archs) - 1)
+
+    # -- objective models ----------------------------------------------------------------------
+    def plan(self, kind: str, incumbent: Sequence[Metrics], lows: Sequence[Fraction],
+             optima: Sequence[Fraction] | None, regret_stage2: bool = False) -> _Plan:
+        """Units and caps: the finest scale whose rows stay in int64 (CP-SAT's overflow rule), with every
+        cell's metric capped at the largest value a design no worse than the incumbent can have (regret
+        stage 2: no worse in regret and in the weighted sum)."""
+        for scale in SCALES:
+            p = self._plan_at(scale, kind, incumbent, lows, optima, regret_stage2)
+            if p is not None:
+                return p
+        raise ScenarioError("mix too large for the exact model's 64-bit integer rows (CP-SAT rejects rows beyond "
+                            f"2^62 = {INT_LIMIT:.3g}): fewer cells, smaller weights ratios or shorter contexts")
+
+    def _plan_at(self, scale: int, kind: str, incumbent: Sequence[Metrics], lows: Sequence[Fraction],
+                 optima: Sequence[Fraction] | None, regret_stage2: bool) -> _Plan | None:
+        w = self.weights
+        mult = [1 if kind == "latency" else sm.scenario.batch_size for sm in self.cells]
+        inc = [_units(m, kind, scale) for m in incumbent]
+        lo = [min(_ceil(lb * scale, 10 ** 6), u) for lb, u in zip(lows, inc, strict=True)]
+        opt_units: tuple[int, ...] = ()
+        r_hi = 0
+        if optima is not None:  # regret: the incumbent's regret caps every cell
+            opt_units = tuple(max(1, _ceil(o * scale, 10 ** 6)) for o in optima)
+            r_hi = max(_ceil(u * REGRET_SCALE, o) for u, o in zip(inc, opt_units, strict=True))
+            hi = [r_hi * o // REGRET_SCALE for o in opt_units]
+            if regret_stage2:  # also no worse than the incumbent's weighted sum
+                v_inc = sum(wc * u for wc, u in zip(w, inc, strict=True))
+                rest = sum(wc * lc for wc, lc in zip(w, lo, strict=True))
+                hi = [min(h, (v_inc - rest + wc * lc) // wc) for h, wc, lc in zip(hi, w, lo, strict=True)]
+        else:
+            v_inc = sum(wc * u for wc, u in zip(w, inc, strict=True))
+            rest = sum(wc * lc for wc, lc in zip(w, lo, strict=True))
+            hi = [(v_inc - rest + wc * lc) // wc for wc, lc in zip(w, lo, strict=True)]
+        hi = [max(h, lc) for h, lc in zip(hi, lo, strict=True)]
+        tok_max = [max(st.tokens_micro for st in sm.stats) for sm in self.cells]
+        num_cap = [h * t * k // scale for h, t, k in zip(hi, tok_max, mult, strict=True)]
+        for c, sm in enumerate(self.cells):
+            num = sm.T if kind == "latency" else sm.energy
+            cap = min(ub(num), num_cap[c])
+            if max(hi[c] * tok_max[c] * mult[c] + tok_max[c] * mult[c], scale * cap) > INT_LIMIT:
+                return None
+            if opt_units and max(opt_units[c] * r_hi, REGRET_SCALE * hi[c]) > INT_LIMIT:
+                return None
+        if sum(wc * h for wc, h in zip(w, hi, strict=True)) > INT_LIMIT:
+            return None
+        return _Plan(scale, tuple(lo), tuple(hi), tuple(num_cap), opt_units, r_hi)
+
+    def objective_model(self, objective: str, plan: _Plan, regret_stage2: bool = False
+                        ) -> tuple[cp_model.CpModel, cp_model.IntVar, list[cp_model.IntVar]]:
+        """A clone with the objective's rows: (model, objective variable, per-cell metric variables)."""
+        kind = "energy" if objective == "energy" else "latency"
+        model = self.m.clone()
+        metric = [self.add_cell_metric(model, c, kind, plan) for c in range(len(self.cells))]
+        if self.bounds is not None:
+            self.add_arch_cuts(model, metric, plan)
+        if objective == "regret":
+            r = self.add_regret(model, metric, plan)
+            if not regret_stage2:
+                return model, r, metric
+        return model, self.add_weighted_objective(model, metric, plan), metric
+
+    # -- designs -------------------------------------------------------------------------------
+    def decode(self, value) -> list[Design]:
+        return [sm.decode(value) for sm in self.cells]
+
+    def decision_literals(self, designs: Sequence[Design]) -> list[tuple[cp_model.IntVar, int]]:
+        """(variable, value) of every decision Boolean of every cell (shared x once)."""
+        out: dict[int, tuple[cp_model.IntVar, int]] = {}
+        for c, (sm, d) in enumerate(zip(self.cells, designs, strict=True)):
+            try:
+                lits = sm.decision_literals(d)
+            except ScenarioError as exc:
+                raise ScenarioError(f"mix.cells[{c}]: {exc}") from None
+            for v, val in lits:
+                out.setdefault(v.index, (v, val))
+        return list(out.values())
+
+    def arch_literals(self, archs: Sequence[ArchConfig]) -> list[tuple[cp_model.IntVar, int]]:
+        return [(v, int(a == archs[j])) for j, xs in enumerate(self.x) for a, v in xs.items()]
+
+
+def _ceil(num, den) -> int:
+    """ceil(num / den) for integers or Fractions."""
+    q = Fraction(num) / Fraction(den)
+    return -(-q.numerator // q.denominator)
+
+
+def _units(m: Metrics, kind: str, scale: int) -> int:
+    """A cell metric in the model's units: ceil(T S / tok) or ceil(E S / (tok b)) (MIX-5/6)."""
+    if kind == "latency":
+        return _ceil(m.round_time_ns * scale, m.tokens_per_round_micro)
+    return _ceil(m.energy_nj_per_round * scale, m.tokens_per_round_micro * m.batch_size)
+
+
+# ------------------------------------------------------------------------------------------------
+# Driver
+# ------------------------------------------------------------------------------------------------
+@dataclass
+class _Stage:
+    status: str  # CP-SAT's status name, or UNKNOWN
+    designs: list[Design] | None
+    cp_objective: int | None
+    cp_bound: int | None
+    plan: _Plan | None
+
+
+class _MixRun:
+    """One solve-mix session: the model, the budget of its CP-SAT solves, the stage log."""
+
+    def __init__(self, mm: MixModel, opts: SolverOptions, on_stage: StageHook | None):
+        self.mm = mm
+        self.opts = opts
+        self.budget = _Budget(opts)
+        self.on_stage = on_stage
+        self.stages: list[dict] = []
+        self.last_status = ""
+
+    def say(self, text: str) -> None:
+        if self.on_stage is not None:
+            self.on_stage(text)
+
+    def metrics(self, designs: Sequence[Design]) -> list[Metrics]:
+        check_mix_capacity(self.mm.mix, self.mm.evaluators, designs)
+        return [ev.metrics(d) for ev, d in zip(self.mm.evaluators, designs, strict=True)]
+
+    def run(self, model: cp_model.CpModel, objective_var, hint: Sequence[tuple] | None,
+            first_solution: bool = False, repair: bool = False, limit: float | None = None
+            ) -> tuple[int, cp_model.CpSolver]:
+        invalid = model.validate()
+        if invalid:
+            raise ModelMismatch(f"CP-SAT rejects the mix model: {invalid}")
+        if objective_var is not None:
+            model.minimize(objective_var)
+        model.clear_hints()
+        for v, val in hint or ():
+            model.add_hint(model.get_bool_var_from_proto_index(v.index), val)
+        solver = cp_model.CpSolver()
+        self.budget.configure(solver)
+        if limit is not None:  # a share of the budget (screening stages), same units as the budget
+            p = solver.parameters
+            if self.opts.deterministic:
+                p.max_deterministic_time = min(p.max_deterministic_time, limit)
+            else:
+                p.max_time_in_seconds = min(p.max_time_in_seconds, limit)
+        solver.parameters.repair_hint = repair  # an infeasible hint (cells' separate optima) is repaired first
+        if first_solution:
+            solver.parameters.stop_after_first_solution = True
+        status = solver.solve(model)
+        self.budget.charge(solver)
+        return status, solver
+
+    def first_incumbent(self, extra=None) -> list[Design] | None:
+        """Any feasible mix design (the first solution of minimising the cells' summed round times); None
+        when there is none (`last_status` says INFEASIBLE) or none was found in time."""
+        model = self.mm.m.clone()
+        if extra is not None:
+            extra(model)
+        total = sum(model.get_int_var_from_proto_index(sm.T.index) for sm in self.mm.cells)
+        status, solver = self.run(model, total, None, first_solution=True)
+        self.stages.append({"stage": "first feasible mix design", "status": solver.status_name(status),
+                            "wall_s": round(solver.wall_time, 3)})
+        self.last_status = solver.status_name(status)
+        if status not in (cp_model.OPTIMAL, cp_model.FEASIBLE):
+            return None
+        return self.mm.decode(solver.boolean_value)
+
+    def stage(self, name: str, objective: str, incumbent: list[Design], lows: Sequence[Fraction],
+              optima: Sequence[Fraction] | None, extra=None, regret_stage2: bool = False,
+              hint: Sequence[Design] | None = None, limit: float | None = None) -> _Stage:
+        """One CP-SAT solve of an objective model, capped by the feasible `incumbent` and hinted with it, or
+        with `hint` (which may break the tensor-copy rule: CP-SAT repairs it)."""
+        t0 = time.perf_counter()
+        plan = self.mm.plan(cell_kind(objective), self.metrics(incumbent), lows,
+                            optima if objective == "regret" else None, regret_stage2)
+        model, obj, _ = self.mm.objective_model(objective, plan, regret_stage2)
+        if extra is not None:
+            extra(model)
+        self.say(f"{name}: CP-SAT ({len(model.proto.variables):,} variables, {len(model.proto.constraints):,} "
+                 "constraints)")
+        status, solver = self.run(model, obj, self.mm.decision_literals(incumbent if hint is None else hint),
+                                  repair=hint is not None, limit=limit)
+        found = status in (cp_model.OPTIMAL, cp_model.FEASIBLE)
+        self.stages.append({"stage": name, "status": solver.status_name(status),
+                            "wall_s": round(time.perf_counter() - t0, 3), "solver_wall_s": round(solver.wall_time, 3),
+                            "deterministic_time": round(solver.deterministic_time, 3), "scale": plan.scale,
+                            "variables": len(model.proto.variables), "constraints": len(model.proto.constraints),
+                            "cp_objective": int(solver.objective_value) if found else None,
+                            "cp_bound": int(solver.best_objective_bound) if found else None})
+        if not found:
+            return _Stage(solver.status_name(status), None, None, None, plan)
+        return _Stage(solver.status_name(status), self.mm.decode(solver.boolean_value), int(solver.objective_value),
+                      int(solver.best_objective_bound), plan)
+
+
+def tight_claims(mm: MixModel, designs: Sequence[Design], opts: SolverOptions) -> list[dict]:
+    """Per cell, (round ns, energy nJ, tokens micro) the mix model computes for `designs` with every
+    decision fixed: round times minimised first, then energies (as `solve.tight_claim` per scenario)."""
+    model = mm.m.clone()
+    for v, val in mm.decision_literals(designs):
+        model.add(model.get_bool_var_from_proto_index(v.index) == val)
+    T = [model.get_int_var_from_proto_index(sm.T.index) for sm in mm.cells]
+    E = [model.get_int_var_from_proto_index(sm.energy.index) for sm in mm.cells]
+    solver = cp_model.CpSolver()
+    solver.parameters.num_workers = 1
+    solver.parameters.random_seed = opts.seed
+    solver.parameters.presolve_inclusion_work_limit = 0  # workaround for the 9.15 presolve bug #5293
+    solver.parameters.max_time_in_seconds = 300.0
+    model.minimize(sum(T))
+    status = solver.solve(model)
+    if status != cp_model.OPTIMAL:
+        raise ModelMismatch(f"the mix model rejects its own design ({solver.status_name(status)})")
+    ts = [solver.value(t) for t in T]
+    for t, v in zip(T, ts, strict=True):
+        model.add(t == v)
+    model.minimize(sum(E))
+    status = solver.solve(model)
+    if status != cp_model.OPTIMAL:
+        raise ModelMismatch(f"the mix model rejects its own design's energy ({solver.status_name(status)})")
+    return [{"round_time_ns": t, "energy_nj_per_round": solver.value(e),
+             "tokens_per_round_micro": sm.stats[sm.choice_index(d)].tokens_micro}
+            for t, e, sm, d in zip(ts, E, mm.cells, designs, strict=True)]
+
+
+def verify_mix(mm: MixModel, designs: Sequence[Design], opts: SolverOptions) -> tuple[list[Evaluation], list[dict]]:
+    """Re-price every cell with the evaluator and require exact agreement with the mix model's claims;
+    check the tensor-copy capacity independently (`mix.check_mix_capacity`)."""
+    check_mix_capacity(mm.mix, mm.evaluators, designs)
+    evaluations = [ev.evaluate(d) for ev, d in zip(mm.evaluators, designs, strict=True)]
+    claims = tight_claims(mm, designs, opts)
+    for c, (e, claim) in enumerate(zip(evaluations, claims, strict=True)):
+        m = e.metrics
+        actual = {"round_time_ns": m.round_time_ns, "energy_nj_per_round": m.energy_nj_per_round,
+                  "tokens_per_round_micro": m.tokens_per_round_micro}
+        if claim != actual:
+            raise ModelMismatch(f"mix.cells[{c}]: the mix model claims {claim} but the evaluator prices {actual}")
+    return evaluations, claims
+
+
+@dataclass
+class HardwareResult:
+    """The best per-cell dataflow found on one fixed hardware, and how it was found."""
+
+    archs: tuple[ArchConfig, ...]
+    status: str  # OPTIMAL | FEASIBLE | INFEASIBLE | UNKNOWN
+    evaluations: list[Evaluation] | None
+    how: str  # "per cell" (the cells' separate optima fit together) | "mix model, hardware fixed"
+    value: Fraction | None = None
+    lower: Fraction | None = None  # DOMINATED: a proven lower bound on this hardware's mix objective
+
+
+def fixed_arch(mm: MixModel, archs: Sequence[ArchConfig]):
+    """An `extra` that fixes the shared architecture (a clone's x) to `archs`."""
+    lits = mm.arch_literals(archs)
+
+    def extra(model: cp_model.CpModel) -> None:
+        for v, val in lits:
+            model.add(model.get_bool_var_from_proto_index(v.index) == val)
+
+    return extra
+
+
+def best_on_hardware(run: _MixRun, fixed: FixedHardware, archs: Sequence[ArchConfig], objective: str,
+                     own: Sequence[Fraction], lows: Sequence[Fraction], cap: Sequence[Design] | None = None,
+                     limit: float | None = None) -> HardwareResult:
+    """Every cell's best dataflow on fixed hardware, exact: the cells' separate optima when they fit
+    together under the tensor-copy rule (a relaxation that is then tight), else the mix model with the
+    hardware fixed. With `cap` (a feasible mix design on other hardware) the fixed-hardware model only
+    looks for designs no worse than the cap (in the model's rounded units): INFEASIBLE then proves the
+    hardware cannot beat the cap (status DOMINATED), which is far cheaper than its own optimum."""
+    archs = tuple(archs)
+    status, evals = fixed.all(archs)
+    if evals is None:
+        return HardwareResult(archs, status, None, "per cell")
+    designs = [e.design for e in evals]
+    try:
+        check_mix_capacity(run.mm.mix, run.mm.evaluators, designs)
+        run.mm.decision_literals(designs)
+        value = mix_value(run.mm.mix, [e.metrics for e in evals], objective, own)
+        return HardwareResult(archs, status, evals, "per cell", value)
+    except ScenarioError:
+        pass
+    how = "mix model, hardware fixed" + (", capped by the incumbent" if cap is not None else "")
+    extra = fixed_arch(run.mm, archs)
+    start = list(cap) if cap is not None else run.first_incumbent(extra)
+    if start is None:
+        return HardwareResult(archs, "INFEASIBLE" if run.last_status == "INFEASIBLE" else "UNKNOWN", None, how)
+    st = run.stage(f"mix model on {', '.join(a.label() for a in archs)}", objective, start, lows,
+                   own if objective == "regret" else None, extra, hint=designs, limit=limit)
+    if st.designs is None:
+        dominated = cap is not None and st.status == "INFEASIBLE"
+        if cap is None:  # the start itself is on this hardware
+            evals = [ev.evaluate(d) for ev, d in zip(run.mm.evaluators, start, strict=True)]
+            return HardwareResult(archs, "FEASIBLE", evals, how,
+                                  mix_value(run.mm.mix, [e.metrics for e in evals], objective, own))
+        if not dominated:
+            return HardwareResult(archs, "UNKNOWN", None, how)
+        cap_value = _exact(run.mm, cap, objective, own)
+        return HardwareResult(archs, "DOMINATED", None, how, lower=cap_value - _slack(objective, st.plan, own))
+    evals = [ev.evaluate(d) for ev, d in zip(run.mm.evaluators, st.designs, strict=True)]
+    return HardwareResult(archs, "OPTIMAL" if st.status == "OPTIMAL" else "FEASIBLE", evals, how,
+                          mix_value(run.mm.mix, [e.metrics for e in evals], objective, own))
+
+
+def candidate_hardware(mm: MixModel, optima: Sequence[SolveResult], objective: str, own: Sequence[Fraction],
+                       screen: int) -> list[tuple[float, tuple[ArchConfig, ...], str]]:
+    """Hardware worth a per-cell solve before the mix model, best bound first: each cell's own optimal
+    hardware, the weighted-median cell's, and the `screen` tuples with the lowest MIX-10/11 bound."""
+    from specpim_cp.mix import median_cell
+
+    archs = [list(xs) for xs in mm.x]
+    grid = mm.bounds.tuple_bounds(list(mm.mix.weights), list(own) if objective == "regret" else None) \
+        if mm.bounds is not None else None
+
+    def key(t: tuple[ArchConfig, ...]) -> float:
+        if grid is None:
+            return 0.0
+        return float(grid[tuple(archs[j].index(a) for j, a in enumerate(t))])
+
+    out: dict[tuple[ArchConfig, ...], str] = {}
+    med = median_cell(mm.mix)
+    out[tuple(md.arch for _, md in optima[med.index].design.models())] = "median cell's optimum"
+    for r, cell in zip(optima, mm.mix.cells, strict=True):
+        out.setdefault(tuple(md.arch for _, md in r.design.models()), f"cell {cell.index}'s optimum")
+    if grid is not None and screen > 0:
+        import numpy as np
+
+        flat = np.argsort(grid, axis=None, kind="stable")[:screen]
+        for f in flat:
+            idx = np.unravel_index(int(f), grid.shape)
+            out.setdefault(tuple(archs[j][k] for j, k in enumerate(idx)), "lowest bound")
+    return sorted(((key(t), t, why) for t, why in out.items()), key=lambda x: x[0])
+
+
+def solve_mix(mix: Mix, *, objective: str = "latency", time_limit_s: float = 120.0, cell_time_limit_s: float = 60.0,
+              workers: int = 1, jobs: int | None = None, seed: int = 0, deterministic: bool = False,
+              catalog: Catalog | None = None, comparisons: bool = True, screen: int = 0, cuts: bool = True,
+              on_stage: StageHook | None = None, optima: Sequence[SolveResult] | None = None) -> MixResult:
+    """The mix-optimal shared hardware with per-cell dataflow, its proof (bound, gap) and comparisons.
+
+    `time_limit_s` bounds the mix model's CP-SAT solves (deterministic time units with `deterministic`),
+    `cell_time_limit_s` each single-cell solve; `jobs` cells are solved alone at a time (default:
+    `workers`); `screen` extra candidate hardwares are tried before the mix model; `cuts` adds MIX-10/11.
+    `optima`: the cells' own optima if already known.
+    """
+    if objective not in MIX_OBJECTIVES:
+        raise ScenarioError(f"objective: '{objective}' is not one of {', '.join(MIX_OBJECTIVES)}")
+    if not time_limit_s > 0 or time_limit_s == float("inf"):
+        raise ScenarioError(f"time_limit_s: must be a finite number above 0, got {time_limit_s}")
+    if workers < 1:
+        raise ScenarioError(f"workers: must be at least 1, got {workers}")
+    t0 = time.perf_counter()
+    catalog = catalog or default_catalog()
+    jobs = workers if jobs is None else max(1, jobs)
+    opts = SolverOptions(time_limit_s, workers, seed, deterministic)
+    cell_opts = SolverOptions(cell_time_limit_s, 1 if jobs > 1 or deterministic else workers, seed, deterministic)
+    phases: dict[str, float] = {}
+
+    def lap(name: str, since: float) -> float:
+        now = time.perf_counter()
+        phases[name] = round(now - since, 3)
+        return now
+
+    # 1. every cell alone: regret denominators, lower bounds (MIX-7), comparison (a)
+    if optima is None:
+        optima = cell_optima(mix, objective, cell_opts, jobs, on_stage)
+    own = [r.report.objective for r in optima]
+    lows = [r.report.objective if r.report.status == "OPTIMAL" else (r.report.bound or Fraction(0)) for r in optima]
+    t = lap("cells_alone_s", t0)
+    evaluators = [Evaluator(c.scenario, catalog) for c in mix.cells]
+    mm = MixModel(mix, catalog, evaluators)
+    t = lap("build_s", t)
+    if cuts:
+        mm.bounds = ArchBounds(mm.cells, cell_kind(objective))
+        t = lap("bounds_s", t)
+    run = _MixRun(mm, opts, on_stage)
+    # 2. known mix designs: the references and a few hardwares with per-cell dataflow (warm starts)
+    from specpim_cp import mix_compare
+
+    refs = []
+    if comparisons:
+        run.say("GPU-SI and the PAPI-style rule on half-PIM HBM")
+        refs = mix_compare.references(mix, evaluators, objective, own, catalog)
+    t = lap("references_s", t)
+    fixed = FixedHardware(mix, evaluators, objective, cell_opts, catalog)
+    tried: list[HardwareResult] = []
+    best_value: Fraction | None = None
+    median_archs = None
+    cands = candidate_hardware(mm, optima, objective, own, screen)
+    # the median cell's hardware first and uncapped (comparison (b) needs its own optimum), then the rest
+    # by bound, each capped by the best mix design so far and skipped when MIX-10/11 rule it out
+    cands = [c for c in cands if c[2] == "median cell's optimum"] + \
+        [c for c in cands if c[2].startswith("cell ")] + [c for c in cands if c[2] == "lowest bound"]
+    best_designs = _best_incumbent(mm, [list(c.evaluations) for c in refs if c.evaluations is not None],
+                                   objective, own)  # the references cap the first screening stages
+    if best_designs is not None:
+        best_value = _exact(mm, best_designs, objective, own)
+    for rank, (bound, archs, why) in enumerate(cands):
+        median = why == "median cell's optimum"
+        if median:
+            median_archs = archs
+        elif best_value is not None and bound >= float(best_value):
+            continue  # MIX-10/11 prove this hardware cannot beat the best one found
+        run.say(f"hardware {rank + 1}: {', '.join(a.label() for a in archs)} ({why}), best dataflow per cell")
+        hr = best_on_hardware(run, fixed, archs, objective, own, lows, cap=None if median else best_designs,
+                              limit=SCREEN_SHARE * time_limit_s)
+        tried.append(hr)
+        if hr.value is not None and (best_value is None or hr.value < best_value):
+            best_value = hr.value
+            best_designs = [e.design for e in hr.evaluations]
+    t = lap("hardware_screening_s", t)
+    candidates = [list(c.evaluations) for c in refs if c.evaluations is not None]
+    candidates += [hr.evaluations for hr in tried if hr.evaluations is not None]
+    incumbent = _best_incumbent(mm, candidates, objective, own)
+    if incumbent is None:
+        run.say("searching a first feasible mix design")
+        incumbent = run.first_incumbent()
+        if incumbent is None:
+            raise ScenarioError(_infeasible_reason(mix))
+    # 3. the mix model, without the hardwares already solved exactly and no better (MIX-12)
+    inc_value = _exact(mm, incumbent, objective, own)
+    inc_archs = tuple(md.arch for _, md in incumbent[0].models())
+    done = [hr for hr in tried if hr.status in ("OPTIMAL", "INFEASIBLE", "DOMINATED") and hr.archs != inc_archs
+            and (hr.value is None or hr.value >= inc_value)]
+    excluded = [hr.archs for hr in done]
+
+    def nogoods(model: cp_model.CpModel) -> None:
+        mm.add_hardware_nogoods(model, excluded)
+
+    st = run.stage("mix model", objective, incumbent, lows, own if objective == "regret" else None, nogoods)
+    best = incumbent
+    if st.designs is not None and _exact(mm, st.designs, objective, own) <= _exact(mm, incumbent, objective, own):
+        best = st.designs
+    status = "OPTIMAL" if st.status == "OPTIMAL" else "FEASIBLE"
+    bound_cp = _bound(mm, st, objective, own)
+    solved = [hr.value if hr.value is not None else hr.lower for hr in done
+              if hr.value is not None or hr.lower is not None]
+    if bound_cp is not None and solved:
+        bound_cp = min(bound_cp, min(solved))
+    if objective == "regret" and st.status == "OPTIMAL":  # the best weighted latency at the optimal regret
+        st2 = run.stage("regret stage 2 (weighted latency at the optimal regret)", "regret", best, lows, own,
+                        regret_stage2=True)
+        if st2.designs is not None and _exact(mm, st2.designs, objective, own) <= _exact(mm, best, objective, own):
+            best = st2.designs
+    t = lap("mix_model_s", t)
+    evaluations, claims = verify_mix(mm, best, opts)
+    t = lap("verify_s", t)
+    value = mix_value(mix, [e.metrics for e in evaluations], objective, own)
+    if objective == "regret":
+        bound = max(Fraction(1), bound_cp) if bound_cp is not None else Fraction(1)
+    else:  # the cells' own optima (or bounds) bound any shared hardware from below
+        lower = sum((w * lb for w, lb in zip(mix.weights, lows, strict=True)), Fraction(0)) / sum(mix.weights)
+        bound = lower if bound_cp is None else max(lower, bound_cp)
+    bound = min(bound, value)
+    comps: list = []
+    if comparisons:
+        median = next((hr for hr in tried if hr.archs == median_archs), None)
+        comps = mix_compare.compare(mix, evaluators, objective, own, optima, [md.arch for _, md in best[0].models()],
+                                    refs, median)
+        t = lap("comparisons_s", t)
+    report = MixReport(
+        objective_name=objective, status=status, objective=value, bound=bound, wall_s=time.perf_counter() - t0,
+        seed=seed, solver_version=solver_version(),
+        inputs_hash=mix.content_hash({"objective": objective, **opts.as_dict(), "cell_time_limit_s": cell_time_limit_s,
+                                      "screen": screen, "cuts": cuts}),
+        extra={"options": {**opts.as_dict(), "cell_time_limit_s": cell_time_limit_s, "jobs": jobs, "screen": screen,
+                           "cuts": cuts},
+               "scale": st.plan.scale if st.plan else None,
+               "rounding": _rounding_text(objective, st.plan.scale if st.plan else None),
+               "stages": run.stages, "phases_s": phases, "claimed": claims,
+               "hardware_tried": [{"archs": [a.label() for a in hr.archs], "status": hr.status, "how": hr.how,
+                                   "objective": None if hr.value is None else float(hr.value)} for hr in tried],
+               "single_cell_fixed_hardware_solves": fixed.solves,
+               "weights_integer": list(mm.weights),
+               "model_size": {"variables": len(mm.m.proto.variables), "constraints": len(mm.m.proto.constraints)}})
+    return MixResult(mix, tuple(evaluations), report, tuple(optima), tuple(comps))
+
+
+def _rounding_text(objective: str, scale: int | None) -> str | None:
+    if scale is None:
+        return None
+    unit = 10 ** 6 / scale
+    if objective == "regret":
+        return (f"cell latencies rounded up to {unit:g} ns/token and regret to 1/{REGRET_SCALE}: the reported bound "
+                f"is CP-SAT's minus 1/{REGRET_SCALE} and minus {unit:g} ns/token over the smallest own optimum")
+    what = "ns" if objective == "latency" else "nJ"
+    return (f"cell metrics rounded up to {unit:g} {what}/token: CP-SAT's weighted mean exceeds the exact one by less "
+            f"than {unit:g} {what}/token, which the reported bound subtracts")
+
+
+def _exact(mm: MixModel, designs: Sequence[Design], objective: str, own: Sequence[Fraction]) -> Fraction:
+    return mix_value(mm.mix, [ev.metrics(d) for ev, d in zip(mm.evaluators, designs, strict=True)], objective, own)
+
+
+def _best_incumbent(mm: MixModel, candidates: Sequence[Sequence[Evaluation]], objective: str,
+                    own: Sequence[Fraction]) -> list[Design] | None:
+    """The best candidate mix design that lies in every cell's space and fits (tensor copies)."""
+    best, best_v = None, None
+    for evals in candidates:
+        designs = [e.design for e in evals]
+        try:
+            mm.decision_literals(designs)
+            check_mix_capacity(mm.mix, mm.evaluators, designs)
+        except ScenarioError:
+            continue
+        v = mix_value(mm.mix, [e.metrics for e in evals], objective, own)
+        if best_v is None or v < best_v:
+            best, best_v = designs, v
+    return best
+
+
+def _slack(objective: str, plan: _Plan, own: Sequence[Fraction]) -> Fraction:
+    """How far the model's rounded units can sit above the exact objective (MIX-5/6, MIX-9)."""
+    sigma = Fraction(plan.scale, 10 ** 6)
+    if objective == "regret":
+        return Fraction(1, REGRET_SCALE) + 1 / (sigma * min(own))
+    return 1 / sigma
+
+
+def _bound(mm: MixModel, st: _Stage, objective: str, own: Sequence[Fraction]) -> Fraction | None:
+    """A proven lower bound on the exact mix objective from CP-SAT's bound minus the rounding (mix.md)."""
+    if st.cp_bound is None or st.plan is None:
+        return None
+    sigma = Fraction(st.plan.scale, 10 ** 6)  # units per ns (nJ)
+    if objective == "regret":
+        return Fraction(st.cp_bound - 1, REGRET_SCALE) - 1 / (sigma * min(own))
+    return Fraction(st.cp_bound, sum(mm.weights)) / sigma - 1 / sigma
+
+
+def _infeasible_reason(mix: Mix) -> str:
+    return (f"infeasible: no shared hardware holds every cell of mix '{mix.name}' (each cell fits on its own "
+            "hardware, but with one architecture per model the weight copies the cells use and the largest KV "
+            "caches do not fit together) [MIX-3/4]")
