@@ -170,8 +170,8 @@ def compare(mix: Mix, evaluators: Sequence[Evaluator], objective: str, own: Sequ
                            {"statuses": [r.report.status for r in optima]})
     per_cell = replace(per_cell, extra={k: v for k, v in per_cell.extra.items() if k != "archs"})
     med = median_cell(mix)
-    desc = (f"the hardware optimal for the weighted-median cell {med.index} ({med.label}), dataflow re-optimised "
-            "per cell on it")
+    desc = (f"the hardware optimal for the weighted-median cell {med.index} ({med.label}) among those that can "
+            "serve every cell, dataflow re-optimised per cell on it")
     if median is None or median.evaluations is None:
         where = "" if median is None else f" on {', '.join(a.label() for a in median.archs)}"
         median_c = _comparison(MEDIAN, desc, mix, None, objective, own, {"median_cell": med.index},

@@ -26,6 +26,8 @@ from pathlib import Path
 
 ROOT = Path(__file__).resolve().parents[1]
 MODEL = ROOT / "specpim_cp" / "exact" / "model.py"
+#: Every source whose classes add constraint families: the single-scenario model and the mix model.
+MODELS = (MODEL, ROOT / "specpim_cp" / "exact" / "mix.py")
 FORMULATIONS = ROOT / "formulations"
 README = FORMULATIONS / "README.md"
 HEADER = ("family", "IDs", "method", "file")
@@ -66,10 +68,14 @@ class Row:
     file: str
 
 
-def model_methods(source: str) -> dict[str, Method]:
-    """Every method of every class in the source, by `Class.method`."""
+def _sources(source: str | tuple[str, ...]) -> tuple[str, ...]:
+    return (source,) if isinstance(source, str) else source
+
+
+def model_methods(source: str | tuple[str, ...]) -> dict[str, Method]:
+    """Every method of every class in the source(s), by `Class.method`."""
     out = {}
-    for node in ast.parse(source).body:
+    for node in (n for src in _sources(source) for n in ast.parse(src).body):
         if isinstance(node, ast.ClassDef):
             for item in node.body:
                 if isinstance(item, (ast.FunctionDef, ast.AsyncFunctionDef)):
@@ -78,15 +84,15 @@ def model_methods(source: str) -> dict[str, Method]:
     return out
 
 
-def source_ids(source: str) -> dict[str, set[str]]:
-    """Family IDs named in the source's docstrings and comments, with where each is named."""
+def source_ids(source: str | tuple[str, ...]) -> dict[str, set[str]]:
+    """Family IDs named in the sources' docstrings and comments, with where each is named."""
     where: dict[str, set[str]] = {}
-    for node in ast.walk(ast.parse(source)):
+    for node in (n for src in _sources(source) for n in ast.walk(ast.parse(src))):
         if isinstance(node, (ast.Module, ast.ClassDef, ast.FunctionDef, ast.AsyncFunctionDef)):
             name = "module docstring" if isinstance(node, ast.Module) else f"docstring of {node.name}"
             for i in family_ids(ast.get_docstring(node) or ""):
                 where.setdefault(i, set()).add(name)
-    for tok in tokenize.generate_tokens(io.StringIO(source).readline):
+    for tok in (t for src in _sources(source) for t in tokenize.generate_tokens(io.StringIO(src).readline)):
         if tok.type == tokenize.COMMENT:
             for i in family_ids(tok.string):
                 where.setdefault(i, set()).add(f"comment on line {tok.start[0]}")
@@ -159,7 +165,7 @@ def rows_without_their_methods(source: str, rows: list[Row], texts: dict[str, st
 
 def undocumented_ids(source: str, texts: dict[str, str]) -> list[str]:
     documented = set().union(*(family_ids(t) for name, t in texts.items() if name != README.name))
-    return [f"{i} (named in the {', '.join(sorted(where))} of specpim_cp/exact/model.py) appears in no "
+    return [f"{i} (named in the {', '.join(sorted(where))} of specpim_cp/exact/model.py or mix.py) appears in no "
             f"formulations/*.md file" for i, where in sorted(source_ids(source).items()) if i not in documented]
 
 
@@ -170,14 +176,15 @@ def all_problems(source: str, readme: str, texts: dict[str, str]) -> list[str]:
 
 
 # -- tests ----------------------------------------------------------------------------------------------
-def _inputs() -> tuple[str, str, dict[str, str]]:
-    return MODEL.read_text(encoding="utf-8"), README.read_text(encoding="utf-8"), formulation_texts()
+def _inputs() -> tuple[tuple[str, ...], str, dict[str, str]]:
+    return (tuple(p.read_text(encoding="utf-8") for p in MODELS), README.read_text(encoding="utf-8"),
+            formulation_texts())
 
 
 def test_the_model_has_tagged_families():
     source, _, _ = _inputs()
     tags = {m.tag for m in model_methods(source).values() if m.tag}
-    assert {"ARCH", "MAP", "SPEC", "DUR", "SCH", "CAP", "PASS", "CUT", "CYC", "RND", "EN"} <= tags
+    assert {"ARCH", "MAP", "SPEC", "DUR", "SCH", "CAP", "PASS", "CUT", "CYC", "RND", "EN", "MIX"} <= tags
 
 
 def test_every_tagged_method_is_in_the_table():
@@ -199,11 +206,16 @@ def test_ranges_expand():
     assert family_ids("SCH-0 and SCH-1..3; [CUT-1], GPU-SI, int64") == {"SCH-0", "SCH-1", "SCH-2", "SCH-3", "CUT-1"}
 
 
-def _with_method(source: str, cls: str, code: str) -> str:
-    """`source` with `code` (a method, indented for a class body) appended to class `cls`."""
-    node = next(n for n in ast.parse(source).body if isinstance(n, ast.ClassDef) and n.name == cls)
-    lines = source.splitlines(keepends=True)
-    return "".join(lines[:node.end_lineno]) + code + "".join(lines[node.end_lineno:])
+def _with_method(sources: tuple[str, ...], cls: str, code: str) -> tuple[str, ...]:
+    """`sources` with `code` (a method, indented for a class body) appended to class `cls`."""
+    out = []
+    for source in sources:
+        node = next((n for n in ast.parse(source).body if isinstance(n, ast.ClassDef) and n.name == cls), None)
+        if node is not None:
+            lines = source.splitlines(keepends=True)
+            source = "".join(lines[:node.end_lineno]) + code + "".join(lines[node.end_lineno:])
+        out.append(source)
+    return tuple(out)
 
 
 def test_an_undocumented_family_fails():
@@ -224,7 +236,7 @@ def test_an_undocumented_family_fails():
     assert any("costs.md does not mention ['FOO-1']" in p for p in problems)
     assert any(p.startswith("FOO-1 ") for p in problems)
     # and a row whose method lost its tag, or does not exist, is caught too
-    untagged = mutated.replace('"""[FOO] FOO-1 a new family."""', '"""A new family FOO-1."""')
+    untagged = tuple(m.replace('"""[FOO] FOO-1 a new family."""', '"""A new family FOO-1."""') for m in mutated)
     assert any("does not start with [FOO]" in p for p in rows_without_their_methods(untagged, family_table(
         readme_with_row), texts))
     assert any("is not a method" in p for p in rows_without_their_methods(source, family_table(readme_with_row),

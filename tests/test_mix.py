@@ -8,6 +8,7 @@ errors) and `batch` of mix files (records, report, resume).
 from __future__ import annotations
 
 import json
+from fractions import Fraction
 from pathlib import Path
 
 import pytest
@@ -17,11 +18,12 @@ from specpim_cp.batch import BatchOptions, read_records, run_batch
 from specpim_cp.batch_mix import is_mix_file, plan_mixes
 from specpim_cp.brute_mix import MixEnumeration
 from specpim_cp.cli import main
+from specpim_cp.errors import ScenarioError
 from specpim_cp.evaluate import Evaluator
 from specpim_cp.exact import solve
 from specpim_cp.exact.mix import solve_mix
 from specpim_cp.files import toml_text
-from specpim_cp.mix import check_mix_capacity, load_mix
+from specpim_cp.mix import check_mix_capacity, load_mix, mix_value
 from specpim_cp.mix_compare import MEDIAN, PAPI_HALF, PAPI_MIX, PER_CELL
 from specpim_cp.records import Record
 from specpim_cp.scenario import parse_scenario, scenario_catalog
@@ -404,3 +406,68 @@ def test_scenario_files_keep_their_batch(folder, tmp_path):
     summary = run_batch([scen / "tiny.toml"], tmp_path / "out", BatchOptions(methods=("baselines",), jobs=1))
     assert summary.failed == [] and summary.ran == 1
     assert {r.method for r in read_records(tmp_path / "out")} == {"baselines"}
+
+
+# ------------------------------------------------------------------------------------------------
+# Warm starts and solver guards of the driver
+# ------------------------------------------------------------------------------------------------
+def test_single_copy_design_fits_where_the_cells_optima_do_not(folder):
+    """On hardware where the cells' separate optima need two copies of a weight tensor that do not fit,
+    the single-copy warm start is a feasible mix design (tensor-copy rule) and no better than the optimum."""
+    from specpim_cp.catalog import default_catalog
+    from specpim_cp.exact import mix as M
+    from specpim_cp.exact.mix_cells import FixedHardware
+    from specpim_cp.exact.solve import SolverOptions
+    from specpim_cp.mix import check_mix_capacity
+
+    mix = load_mix(folder / "coupled.toml")
+    catalog = default_catalog()
+    evs = [Evaluator(c.scenario, catalog) for c in mix.cells]
+    mm = M.MixModel(mix, catalog, evs)
+    opts = SolverOptions(30.0, 1, 0, True)
+    fixed = FixedHardware(mix, evs, "latency", opts, catalog)
+    run = M._MixRun(mm, opts, None)
+    coupled = []
+    for archs in ([a] for a in mm.x[0]):
+        _status, evals = fixed.all(archs)
+        if evals is None:
+            continue
+        try:
+            check_mix_capacity(mix, evs, [e.design for e in evals])
+        except ScenarioError:
+            coupled.append((archs, evals))
+    assert coupled, "the COUPLED mix must have a hardware where the tensor-copy rule binds"
+    optimum = solve_mix(mix, deterministic=True, time_limit_s=30, cell_time_limit_s=30).report.objective
+    for archs, evals in coupled:
+        single = M._single_copy(run, fixed, tuple(archs), evals, "latency", [Fraction(1)] * len(evals))
+        assert single is not None
+        check_mix_capacity(mix, evs, [e.design for e in single])  # raises if the copies do not fit
+        assert mix_value(mix, [e.metrics for e in single], "latency") >= optimum
+
+
+def test_infeasible_answer_on_a_model_with_a_known_design_is_re_solved(folder, monkeypatch):
+    """A CP-SAT INFEASIBLE on a stage capped by a known feasible design is a solver error (9.15 presolve):
+    the stage is re-solved without presolve and the error is logged."""
+    from ortools.sat.python import cp_model
+
+    from specpim_cp.exact import mix as M
+
+    calls = []
+    real = cp_model.CpSolver.solve
+
+    def first_says_infeasible(self, model, *args, **kwargs):
+        status = real(self, model, *args, **kwargs)
+        if any(v.name == "mix_objective" for v in model.proto.variables):  # a mix-model stage
+            calls.append(self.parameters.cp_model_presolve)
+            if len(calls) == 1:
+                return cp_model.INFEASIBLE  # what 9.15 answered on the llama-32.5b mix
+        return status
+
+    mix = load_mix(folder / "small.toml")
+    baseline = solve_mix(mix, deterministic=True, time_limit_s=30, cell_time_limit_s=30)
+    optima = list(baseline.optima)
+    monkeypatch.setattr(M.cp_model.CpSolver, "solve", first_says_infeasible)
+    res = solve_mix(mix, deterministic=True, time_limit_s=30, cell_time_limit_s=30, optima=optima)
+    assert calls[:2] == [True, False]
+    assert any("re-solved without presolve" in s["stage"] for s in res.report.extra["stages"])
+    assert res.report.objective == baseline.report.objective

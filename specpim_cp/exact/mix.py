@@ -36,13 +36,14 @@ from specpim_cp.evaluate import Evaluation, Evaluator, Metrics
 from specpim_cp.exact.mix_bounds import ArchBounds, units
 from specpim_cp.exact.mix_cells import FixedHardware, cell_kind, cell_optima
 from specpim_cp.exact.model import SpecModel, add_ceil, ub
-from specpim_cp.exact.solve import INT_LIMIT, ModelMismatch, SolverOptions, _Budget
+from specpim_cp.exact.solve import ModelMismatch, SolverOptions, _Budget
 from specpim_cp.graph import PLACEABLE_OPS
 from specpim_cp.mix import (
     KV_OPS,
     MIX_OBJECTIVES,
     WEIGHT_OPS,
     Mix,
+    cell_metric,
     check_mix_capacity,
     draft2_kib,
     mix_value,
@@ -53,10 +54,19 @@ from specpim_cp.result import SolveResult, solver_version
 #: Resolutions tried for the per-cell metric units, finest first: L_c = ceil(metric x S / 10^6), so
 #: S = 10^9 counts picoseconds (picojoules) per token; a coarser S only when 64-bit rows need it.
 SCALES = tuple(10 ** e for e in range(9, 2, -1))
+#: Largest term or sum a mix row may reach: 2^53, not CP-SAT's 2^62 (`solve.INT_LIMIT`), leaving 2^9 of
+#: headroom for products CP-SAT forms internally (coefficient x a variable's bound): 9.15 answers
+#: INFEASIBLE for feasible models where such a product wraps past 2^63 (formulations/objectives.md).
+ROW_LIMIT = 2 ** 53
 #: Regret resolution: R = ceil(max_c L_c / O_c x REGRET_SCALE).
 REGRET_SCALE = 10 ** 6
+#: Most hardwares (besides the median cell's) given per-cell dataflow as warm starts, best bound first:
+#: each costs one fixed-hardware solve per cell (about 40 s for the 21 palm-62b cells on 2 cores).
+MAX_SCREENED = 3
+#: Most re-solves of the median cell for comparison (b) when its optimal hardware cannot serve the mix.
+MEDIAN_TRIES = 8
 #: Share of the time limit one hardware-screening stage may use (the rest is the mix model's).
-SCREEN_SHARE = 0.2
+SCREEN_SHARE = 0.1
 
 StageHook = Callable[[str], None]
 
@@ -242,8 +252,9 @@ class MixModel:
             p = self._plan_at(scale, kind, incumbent, lows, optima, regret_stage2)
             if p is not None:
                 return p
-        raise ScenarioError("mix too large for the exact model's 64-bit integer rows (CP-SAT rejects rows beyond "
-                            f"2^62 = {INT_LIMIT:.3g}): fewer cells, smaller weights ratios or shorter contexts")
+        raise ScenarioError("mix too large for the exact model's 64-bit integer rows (kept below "
+                            f"2^53 = {ROW_LIMIT:.3g} so CP-SAT's internal products stay in int64, "
+                            "formulations/mix.md): fewer cells, smaller weight ratios or shorter contexts")
 
     def _plan_at(self, scale: int, kind: str, incumbent: Sequence[Metrics], lows: Sequence[Fraction],
                  optima: Sequence[Fraction] | None, regret_stage2: bool) -> _Plan | None:
@@ -271,11 +282,11 @@ class MixModel:
         for c, sm in enumerate(self.cells):
             num = sm.T if kind == "latency" else sm.energy
             cap = min(ub(num), num_cap[c])
-            if max(hi[c] * tok_max[c] * mult[c] + tok_max[c] * mult[c], scale * cap) > INT_LIMIT:
+            if max(hi[c] * tok_max[c] * mult[c] + tok_max[c] * mult[c], scale * cap) > ROW_LIMIT:
                 return None
-            if opt_units and max(opt_units[c] * r_hi, REGRET_SCALE * hi[c]) > INT_LIMIT:
+            if opt_units and max(opt_units[c] * r_hi, REGRET_SCALE * hi[c]) > ROW_LIMIT:
                 return None
-        if sum(wc * h for wc, h in zip(w, hi, strict=True)) > INT_LIMIT:
+        if sum(wc * h for wc, h in zip(w, hi, strict=True)) > ROW_LIMIT:
             return None
         return _Plan(scale, tuple(lo), tuple(hi), tuple(num_cap), opt_units, r_hi)
 
@@ -284,6 +295,9 @@ class MixModel:
         """A clone with the objective's rows: (model, objective variable, per-cell metric variables)."""
         kind = "energy" if objective == "energy" else "latency"
         model = self.m.clone()
+        if kind == "latency":  # no latency row reads an energy: drop the rows that only define them (their
+            for sm in self.cells:  # large coefficients are where CP-SAT 9.15's fault lives, objectives.md)
+                sm.drop_energy_rows(model)
         metric = [self.add_cell_metric(model, c, kind, plan) for c in range(len(self.cells))]
         if self.bounds is not None:
             self.add_arch_cuts(model, metric, plan)
@@ -358,8 +372,10 @@ class _MixRun:
         return [ev.metrics(d) for ev, d in zip(self.mm.evaluators, designs, strict=True)]
 
     def run(self, model: cp_model.CpModel, objective_var, hint: Sequence[tuple] | None,
-            first_solution: bool = False, repair: bool = False, limit: float | None = None
-            ) -> tuple[int, cp_model.CpSolver]:
+            first_solution: bool = False, limit: float | None = None,
+            known_feasible: bool = False) -> tuple[int, cp_model.CpSolver]:
+        """One CP-SAT solve on the session's budget. `known_feasible`: the model holds a design known to be
+        feasible (the incumbent it is capped by), so INFEASIBLE can only be a solver error."""
         invalid = model.validate()
         if invalid:
             raise ModelMismatch(f"CP-SAT rejects the mix model: {invalid}")
@@ -370,17 +386,30 @@ class _MixRun:
             model.add_hint(model.get_bool_var_from_proto_index(v.index), val)
         solver = cp_model.CpSolver()
         self.budget.configure(solver)
+        # the mix model keeps CP-SAT's default presolve effort (but the #5293 workaround): with the lighter
+        # single-scenario settings (one presolve pass, probing level 0) 9.15 declared the llama-32.5b
+        # mix INFEASIBLE in 0.03 s although its incumbent is feasible (formulations/mix.md)
+        default = cp_model.CpSolver().parameters
+        solver.parameters.max_presolve_iterations = default.max_presolve_iterations
+        solver.parameters.cp_model_probing_level = default.cp_model_probing_level
+        solver.parameters.linearization_level = default.linearization_level
         if limit is not None:  # a share of the budget (screening stages), same units as the budget
             p = solver.parameters
             if self.opts.deterministic:
                 p.max_deterministic_time = min(p.max_deterministic_time, limit)
             else:
                 p.max_time_in_seconds = min(p.max_time_in_seconds, limit)
-        solver.parameters.repair_hint = repair  # an infeasible hint (cells' separate optima) is repaired first
+
         if first_solution:
             solver.parameters.stop_after_first_solution = True
         status = solver.solve(model)
         self.budget.charge(solver)
+        if status == cp_model.INFEASIBLE and known_feasible:  # a presolve bug (9.15: #5274 class): re-solve
+            self.stages.append({"stage": "CP-SAT returned INFEASIBLE on a model with a known feasible design; "
+                                         "re-solved without presolve", "wall_s": round(solver.wall_time, 3)})
+            solver.parameters.cp_model_presolve = False
+            status = solver.solve(model)
+            self.budget.charge(solver)
         return status, solver
 
     def first_incumbent(self, extra=None) -> list[Design] | None:
@@ -400,9 +429,10 @@ class _MixRun:
 
     def stage(self, name: str, objective: str, incumbent: list[Design], lows: Sequence[Fraction],
               optima: Sequence[Fraction] | None, extra=None, regret_stage2: bool = False,
-              hint: Sequence[Design] | None = None, limit: float | None = None) -> _Stage:
-        """One CP-SAT solve of an objective model, capped by the feasible `incumbent` and hinted with it, or
-        with `hint` (which may break the tensor-copy rule: CP-SAT repairs it)."""
+              limit: float | None = None) -> _Stage:
+        """One CP-SAT solve of an objective model, capped by the feasible `incumbent` (which must satisfy
+        `extra`: an INFEASIBLE answer is then a solver error, re-solved without presolve) and hinted with
+        it."""
         t0 = time.perf_counter()
         plan = self.mm.plan(cell_kind(objective), self.metrics(incumbent), lows,
                             optima if objective == "regret" else None, regret_stage2)
@@ -411,8 +441,8 @@ class _MixRun:
             extra(model)
         self.say(f"{name}: CP-SAT ({len(model.proto.variables):,} variables, {len(model.proto.constraints):,} "
                  "constraints)")
-        status, solver = self.run(model, obj, self.mm.decision_literals(incumbent if hint is None else hint),
-                                  repair=hint is not None, limit=limit)
+        status, solver = self.run(model, obj, self.mm.decision_literals(incumbent), limit=limit,
+                                  known_feasible=True)
         found = status in (cp_model.OPTIMAL, cp_model.FEASIBLE)
         self.stages.append({"stage": name, "status": solver.status_name(status),
                             "wall_s": round(time.perf_counter() - t0, 3), "solver_wall_s": round(solver.wall_time, 3),
@@ -479,7 +509,6 @@ class HardwareResult:
     evaluations: list[Evaluation] | None
     how: str  # "per cell" (the cells' separate optima fit together) | "mix model, hardware fixed"
     value: Fraction | None = None
-    lower: Fraction | None = None  # DOMINATED: a proven lower bound on this hardware's mix objective
 
 
 def fixed_arch(mm: MixModel, archs: Sequence[ArchConfig]):
@@ -494,13 +523,12 @@ def fixed_arch(mm: MixModel, archs: Sequence[ArchConfig]):
 
 
 def best_on_hardware(run: _MixRun, fixed: FixedHardware, archs: Sequence[ArchConfig], objective: str,
-                     own: Sequence[Fraction], lows: Sequence[Fraction], cap: Sequence[Design] | None = None,
+                     own: Sequence[Fraction], lows: Sequence[Fraction], exact: bool = False,
                      limit: float | None = None) -> HardwareResult:
-    """Every cell's best dataflow on fixed hardware, exact: the cells' separate optima when they fit
-    together under the tensor-copy rule (a relaxation that is then tight), else the mix model with the
-    hardware fixed. With `cap` (a feasible mix design on other hardware) the fixed-hardware model only
-    looks for designs no worse than the cap (in the model's rounded units): INFEASIBLE then proves the
-    hardware cannot beat the cap (status DOMINATED), which is far cheaper than its own optimum."""
+    """Every cell's best dataflow on fixed hardware: the cells' separate optima when they fit together
+    under the tensor-copy rule (a relaxation that is then tight: status OPTIMAL); else the better of the
+    single-copy designs (`_single_copy`, feasible by construction: status FEASIBLE), and with `exact`
+    the mix model with the hardware fixed, started from it (OPTIMAL when proven within `limit`)."""
     archs = tuple(archs)
     status, evals = fixed.all(archs)
     if evals is None:
@@ -513,26 +541,97 @@ def best_on_hardware(run: _MixRun, fixed: FixedHardware, archs: Sequence[ArchCon
         return HardwareResult(archs, status, evals, "per cell", value)
     except ScenarioError:
         pass
-    how = "mix model, hardware fixed" + (", capped by the incumbent" if cap is not None else "")
+    single = _single_copy(run, fixed, archs, evals, objective, own)
+    if not exact:
+        if single is None:
+            return HardwareResult(archs, "UNKNOWN", None, "one weight copy per operator")
+        return HardwareResult(archs, "FEASIBLE", single, "one weight copy per operator",
+                              mix_value(run.mm.mix, [e.metrics for e in single], objective, own))
+    if status == "OPTIMAL":  # each cell's proven optimum on this hardware bounds it here (MIX-7, tighter)
+        kind = cell_kind(objective)
+        lows = [max(lo, cell_metric(e.metrics, kind)) for lo, e in zip(lows, evals, strict=True)]
+    how = "mix model, hardware fixed"
     extra = fixed_arch(run.mm, archs)
-    start = list(cap) if cap is not None else run.first_incumbent(extra)
+    start = [e.design for e in single] if single is not None else run.first_incumbent(extra)
     if start is None:
         return HardwareResult(archs, "INFEASIBLE" if run.last_status == "INFEASIBLE" else "UNKNOWN", None, how)
+    # hinted with the feasible start, not with the cells' separate optima: 9.15 aborted the process
+    # (CHECK heuristics.fixed_search != nullptr) repairing that infeasible hint on the palm-62b mix
     st = run.stage(f"mix model on {', '.join(a.label() for a in archs)}", objective, start, lows,
-                   own if objective == "regret" else None, extra, hint=designs, limit=limit)
-    if st.designs is None:
-        dominated = cap is not None and st.status == "INFEASIBLE"
-        if cap is None:  # the start itself is on this hardware
-            evals = [ev.evaluate(d) for ev, d in zip(run.mm.evaluators, start, strict=True)]
-            return HardwareResult(archs, "FEASIBLE", evals, how,
-                                  mix_value(run.mm.mix, [e.metrics for e in evals], objective, own))
-        if not dominated:
-            return HardwareResult(archs, "UNKNOWN", None, how)
-        cap_value = _exact(run.mm, cap, objective, own)
-        return HardwareResult(archs, "DOMINATED", None, how, lower=cap_value - _slack(objective, st.plan, own))
-    evals = [ev.evaluate(d) for ev, d in zip(run.mm.evaluators, st.designs, strict=True)]
+                   own if objective == "regret" else None, extra, limit=limit)
+    found = st.designs if st.designs is not None and _exact(run.mm, st.designs, objective, own) <= \
+        _exact(run.mm, start, objective, own) else start
+    evals = [ev.evaluate(d) for ev, d in zip(run.mm.evaluators, found, strict=True)]
     return HardwareResult(archs, "OPTIMAL" if st.status == "OPTIMAL" else "FEASIBLE", evals, how,
                           mix_value(run.mm.mix, [e.metrics for e in evals], objective, own))
+
+
+def _single_copy(run: _MixRun, fixed: FixedHardware, archs: tuple[ArchConfig, ...], evals: Sequence[Evaluation],
+                 objective: str, own: Sequence[Fraction]) -> list[Evaluation] | None:
+    """A feasible mix design on fixed hardware whose cells' separate optima do not fit together: every
+    model keeps one copy of each weight tensor, in the layout (a) most cells' optima use (by weight), or
+    (b) the largest cell's (batch x context) optimum uses, every cell re-optimised with those layouts
+    fixed. (b) is always feasible when the largest cell is: a cell then needs the largest cell's weights
+    and its own, smaller KV cache. The better of the two, or None."""
+    mix = run.mm.mix
+    keys = [(j, op) for j in range(len(run.mm.x)) for op in WEIGHT_OPS]
+
+    def layouts_of(e: Evaluation) -> dict[tuple[int, str], str]:
+        mds = [md for _, md in e.design.models()]
+        return {(j, op): mds[j].placement[op].layout for j, op in keys}
+
+    votes: dict[tuple[int, str], dict[str, Fraction]] = {k: {} for k in keys}
+    for cell, e in zip(mix.cells, evals, strict=True):
+        for k, lay in layouts_of(e).items():
+            votes[k][lay] = votes[k].get(lay, Fraction(0)) + cell.weight
+    consensus = {k: min(v, key=lambda lay: (-v[lay], lay)) for k, v in votes.items()}
+    largest = max(range(len(mix.cells)), key=lambda c: (mix.cells[c].batch_size * mix.cells[c].scenario.max_context, c))
+    best, best_v = None, None
+    for layouts in (consensus, layouts_of(evals[largest])):
+        out = []
+        for c, e in enumerate(evals):
+            if layouts_of(e) == layouts:
+                out.append(e)
+                continue
+            _status, e2 = fixed.cell_with_layouts(c, archs, layouts)
+            if e2 is None:
+                break
+            out.append(e2)
+        else:
+            try:
+                check_mix_capacity(mix, run.mm.evaluators, [e.design for e in out])
+                run.mm.decision_literals([e.design for e in out])
+            except ScenarioError:
+                continue
+            v = mix_value(mix, [e.metrics for e in out], objective, own)
+            if best_v is None or v < best_v:
+                best, best_v = out, v
+    return best
+
+
+def _median_fallback(run: _MixRun, fixed: FixedHardware, tried: list[HardwareResult], median_archs, objective: str,
+                     own: Sequence[Fraction], lows: Sequence[Fraction], time_limit_s: float):
+    """Comparison (b) when the median cell's own optimal hardware cannot serve the mix (typically: too little
+    memory for the largest batch's KV cache): the median cell's optimum over the hardware not yet ruled out,
+    until one serves every cell (at most MEDIAN_TRIES). Returns the hardware (b) is measured on."""
+    from specpim_cp.mix import median_cell
+
+    med = median_cell(run.mm.mix).index
+    for _ in range(MEDIAN_TRIES):
+        hr = next((h for h in tried if h.archs == median_archs), None)
+        if hr is None or hr.status != "INFEASIBLE":
+            return median_archs
+        excluded = [h.archs for h in tried if h.status == "INFEASIBLE"]
+        _status, e = fixed.best_excluding(med, excluded)
+        if e is None:
+            return median_archs
+        median_archs = tuple(md.arch for _, md in e.design.models())
+        run.say(f"median cell's next best hardware: {', '.join(a.label() for a in median_archs)}")
+        if all(h.archs != median_archs or h.evaluations is None for h in tried):  # (b) needs its designs
+            tried[:] = [h for h in tried if h.archs != median_archs]
+            tried.append(best_on_hardware(run, fixed, median_archs, objective, own, lows, exact=True,
+                                          limit=SCREEN_SHARE * time_limit_s))
+    return median_archs
 
 
 def candidate_hardware(mm: MixModel, optima: Sequence[SolveResult], objective: str, own: Sequence[Fraction],
@@ -580,6 +679,8 @@ def solve_mix(mix: Mix, *, objective: str = "latency", time_limit_s: float = 120
         raise ScenarioError(f"objective: '{objective}' is not one of {', '.join(MIX_OBJECTIVES)}")
     if not time_limit_s > 0 or time_limit_s == float("inf"):
         raise ScenarioError(f"time_limit_s: must be a finite number above 0, got {time_limit_s}")
+    if not cell_time_limit_s > 0 or cell_time_limit_s == float("inf"):
+        raise ScenarioError(f"cell_time_limit_s: must be a finite number above 0, got {cell_time_limit_s}")
     if workers < 1:
         raise ScenarioError(f"workers: must be at least 1, got {workers}")
     t0 = time.perf_counter()
@@ -620,27 +721,30 @@ def solve_mix(mix: Mix, *, objective: str = "latency", time_limit_s: float = 120
     best_value: Fraction | None = None
     median_archs = None
     cands = candidate_hardware(mm, optima, objective, own, screen)
-    # the median cell's hardware first and uncapped (comparison (b) needs its own optimum), then the rest
-    # by bound, each capped by the best mix design so far and skipped when MIX-10/11 rule it out
+    # the median cell's hardware first and exactly (comparison (b) needs its optimum), then the cells' own
+    # hardwares and the screened ones by bound, each a warm start only (its cells' separate optima, or a
+    # single-copy design), skipped when MIX-10/11 rule it out
     cands = [c for c in cands if c[2] == "median cell's optimum"] + \
         [c for c in cands if c[2].startswith("cell ")] + [c for c in cands if c[2] == "lowest bound"]
-    best_designs = _best_incumbent(mm, [list(c.evaluations) for c in refs if c.evaluations is not None],
-                                   objective, own)  # the references cap the first screening stages
-    if best_designs is not None:
-        best_value = _exact(mm, best_designs, objective, own)
+    ref_best = _best_incumbent(mm, [list(c.evaluations) for c in refs if c.evaluations is not None], objective, own)
+    if ref_best is not None:  # the references already rule out hardware whose bound is above them
+        best_value = _exact(mm, ref_best, objective, own)
+    screened = 0
     for rank, (bound, archs, why) in enumerate(cands):
         median = why == "median cell's optimum"
         if median:
             median_archs = archs
         elif best_value is not None and bound >= float(best_value):
             continue  # MIX-10/11 prove this hardware cannot beat the best one found
+        elif screened >= MAX_SCREENED:
+            continue  # warm starts only: the mix model settles the rest
+        screened += not median
         run.say(f"hardware {rank + 1}: {', '.join(a.label() for a in archs)} ({why}), best dataflow per cell")
-        hr = best_on_hardware(run, fixed, archs, objective, own, lows, cap=None if median else best_designs,
-                              limit=SCREEN_SHARE * time_limit_s)
+        hr = best_on_hardware(run, fixed, archs, objective, own, lows, exact=median, limit=SCREEN_SHARE * time_limit_s)
         tried.append(hr)
         if hr.value is not None and (best_value is None or hr.value < best_value):
             best_value = hr.value
-            best_designs = [e.design for e in hr.evaluations]
+    median_archs = _median_fallback(run, fixed, tried, median_archs, objective, own, lows, time_limit_s)
     t = lap("hardware_screening_s", t)
     candidates = [list(c.evaluations) for c in refs if c.evaluations is not None]
     candidates += [hr.evaluations for hr in tried if hr.evaluations is not None]
@@ -653,7 +757,7 @@ def solve_mix(mix: Mix, *, objective: str = "latency", time_limit_s: float = 120
     # 3. the mix model, without the hardwares already solved exactly and no better (MIX-12)
     inc_value = _exact(mm, incumbent, objective, own)
     inc_archs = tuple(md.arch for _, md in incumbent[0].models())
-    done = [hr for hr in tried if hr.status in ("OPTIMAL", "INFEASIBLE", "DOMINATED") and hr.archs != inc_archs
+    done = [hr for hr in tried if hr.status in ("OPTIMAL", "INFEASIBLE") and hr.archs != inc_archs
             and (hr.value is None or hr.value >= inc_value)]
     excluded = [hr.archs for hr in done]
 
@@ -666,8 +770,7 @@ def solve_mix(mix: Mix, *, objective: str = "latency", time_limit_s: float = 120
         best = st.designs
     status = "OPTIMAL" if st.status == "OPTIMAL" else "FEASIBLE"
     bound_cp = _bound(mm, st, objective, own)
-    solved = [hr.value if hr.value is not None else hr.lower for hr in done
-              if hr.value is not None or hr.lower is not None]
+    solved = [hr.value for hr in done if hr.value is not None]
     if bound_cp is not None and solved:
         bound_cp = min(bound_cp, min(solved))
     if objective == "regret" and st.status == "OPTIMAL":  # the best weighted latency at the optimal regret
@@ -740,14 +843,6 @@ def _best_incumbent(mm: MixModel, candidates: Sequence[Sequence[Evaluation]], ob
         if best_v is None or v < best_v:
             best, best_v = designs, v
     return best
-
-
-def _slack(objective: str, plan: _Plan, own: Sequence[Fraction]) -> Fraction:
-    """How far the model's rounded units can sit above the exact objective (MIX-5/6, MIX-9)."""
-    sigma = Fraction(plan.scale, 10 ** 6)
-    if objective == "regret":
-        return Fraction(1, REGRET_SCALE) + 1 / (sigma * min(own))
-    return 1 / sigma
 
 
 def _bound(mm: MixModel, st: _Stage, objective: str, own: Sequence[Fraction]) -> Fraction | None:

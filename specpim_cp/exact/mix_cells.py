@@ -72,32 +72,58 @@ class FixedHardware:
         self.opts = opts
         self.catalog = catalog or default_catalog()
         self.models: list[SpecModel | None] = [None] * len(mix.cells)
-        self.cache: dict[tuple[int, tuple[ArchConfig, ...]], tuple[str, Evaluation | None]] = {}
+        self.cache: dict[tuple, tuple[str, Evaluation | None]] = {}
         self.solves = 0
 
     def cell(self, c: int, archs: Sequence[ArchConfig]) -> tuple[str, Evaluation | None]:
         """(status, evaluation) of cell c's best dataflow on `archs` (INFEASIBLE: nothing fits)."""
-        key = (c, tuple(archs))
-        if key in self.cache:
-            return self.cache[key]
+        return self.cell_with_layouts(c, archs, {})
+
+    def _model(self, c: int) -> SpecModel:
         sm = self.models[c]
         if sm is None:
             sm = self.models[c] = SpecModel(self.mix.cells[c].scenario, self.catalog, self.evaluators[c])
+        return sm
+
+    def cell_with_layouts(self, c: int, archs: Sequence[ArchConfig], layouts: dict[tuple[int, str], str]
+                          ) -> tuple[str, Evaluation | None]:
+        """Cell c's best dataflow on `archs` with the weight layout of each (model j, operator) in `layouts`
+        fixed to `layouts[(j, op)]` (one weight copy per operator; cached)."""
+        key = (c, tuple(archs), tuple(sorted(layouts.items())))
+        if key in self.cache:
+            return self.cache[key]
+        sm = self._model(c)
         if any(a not in sm.x[j] for j, a in enumerate(archs)):
             self.cache[key] = ("INFEASIBLE", None)
             return self.cache[key]
         lits = [(v, int(a == archs[j])) for j, xs in enumerate(sm.x) for a, v in xs.items()]
+        bans = [v for (j, op), lay in layouts.items() for p, v in sm.y[j][op].items() if p.layout != lay]
 
         def fix(model) -> None:
             for v, val in lits:
                 model.add(model.get_bool_var_from_proto_index(v.index) == val)
+            for v in bans:
+                model.add(model.get_bool_var_from_proto_index(v.index) == 0)
 
-        run = _Run(sm, self.opts)
-        status, design, _obj, _bound = minimize_ratio(run, _Ratio(sm, self.kind), fix)
+        status, design, _obj, _bound = minimize_ratio(_Run(sm, self.opts), _Ratio(sm, self.kind), fix)
         self.solves += 1
-        result = (status, None if design is None else self.evaluators[c].evaluate(design))
-        self.cache[key] = result
-        return result
+        self.cache[key] = (status, None if design is None else self.evaluators[c].evaluate(design))
+        return self.cache[key]
+
+    def best_excluding(self, c: int, excluded: Sequence[Sequence[ArchConfig]]) -> tuple[str, Evaluation | None]:
+        """Cell c's own optimum over every hardware but the `excluded` tuples (one no-good row each:
+        sum_j x[j][a_j] <= n_models - 1); (status, evaluation), INFEASIBLE when nothing else fits."""
+        sm = self._model(c)
+        rows = [[sm.x[j][a] for j, a in enumerate(archs)] for archs in excluded
+                if all(a in sm.x[j] for j, a in enumerate(archs))]
+
+        def exclude(model) -> None:
+            for row in rows:
+                model.add(sum(model.get_bool_var_from_proto_index(v.index) for v in row) <= len(row) - 1)
+
+        status, design, _obj, _bound = minimize_ratio(_Run(sm, self.opts), _Ratio(sm, self.kind), exclude)
+        self.solves += 1
+        return status, None if design is None else self.evaluators[c].evaluate(design)
 
     def all(self, archs: Sequence[ArchConfig]) -> tuple[str, list[Evaluation] | None]:
         """Every cell's best dataflow on `archs`: (OPTIMAL | FEASIBLE | INFEASIBLE | UNKNOWN, evaluations)."""

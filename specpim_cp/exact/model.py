@@ -22,9 +22,9 @@ RND add_round, EN add_energy.
 from __future__ import annotations
 
 import itertools
-from fractions import Fraction
 
 import networkx as nx
+import numpy as np
 from ortools.sat.python import cp_model
 
 from specpim_cp import speculation as spec
@@ -59,6 +59,15 @@ def add_ceil(m: cp_model.CpModel, target, numerator, denominator: int, enforce) 
     m.add(denominator * target <= numerator + denominator - 1).only_enforce_if(enforce)
 
 
+def _pareto3(points) -> list[tuple[int, int, int]]:
+    """The points that no other point of the set matches or beats in every coordinate (sorted, no duplicates)."""
+    front: list[tuple[int, int, int]] = []
+    for p in sorted(set(points)):  # a dominating point sorts first
+        if not any(q[1] <= p[1] and q[2] <= p[2] for q in front):
+            front.append(p)
+    return front
+
+
 class SpecModel:
     """Builds the CP-SAT model; `solve.py` drives it (Dinkelbach, epsilon-constraint)."""
 
@@ -85,6 +94,7 @@ class SpecModel:
             raise ScenarioError("space: no speculation choice is left (draft lengths, staging, pipeline)")
         self.stats: list[RoundStats] = [round_stats(c, self.ev.acceptance) for c in self.choices]
         self.assumption_families: dict[str, cp_model.IntVar] = {}
+        self.energy_rows: list[int] = []  # rows that only define energies (`drop_energy_rows`)
         self.build()
         self._tag_names(first_var)
 
@@ -214,6 +224,22 @@ class SpecModel:
         self.m.add(b == sum(lits)) if lits else self.m.add(b == 0)
         return b
 
+    def _energy_row(self, row, enforce=None) -> None:
+        """Add a row that only defines an energy (enforced on `enforce`) and remember it."""
+        ct = self.m.add(row)
+        if enforce is not None:
+            ct.only_enforce_if(enforce)
+        self.energy_rows.append(ct.index)
+
+    def drop_energy_rows(self, model: cp_model.CpModel) -> None:
+        """Empty, in a clone of the model, every row that only defines an energy (DUR-1..3 energies, PASS-2,
+        CUT-1..3 energy bounds, CYC-1 cycle energies, EN-1..3). Each such row fixes or bounds an energy
+        variable from the decisions and T, within a domain wide enough for every design, so it never
+        restricts a non-energy variable: a latency solve without energy caps keeps its optimum and
+        loses about half its rows (formulations/objectives.md, [OBJ-1] "Latency solves")."""
+        for i in self.energy_rows:
+            model.proto.constraints[i].clear_linear()
+
     def layout_literal(self, j: int, op: str, layout: str) -> cp_model.IntVar:
         """1 iff model j's operator `op` keeps its tensor with `layout` (cached)."""
         key = (j, op, layout)
@@ -249,14 +275,14 @@ class SpecModel:
             for (a, p), costs_t in table.items():
                 lits = [self.x[j][a], self.y[j][op][p]]
                 m.add(dv == sum(costs_t[t].time_ns * kb[t] for t in tokens)).only_enforce_if(lits)
-                m.add(ev == sum(costs_t[t].energy_nj * kb[t] for t in tokens)).only_enforce_if(lits)
+                self._energy_row(ev == sum(costs_t[t].energy_nj * kb[t] for t in tokens), lits)
             dur[op], energy[op] = dv, ev
         ar_t = {(a, t): c.allreduce_cost(model, a, t) for a in d.archs for t in tokens}
         ar_d = m.new_int_var(0, max(v.time_ns for v in ar_t.values()), f"ar{tag}[{j}]")
         ar_e = m.new_int_var(0, max(v.energy_nj for v in ar_t.values()), f"ar_en{tag}[{j}]")
         for a, xa in self.x[j].items():
             m.add(ar_d == sum(ar_t[(a, t)].time_ns * kb[t] for t in tokens)).only_enforce_if(xa)
-            m.add(ar_e == sum(ar_t[(a, t)].energy_nj * kb[t] for t in tokens)).only_enforce_if(xa)
+            self._energy_row(ar_e == sum(ar_t[(a, t)].energy_nj * kb[t] for t in tokens), xa)
         layouts = sorted({p.layout for p in self.y[j]["lm_head"]})
         emb_t = {(a, lay, t): c.embedding_cost(model, a, lay, t) for a in d.archs for lay in layouts for t in tokens}
         em_d = m.new_int_var(0, max(v.time_ns for v in emb_t.values()), f"emb{tag}[{j}]")
@@ -265,7 +291,7 @@ class SpecModel:
             for lay in layouts:
                 lits = [xa, self.layout_literal(j, "lm_head", lay)]
                 m.add(em_d == sum(emb_t[(a, lay, t)].time_ns * kb[t] for t in tokens)).only_enforce_if(lits)
-                m.add(em_e == sum(emb_t[(a, lay, t)].energy_nj * kb[t] for t in tokens)).only_enforce_if(lits)
+                self._energy_row(em_e == sum(emb_t[(a, lay, t)].energy_nj * kb[t] for t in tokens), lits)
         return dur, energy, (ar_d, ar_e), (em_d, em_e)
 
     def add_layer_schedule(self, j: int, dur: dict, ar_d, tag: str = "") -> cp_model.IntVar:
@@ -327,7 +353,8 @@ class SpecModel:
         pt = m.new_int_var(0, pt_ub, f"pass_ns{tag}[{j}]")
         pe = m.new_int_var(0, pe_ub, f"pass_nj{tag}[{j}]")
         m.add(pt == em_d + layers * mk + dur["lm_head"])
-        m.add(pe == em_e + layers * (sum(energy[op] for op in LAYER_OPS) + n_ar * ar_e) + energy["lm_head"])
+        self._energy_row(pe == em_e + layers * (sum(energy[op] for op in LAYER_OPS) + n_ar * ar_e)
+                         + energy["lm_head"])
         return pt, pe
 
     def add_cuts(self, j: int, pt, pe, kb: dict) -> None:
@@ -340,9 +367,9 @@ class SpecModel:
         pt_cut, pe_cut = self._bound_cuts(j, tokens)
         for a, xa in self.x[j].items():  # CUT-1
             m.add(pt >= sum(pt_cut[a][t] * kb[t] for t in tokens)).only_enforce_if(xa)
-            m.add(pe >= sum(pe_cut[a][t] * kb[t] for t in tokens)).only_enforce_if(xa)
+            self._energy_row(pe >= sum(pe_cut[a][t] * kb[t] for t in tokens), xa)
         m.add(pt >= sum(min(pt_cut[a][t] for a in d.archs) * kb[t] for t in tokens))  # CUT-2
-        m.add(pe >= sum(min(pe_cut[a][t] for a in d.archs) * kb[t] for t in tokens))
+        self._energy_row(pe >= sum(min(pe_cut[a][t] for a in d.archs) * kb[t] for t in tokens))
 
     def _add_schedule(self, j: int, model: ModelSpec, dur, ar_d, mk, horizon: int, levels: int,
                       tag: str = "") -> None:
@@ -446,24 +473,44 @@ class SpecModel:
             self._layout_lits[key] = self._lit_sum(f"contends[{j}][{host.layout}]", [self.x[j][a] for a in contends])
         return self._layout_lits[key]
 
-    def _area_bound(self, j: int, a: ArchConfig, t: int) -> int:
-        """A layer is no shorter than the PIM slots' busy area: every operator at its least area, where
-        a PIM operator on s of S slots covers s/S of its time, a host operator that contends with PIM
-        covers all of it, and one that does not covers none (valid for every schedule of the layer)."""
+    def _parallel_layer_bound(self, j: int, a: ArchConfig, t: int) -> int:
+        """A parallel-block layer (without its all-reduce) is no shorter than the least, over every
+        placement of its operators, of the largest of four loads: the attention branch's durations
+        (qkv, score, context, o_proj run one after another), the FFN branch's (ffn_up, ffn_down), the
+        host's busy time (one operator at a time) and the PIM slots' busy area / S (a PIM operator on s
+        of S slots covers s/S of its time, a host operator that contends with PIM all of it, one that does
+        not none). Each load bounds every schedule of a fixed placement, so their maximum does, and the
+        least over placements bounds the layer on architecture a (every placement is enumerated, with
+        numpy, after dropping options that another option of the same operator beats in all three)."""
         c = self.costs
         levels = c.share_levels
         model = self.data[j].spec
-        total = Fraction(0)
-        for op in LAYER_OPS:
-            areas = []
+
+        def options(op: str) -> list[tuple[int, int, int]]:
+            out = []
             for p in self.data[j].allowed(a, op):
-                time_ns = c.placement_cost(model, op, p, a, t).time_ns
+                d = c.placement_cost(model, op, p, a, t).time_ns
                 if p.engine == "pim":
-                    areas.append(Fraction(time_ns * p.share, levels))
+                    out.append((d, 0, d * p.share))
                 else:
-                    areas.append(Fraction(time_ns) if c.host_contends_with_pim(a, p.layout) else Fraction(0))
-            total += min(areas)
-        return -(-total.numerator // total.denominator)
+                    out.append((d, d, d * levels if c.host_contends_with_pim(a, p.layout) else 0))
+            return out
+
+        def branch(ops: tuple[str, ...]) -> np.ndarray:
+            """(branch time, host time, PIM area) of every placement of the branch (per-op dominated options
+            dropped first: they cannot lower the minimum of a nondecreasing function of the sums)."""
+            front = np.zeros((1, 3), dtype=np.int64)
+            for op in ops:
+                opts = np.array(_pareto3(options(op)) or [(0, 0, 0)], dtype=np.int64)  # none: as CUT-1's 0
+                front = (front[:, None, :] + opts[None, :, :]).reshape(-1, 3)
+            return front
+
+        attn = branch(("qkv", "score", "context", "o_proj"))
+        ffn = branch(("ffn_up", "ffn_down"))
+        loads = np.maximum(np.maximum(attn[:, None, 0], ffn[None, :, 0]),
+                           np.maximum(attn[:, None, 1] + ffn[None, :, 1],
+                                      -(-(attn[:, None, 2] + ffn[None, :, 2]) // levels)))
+        return int(loads.min())
 
     def add_choice_cuts(self) -> None:
         """[CUT] CUT-3 valid redundant bounds per speculation choice: the round time (energy) of choice c
@@ -490,7 +537,7 @@ class SpecModel:
             lb_t.append(best_t or 0)
             lb_e.append(best_e or 0)
         m.add(self.T >= sum(v * z for v, z in zip(lb_t, self.z) if v))      # CUT-3
-        m.add(self.energy >= sum(v * z for v, z in zip(lb_e, self.z) if v))
+        self._energy_row(self.energy >= sum(v * z for v, z in zip(lb_e, self.z) if v))
         self.choice_bounds = (tuple(lb_t), tuple(lb_e))  # (round ns, energy nJ) bound per choice, for OBJ-1
 
     def _min_pass_bounds(self, j: int) -> dict[int, dict[int, tuple[int, int, int]]]:
@@ -581,8 +628,7 @@ class SpecModel:
                 embs = [c.embedding_cost(model, a, lay, t) for lay in {p.layout for p in d.allowed(a, "lm_head")}]
                 emb_t, emb_e = min(e.time_ns for e in embs), min(e.energy_nj for e in embs)
                 if model.parallel_block:
-                    path = max(bt["qkv"] + bt["score"] + bt["context"] + bt["o_proj"], bt["ffn_up"] + bt["ffn_down"],
-                               self._area_bound(j, a, t))
+                    path = self._parallel_layer_bound(j, a, t)
                 else:
                     path = sum(bt[op] for op in LAYER_OPS)
                 lb_t[t] = emb_t + model.layers * (path + n_ar * ar.time_ns) + bt["lm_head"]
@@ -620,18 +666,18 @@ class SpecModel:
             for (st, tree), lit in self.draft_lit[i].items():
                 if tree is not None:
                     m.add(ct == sum(p[0] for p in trees[tree])).only_enforce_if(lit)
-                    m.add(ce == sum(p[1] for p in trees[tree])).only_enforce_if(lit)
+                    self._energy_row(ce == sum(p[1] for p in trees[tree]), lit)
                     continue
                 if st is None:
                     m.add(ct == self.pass_time[j]).only_enforce_if(lit)
-                    m.add(ce == self.pass_energy[j]).only_enforce_if(lit)
+                    self._energy_row(ce == self.pass_energy[j], lit)
                     continue
                 for a, xa in self.x[j].items():
                     if (st, a) not in steps:
                         continue
                     step = steps[(st, a)]
                     m.add(ct == self.pass_time[j] + st.draft_length * step.time_ns).only_enforce_if([lit, xa])
-                    m.add(ce == self.pass_energy[j] + st.draft_length * step.energy_nj).only_enforce_if([lit, xa])
+                    self._energy_row(ce == self.pass_energy[j] + st.draft_length * step.energy_nj, [lit, xa])
             self.cycle_t.append(ct)
             self.cycle_e.append(ce)
 
@@ -676,6 +722,7 @@ class SpecModel:
         model's devices for the round (0 under dynamic accounting) with its unconditional floor;
         EN-3 energy per round."""
         m = self.m
+        first_row = len(m.proto.constraints)
         parts = [self.pass_energy[0]]
         for i in range(self.n_drafters):
             max_rounds = max(st.rounds_scaled[i] for st in self.stats)
@@ -698,6 +745,7 @@ class SpecModel:
             parts.append(idle)
         self.energy = m.new_int_var(0, sum(ub(p) for p in parts), "energy_nj")
         m.add(self.energy == sum(parts))
+        self.energy_rows.extend(range(first_row, len(m.proto.constraints)))
 
     # ------------------------------------------------------------------------------------------
     # solutions

@@ -215,6 +215,8 @@ class _Run:
         self.hint: list[tuple[cp_model.IntVar, int]] | None = None
         self.t0 = time.perf_counter()
         self.trajectory: list[tuple[float, float]] = []  # (wall s, objective) of every new incumbent
+        self.deterministic_time = 0.0  # CP-SAT deterministic time summed over the optimisation solves
+        self.solve_log: list[dict] = []  # per solve: stage, status, deterministic and wall time (profiling)
         self.on_progress: ProgressHook | None = None
         self.stage = ""
 
@@ -223,7 +225,10 @@ class _Run:
             self.on_progress(SolveProgress(self.stage or ratio.name, ratio.name, incumbent, bound, self.iterations,
                                            time.perf_counter() - self.t0))
 
-    def solve(self, model: cp_model.CpModel, first_solution: bool = False) -> tuple[int, cp_model.CpSolver]:
+    def solve(self, model: cp_model.CpModel, first_solution: bool = False,
+              cautious: bool = False) -> tuple[int, cp_model.CpSolver]:
+        """One CP-SAT solve on the budget; `cautious` uses CP-SAT's own presolve and LP settings (the
+        re-solve after a contradiction, `_contradicts`)."""
         invalid = model.validate()
         if invalid:
             raise ModelMismatch(f"CP-SAT rejects the model: {invalid}")
@@ -233,11 +238,20 @@ class _Run:
                 model.add_hint(model.get_bool_var_from_proto_index(v.index), val)
         solver = cp_model.CpSolver()
         self.budget.configure(solver)
+        if cautious:
+            default = cp_model.CpSolver().parameters
+            for name in ("max_presolve_iterations", "cp_model_probing_level", "linearization_level"):
+                setattr(solver.parameters, name, getattr(default, name))
         if first_solution:
             solver.parameters.stop_after_first_solution = True
         status = solver.solve(model)
         self.budget.charge(solver)
         self.iterations += 1
+        self.deterministic_time += solver.deterministic_time
+        self.solve_log.append({"stage": self.stage + (" (cautious)" if cautious else ""),
+                               "status": solver.status_name(status),
+                               "deterministic_time": round(solver.deterministic_time, 3),
+                               "wall_s": round(solver.wall_time, 3)})
         return status, solver
 
     def remember(self, solver: cp_model.CpSolver) -> Design:
@@ -283,6 +297,11 @@ def _expr_in(model: cp_model.CpModel, sm: SpecModel) -> cp_model.IntVar:
     return v
 
 
+#: OBJ-1 focus: the first Dinkelbach solves see only the choices whose CUT-3 bound ratio is at most
+#: (1 + FOCUS_SLACK) x the least one (formulations/objectives.md).
+FOCUS_SLACK = Fraction(1, 50)
+
+
 def minimize_ratio(run: _Run, ratio: _Ratio, extra=None, start: Evaluation | None = None
                    ) -> tuple[str, Design | None, Fraction | None, Fraction]:
     """Dinkelbach iterations [OBJ-1]: min N(x)/D(x) (+ optional extra constraints on a clone).
@@ -293,14 +312,22 @@ def minimize_ratio(run: _Run, ratio: _Ratio, extra=None, start: Evaluation | Non
     sm = run.sm
     d_min = sm.min_tokens_micro()
     d_max = max(st.tokens_micro for st in sm.stats)
+    # a latency solve with no extra rows never reads an energy: drop the rows that only define them
+    latency_only = ratio.name == "latency" and extra is None
+
+    def prepare(model: cp_model.CpModel) -> None:
+        if extra is not None:
+            extra(model)
+        if latency_only:
+            sm.drop_energy_rows(model)
+
     # starting point: the hint if feasible under `extra`, else minimise N alone
     if start is not None:  # a known feasible design: the evaluator's integers are the model's
         incumbent = _measure(run, ratio, start.design)
         run.hint = sm.decision_literals(start.design)
     else:  # find a first solution (any), then improve it
         model, nvar = _capped(sm, ratio.num, ub(ratio.num), "N")
-        if extra is not None:
-            extra(model)
+        prepare(model)
         model.minimize(nvar)
         status, solver = run.solve(model, first_solution=True)
         if status == cp_model.INFEASIBLE:
@@ -309,30 +336,47 @@ def minimize_ratio(run: _Run, ratio: _Ratio, extra=None, start: Evaluation | Non
             return "UNKNOWN", None, None, Fraction(0)
         incumbent = _measure(run, ratio, run.remember(solver))
     bound = Fraction(0)
+    # OBJ-1 focus: search first only the choices whose CUT-3 bound ratio is within FOCUS_SLACK of the least
+    bound_ratio = [Fraction(lb, st.tokens_micro) for lb, st in zip(ratio.num_bounds, sm.stats)]
+    focus = min(bound_ratio) * (1 + FOCUS_SLACK) if extra is None else None
     # Dinkelbach: F(lambda) = min D_prev * N(x) - N_prev * D(x); zero at the optimum
     while True:
         n_prev, d_prev, _ = incumbent
+        focused = focus is not None and focus < Fraction(n_prev, d_prev)  # narrower than the pruning below
         cap = -(-n_prev * d_max // d_prev)  # any x with ratio <= lambda has N <= lambda * D_max
         model, nvar = _capped(sm, ratio.num, cap, "N")
-        if extra is not None:
-            extra(model)
+        prepare(model)
         # OBJ-1 pruning: a choice whose CUT-3 bound ratio exceeds lambda cannot give F < 0 (the
         # incumbent's own choice stays: its bound is at most its ratio)
-        for z, num_lb, st in zip(sm.z, ratio.num_bounds, sm.stats):
-            if num_lb * d_prev > n_prev * st.tokens_micro:
+        for z, num_lb, st, br in zip(sm.z, ratio.num_bounds, sm.stats, bound_ratio):
+            if num_lb * d_prev > n_prev * st.tokens_micro or (focused and br > focus):
                 model.add(model.get_bool_var_from_proto_index(z.index) == 0)
         den = _expr_in(model, sm)
         model.minimize(d_prev * nvar - n_prev * den)
         if run.budget.remaining() <= 0:
             return "FEASIBLE", incumbent[2], ratio.value(n_prev, d_prev), bound
         status, solver = run.solve(model)
+        if not focused and _contradicts(status, solver):
+            status, solver = run.solve(model, cautious=True)
+            if _contradicts(status, solver):
+                said = ("INFEASIBLE" if status == cp_model.INFEASIBLE else
+                        f"OPTIMAL with F = {solver.objective_value:.6g}")
+                raise ModelMismatch(
+                    f"CP-SAT reports {said} for a Dinkelbach step whose incumbent has F = 0, also with its default "
+                    "presolve: a solver fault (formulations/objectives.md, 'A CP-SAT 9.15 fault'); no optimum is "
+                    "claimed")
+        if focused and (status == cp_model.INFEASIBLE or
+                        (status == cp_model.OPTIMAL and solver.objective_value >= 0)):
+            focus = None  # nothing better among the focused choices: search every choice the pruning leaves
+            continue
         if status not in (cp_model.OPTIMAL, cp_model.FEASIBLE):
             return "FEASIBLE", incumbent[2], ratio.value(n_prev, d_prev), bound
         f_val = int(solver.objective_value)
         f_lb = int(solver.best_objective_bound)
         lam = Fraction(n_prev, d_prev)
-        lb = lam + (Fraction(min(f_lb, 0), d_prev * d_min))
-        bound = max(bound, lb * ratio.scale, Fraction(0))
+        if not focused:  # a focused solve bounds only its choices
+            lb = lam + (Fraction(min(f_lb, 0), d_prev * d_min))
+            bound = max(bound, lb * ratio.scale, Fraction(0))
         run.progress(ratio, ratio.value(n_prev, d_prev), bound)
         if f_val < 0:
             incumbent = _measure(run, ratio, run.remember(solver))
@@ -341,9 +385,18 @@ def minimize_ratio(run: _Run, ratio: _Ratio, extra=None, start: Evaluation | Non
                 return "FEASIBLE", design, ratio.value(n1, d1), bound
             continue
         obj = ratio.value(n_prev, d_prev)
+        if focused:  # stopped early with no improvement among the focused choices (budget spent)
+            return "FEASIBLE", incumbent[2], obj, min(bound, obj)
         if status == cp_model.OPTIMAL and f_lb >= 0:
             return "OPTIMAL", incumbent[2], obj, obj
         return "FEASIBLE", incumbent[2], obj, min(bound, obj)
+
+
+def _contradicts(status: int, solver: cp_model.CpSolver) -> bool:
+    """Whether an unfocused Dinkelbach solve contradicts its incumbent, a design the step keeps (the cap
+    and the OBJ-1 pruning keep it, the extra rows hold for it) with F = 0: INFEASIBLE, or OPTIMAL above 0.
+    OR-Tools 9.15 does this on some models with large coefficients (objectives.md)."""
+    return status == cp_model.INFEASIBLE or (status == cp_model.OPTIMAL and solver.objective_value > 0)
 
 
 def tight_claim(sm: SpecModel, design: Design, opts: SolverOptions) -> tuple[int, int, int]:
@@ -489,6 +542,7 @@ def solve(scenario: Scenario, *, objective: str | None = None, time_limit_s: flo
     check_capacity(sm)
     check_integer_range(sm)
     run = _Run(sm, opts)
+    run.t0 = t0  # progress and trajectory times count from the call, model building included
     run.on_progress = on_progress
     start = best_start(sm, ev, objective, hint)
     if objective == "edp":
@@ -502,7 +556,8 @@ def solve(scenario: Scenario, *, objective: str | None = None, time_limit_s: flo
         verify(sm, ev, best.design, opts)
         bound = obj if status == "OPTIMAL" else None
         rep = _report("cp-sat", "edp", "OPTIMAL" if status == "OPTIMAL" else "FEASIBLE", obj, bound, t0, run,
-                      scenario, opts, {"pareto_points": len(front)})
+                      scenario, opts, {"pareto_points": len(front),
+                                       "deterministic_time": round(run.deterministic_time, 3)})
         return SolveResult(best, rep)
     status, design, obj, bound = minimize_ratio(run, _Ratio(sm, objective), start=start)
     if status == "INFEASIBLE":
@@ -514,7 +569,8 @@ def solve(scenario: Scenario, *, objective: str | None = None, time_limit_s: flo
     rep = _report("cp-sat", objective, status, obj, bound, t0, run, scenario, opts,
                   {"claimed": claim, "model_size": {"variables": len(sm.m.proto.variables),
                                                     "constraints": len(sm.m.proto.constraints)},
-                   "trajectory": run.trajectory})
+                   "trajectory": run.trajectory, "deterministic_time": round(run.deterministic_time, 3),
+                   "solves": run.solve_log})
     return SolveResult(evaluation, rep)
 
 
