@@ -471,3 +471,21 @@ def test_infeasible_answer_on_a_model_with_a_known_design_is_re_solved(folder, m
     assert calls[:2] == [True, False]
     assert any("re-solved without presolve" in s["stage"] for s in res.report.extra["stages"])
     assert res.report.objective == baseline.report.objective
+
+
+def test_claims_fall_back_to_each_cells_own_model(folder, monkeypatch):
+    """When the whole mix model does not prove its tight values in time, each cell's claim comes from its
+    own single-scenario model, and it still equals the evaluator (same result as the whole-model claim)."""
+    from specpim_cp.exact import mix as M
+    from specpim_cp.exact.solve import ModelMismatch
+
+    mix = load_mix(folder / "small.toml")
+    first = solve_mix(mix, deterministic=True, time_limit_s=30, cell_time_limit_s=30)
+
+    def slow(*args, **kwargs):
+        raise ModelMismatch("the mix model rejects its own design (FEASIBLE)")
+
+    monkeypatch.setattr(M, "_tight_claims_whole", slow)
+    again = solve_mix(mix, deterministic=True, time_limit_s=30, cell_time_limit_s=30, optima=list(first.optima))
+    assert again.report.extra["claimed"] == first.report.extra["claimed"]
+    assert again.report.objective == first.report.objective

@@ -79,6 +79,10 @@ class FixedHardware:
         """(status, evaluation) of cell c's best dataflow on `archs` (INFEASIBLE: nothing fits)."""
         return self.cell_with_layouts(c, archs, {})
 
+    def cell_model(self, c: int) -> SpecModel:
+        """Cell c's single-scenario model (built on first use)."""
+        return self._model(c)
+
     def _model(self, c: int) -> SpecModel:
         sm = self.models[c]
         if sm is None:
