@@ -17,10 +17,13 @@ import sys
 import time
 from pathlib import Path
 
-from specpim_cp.batch import BatchOptions, read_records, resolve_inputs, run_batch, write_atomic
-from specpim_cp.report import build_report
-from specpim_cp.result import solver_version
-from specpim_cp.sets import builtin_sets
+from specpim_cp.files import write_atomic
+from specpim_cp.problem.builtin_sets import builtin_sets
+from specpim_cp.report.batch import build_report
+from specpim_cp.runs.batch import run_batch
+from specpim_cp.runs.instances import BatchOptions, resolve_inputs
+from specpim_cp.runs.store import read_records
+from specpim_cp.solvers.result import solver_version
 
 ROOT = Path(__file__).resolve().parent.parent
 GOLDEN = ROOT / "tests" / "golden" / "paper.json"

@@ -6,7 +6,7 @@
 
 The grid: base `examples/opt-13b` with the device counts left to the optimizer, over batch size
 (1..64, 8 values) x acceptance rate (5 values) x device budget (5 values) = 200 cells, each an exact
-solve (deterministic, `--time-limit`) plus the baselines. It runs through `specpim_cp.grid.run_grid`
+solve (deterministic, `--time-limit`) plus the baselines. It runs through `specpim_cp.runs.grid.run_grid`
 with the local executor and `--jobs` workers into a fresh folder, then reports:
 
 - cells per hour, and the share of cells proven optimal;
@@ -30,9 +30,10 @@ import sys
 import time
 from pathlib import Path
 
-from specpim_cp.batch import BatchOptions, read_records
-from specpim_cp.executors import InlineExecutor, PoolExecutor, RayExecutor, ray_available
-from specpim_cp.grid import load_grid, run_grid
+from specpim_cp.runs.executors import InlineExecutor, PoolExecutor, RayExecutor, ray_available
+from specpim_cp.runs.grid import load_grid, run_grid
+from specpim_cp.runs.instances import BatchOptions
+from specpim_cp.runs.store import read_records
 
 ROOT = Path(__file__).resolve().parent.parent
 AXES = {

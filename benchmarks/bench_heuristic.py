@@ -27,10 +27,10 @@ import statistics
 import sys
 from pathlib import Path
 
-from specpim_cp.exact import solve
-from specpim_cp.heuristic import run_heuristic
-from specpim_cp.report_text import table
-from specpim_cp.scenario import load_scenario
+from specpim_cp.problem.scenario import load_scenario
+from specpim_cp.solvers.exact import solve
+from specpim_cp.solvers.heuristic import run_heuristic
+from specpim_cp.views.tables import table
 
 sys.path.insert(0, __file__.rsplit("/", 1)[0])
 from bench_solver import scenario_files

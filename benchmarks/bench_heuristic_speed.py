@@ -39,19 +39,20 @@ from dataclasses import replace
 from pathlib import Path
 from typing import ClassVar
 
-from specpim_cp import passes, schedule
-from specpim_cp.baselines import gpu_si
 from specpim_cp.catalog import default_catalog
 from specpim_cp.errors import ScenarioError
-from specpim_cp.evaluate import Evaluator
-from specpim_cp.heuristic import BUDGETS, run_heuristic
-from specpim_cp.heuristic.pricing import Pricer
-from specpim_cp.heuristic.space import SearchSpace
-from specpim_cp.report_text import table
-from specpim_cp.scenario import load_scenario
+from specpim_cp.physics import rounds as passes
+from specpim_cp.physics import schedule
+from specpim_cp.physics.evaluate import Evaluator
+from specpim_cp.problem.scenario import load_scenario
+from specpim_cp.solvers.baselines import gpu_si
+from specpim_cp.solvers.heuristic import BUDGETS, run_heuristic
+from specpim_cp.solvers.heuristic.genes import SearchSpace
+from specpim_cp.solvers.heuristic.pricing import Pricer
+from specpim_cp.views.tables import table
 
 EXAMPLES = Path(__file__).resolve().parent / "examples"
-RUN = importlib.import_module("specpim_cp.heuristic.run")
+RUN = importlib.import_module("specpim_cp.solvers.heuristic.run")
 
 
 def _cpu_s() -> float:

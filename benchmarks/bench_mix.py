@@ -24,10 +24,10 @@ import sys
 import time
 from pathlib import Path
 
-from specpim_cp.exact.mix import solve_mix
-from specpim_cp.mix import MIX_UNITS, load_mix
-from specpim_cp.mix_compare import GPU_SI, MEDIAN, PAPI_HALF, PER_CELL
-from specpim_cp.sets import builtin_sets
+from specpim_cp.mix.compare import GPU_SI, MEDIAN, PAPI_HALF, PER_CELL
+from specpim_cp.mix.exact import solve_mix
+from specpim_cp.mix.spec import MIX_UNITS, load_mix
+from specpim_cp.problem.builtin_sets import builtin_sets
 
 TARGET_S = 120.0
 

@@ -24,10 +24,10 @@ from fractions import Fraction
 from pathlib import Path
 
 from specpim_cp.errors import ScenarioError
-from specpim_cp.exact import solve
-from specpim_cp.report_text import table
-from specpim_cp.scenario import load_scenario
-from specpim_cp.sets import builtin_sets
+from specpim_cp.problem.builtin_sets import builtin_sets
+from specpim_cp.problem.scenario import load_scenario
+from specpim_cp.solvers.exact import solve
+from specpim_cp.views.tables import table
 
 
 def scenario_files(names: list[str]) -> list[Path]:

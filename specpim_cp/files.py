@@ -52,17 +52,6 @@ def write_atomic(path: str | Path, content: str | bytes) -> None:
         raise
 
 
-def save_figure(fig, path: str | Path) -> Path:
-    """A matplotlib figure written atomically (format from the suffix, PNG without one)."""
-    import io
-
-    path = Path(path)
-    buf = io.BytesIO()
-    fig.savefig(buf, format=path.suffix[1:].lower() or "png")
-    write_atomic(path, buf.getvalue())
-    return path
-
-
 _BARE_KEY = re.compile(r"^[A-Za-z0-9_-]+$")
 
 

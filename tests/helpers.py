@@ -5,8 +5,8 @@ from __future__ import annotations
 
 from collections.abc import Sequence
 
-from specpim_cp.design import ArchConfig, Design, DrafterChoice, Placement, SpecChoice, Staging
-from specpim_cp.scenario import Scenario
+from specpim_cp.problem.design import ArchConfig, Design, DrafterChoice, Placement, SpecChoice, Staging
+from specpim_cp.problem.scenario import Scenario
 
 
 def build_design(sc: Scenario, archs: Sequence[ArchConfig], placements: Sequence[dict[str, Placement]],

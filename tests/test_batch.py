@@ -16,28 +16,22 @@ from pathlib import Path
 import pytest
 from click.testing import CliRunner
 
-from specpim_cp import batch as batch_mod
-from specpim_cp.batch import (
-    BatchOptions,
-    ResultStore,
-    plan,
-    read_records,
-    resolve_inputs,
-    run_batch,
-    write_derived_files,
-)
 from specpim_cp.catalog import default_catalog
-from specpim_cp.design import Design
+from specpim_cp.check.sweep import parse_range, sweep_acceptance, write_sweep
 from specpim_cp.errors import ScenarioError
-from specpim_cp.evaluate import Evaluator
-from specpim_cp.recipes import rule_placement
-from specpim_cp.records import Record
-from specpim_cp.report import PLOTS, build_report
-from specpim_cp.result import SolveReport, SolveResult, inputs_hash
-from specpim_cp.scenario import load_scenario
-from specpim_cp.sets import builtin_sets
-from specpim_cp.space import DesignSpace
-from specpim_cp.sweep import parse_range, sweep_acceptance, write_sweep
+from specpim_cp.physics.evaluate import Evaluator
+from specpim_cp.problem.builtin_sets import builtin_sets
+from specpim_cp.problem.design import Design
+from specpim_cp.problem.mapping_rules import rule_placement
+from specpim_cp.problem.scenario import load_scenario
+from specpim_cp.problem.space import DesignSpace
+from specpim_cp.report.batch import PLOTS, build_report
+from specpim_cp.runs import methods as methods_mod
+from specpim_cp.runs.batch import run_batch
+from specpim_cp.runs.instances import BatchOptions, plan, resolve_inputs
+from specpim_cp.runs.records import Record
+from specpim_cp.runs.store import ResultStore, read_records, write_derived_files
+from specpim_cp.solvers.result import SolveReport, SolveResult, inputs_hash
 
 ROOT = Path(__file__).resolve().parent.parent
 GOLDEN = ROOT / "tests" / "golden" / "paper.json"
@@ -114,8 +108,9 @@ def brute_force_solve(scenario, *, objective=None, time_limit_s=60.0, workers=1,
         raise ScenarioError(f"{scenario.name}: no feasible design")
     best = min(evals, key=lambda e: e.metrics.objective(name))
     obj = best.metrics.objective(name)
-    report = SolveReport("brute-force", name, "OPTIMAL", obj, obj, time.perf_counter() - t0, len(evals), seed,
-                         "brute-force (tests)", inputs_hash(scenario, {"seed": seed}))
+    report = SolveReport(method="brute-force", objective_name=name, status="OPTIMAL", objective=obj, bound=obj,
+                         wall_s=time.perf_counter() - t0, iterations=len(evals), seed=seed,
+                         solver_version="brute-force (tests)", inputs_hash=inputs_hash(scenario, {"seed": seed}))
     return SolveResult(best, report)
 
 
@@ -133,16 +128,16 @@ def brute_force_pareto(scenario, *, time_limit_s=60.0, workers=1, seed=0, determ
 @pytest.fixture
 def stand_in(monkeypatch):
     """Replace the exact optimizer with the brute force; count calls per method runner."""
-    from specpim_cp import exact
+    from specpim_cp.solvers import exact
 
     monkeypatch.setattr(exact, "solve", brute_force_solve)
     monkeypatch.setattr(exact, "pareto_front", brute_force_pareto)
     calls: dict[str, int] = {}
-    for method, fn in list(batch_mod._RUNNERS.items()):
+    for method, fn in list(methods_mod.RUNNERS.items()):
         def counting(inst, sc, catalog, fn=fn, method=method):
             calls[method] = calls.get(method, 0) + 1
             return fn(inst, sc, catalog)
-        monkeypatch.setitem(batch_mod._RUNNERS, method, counting)
+        monkeypatch.setitem(methods_mod.RUNNERS, method, counting)
     return calls
 
 
@@ -236,7 +231,7 @@ def test_failed_instances_are_recorded_and_retried(tiny_files, tmp_path, monkeyp
     def broken(inst, sc, catalog):
         raise RuntimeError("solver crashed")
 
-    monkeypatch.setitem(batch_mod._RUNNERS, "baselines", broken)
+    monkeypatch.setitem(methods_mod.RUNNERS, "baselines", broken)
     s = run_batch(tiny_files[:1], out, BatchOptions(methods=("baselines",), jobs=1))
     assert s.failed == ["gpt2-tiny:baselines"]
     rec = Record.from_json(json.loads((out / "results.jsonl").read_text()))
@@ -268,14 +263,14 @@ def test_dying_worker_is_an_error_and_the_batch_goes_on(tiny_files, tmp_path, mo
 
     if multiprocessing.get_start_method() != "fork":
         pytest.skip("needs the fork start method to patch the workers")
-    real = batch_mod._RUNNERS["baselines"]
+    real = methods_mod.RUNNERS["baselines"]
 
     def dies_on_gpt2(inst, sc, catalog):
         if sc.name == "gpt2-tiny":
             os._exit(9)
         return real(inst, sc, catalog)
 
-    monkeypatch.setitem(batch_mod._RUNNERS, "baselines", dies_on_gpt2)
+    monkeypatch.setitem(methods_mod.RUNNERS, "baselines", dies_on_gpt2)
     out = tmp_path / "out"
     s = run_batch(tiny_files, out, BatchOptions(methods=("baselines",), jobs=2))
     assert "gpt2-tiny:baselines" in s.failed and s.ran == 2
@@ -332,8 +327,8 @@ def test_report_with_every_method(tiny_files, tmp_path, stand_in):
 
 
 def test_consistency_checks_flag_disagreements():
-    from specpim_cp.records import FrontPoint, RecordMetrics
-    from specpim_cp.report import consistency_checks, group
+    from specpim_cp.report.batch import consistency_checks, group
+    from specpim_cp.runs.records import FrontPoint, RecordMetrics
 
     def metrics(latency, energy):
         return RecordMetrics(latency, energy, 0.0, 1.0, 1, latency * energy)
@@ -435,7 +430,7 @@ def test_sweep_command(tiny_files, tmp_path, stand_in):
 # ------------------------------------------------------------------------------------------------
 def test_exact_batch_end_to_end(tiny_files, tmp_path):
     """CP-SAT through the batch: proven optima, ladder steps nested, brute force never better."""
-    pytest.importorskip("specpim_cp.exact")
+    pytest.importorskip("specpim_cp.solvers.exact")
     out = tmp_path / "out"
     s = run_batch(tiny_files[:1], out, BatchOptions(methods=("exact", "ladder"), jobs=1, pareto=False,
                                                     time_limit_s=30))
@@ -455,8 +450,8 @@ def test_golden_paper_objectives():
     """Recompute the fastest pinned paper optima; they must agree exactly (same solver version)."""
     if not GOLDEN.exists():
         pytest.skip("no tests/golden/paper.json (python benchmarks/bench_batch.py --write-golden)")
-    from specpim_cp.exact import solve
-    from specpim_cp.result import solver_version
+    from specpim_cp.solvers.exact import solve
+    from specpim_cp.solvers.result import solver_version
 
     golden = json.loads(GOLDEN.read_text())
     if golden["solver_version"] != solver_version():

@@ -13,10 +13,7 @@ from click.testing import CliRunner
 from specpim_cp.catalog import default_catalog, load_catalog
 from specpim_cp.catalog.import_hf import import_hf
 from specpim_cp.cli import main
-from specpim_cp.costs import CostModel
-from specpim_cp.design import ArchConfig
 from specpim_cp.errors import ScenarioError
-from specpim_cp.evaluate import Evaluator
 from specpim_cp.kernels import (
     ROOFLINE,
     host_linear_us,
@@ -24,8 +21,11 @@ from specpim_cp.kernels import (
     predict_linear_us,
     roofline_linear_ns,
 )
-from specpim_cp.result import inputs_hash
-from specpim_cp.scenario import load_scenario, parse_scenario, scenario_catalog
+from specpim_cp.physics.costs import CostModel
+from specpim_cp.physics.evaluate import Evaluator
+from specpim_cp.problem.design import ArchConfig
+from specpim_cp.problem.scenario import load_scenario, parse_scenario, scenario_catalog
+from specpim_cp.solvers.result import inputs_hash
 
 EXAMPLES = Path(__file__).resolve().parents[1] / "benchmarks" / "examples"
 OPT13 = str(EXAMPLES / "opt-13b.toml")

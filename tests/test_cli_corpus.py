@@ -20,9 +20,9 @@ from click.testing import CliRunner
 from helpers import build_design
 
 from specpim_cp.cli import main
-from specpim_cp.design import ArchConfig
-from specpim_cp.recipes import rule_placement
-from specpim_cp.scenario import load_scenario
+from specpim_cp.problem.design import ArchConfig
+from specpim_cp.problem.mapping_rules import rule_placement
+from specpim_cp.problem.scenario import load_scenario
 
 ROOT = Path(__file__).resolve().parents[1]
 OPT13 = str(ROOT / "benchmarks" / "examples" / "opt-13b.toml")
@@ -526,7 +526,7 @@ def test_context_of_ten_million_tokens(tmp_path, args):
 
 def test_integer_range_guard_names_the_limit(tmp_path, monkeypatch):
     """Past the capacity check, the 64-bit rows of the CP-SAT model are the limit: named, before any solve."""
-    exact_solve = importlib.import_module("specpim_cp.exact.solve")  # the package exports a function `solve`
+    exact_solve = importlib.import_module("specpim_cp.solvers.exact.solve")  # the package exports a function `solve`
     monkeypatch.setattr(exact_solve, "check_capacity", lambda sm: None)
     for args in (["solve", "{d}/s.toml", "--no-warm-start"], ["pareto", "{d}/s.toml"]):
         _check(tmp_path, Case(args, {"s.toml": HUGE_CONTEXT}, ("64-bit", "2^62", "EN-1", "prompt_tokens")))
@@ -545,7 +545,7 @@ def test_write_failure_names_the_users_file_not_the_temp_file(tmp_path, monkeypa
 
 
 def test_sensitivity_without_uncertain_constants(tmp_path, monkeypatch):
-    import specpim_cp.sensitivity as sens
+    import specpim_cp.check.sensitivity as sens
 
     monkeypatch.setattr(sens, "uncertain_constants", lambda sc, cat: [])
     _check(tmp_path, Case(["sensitivity", OPT13], {}, ("uncertain constants",)))
@@ -680,8 +680,8 @@ def test_pareto_csv_and_compare_name_their_units():
 
 
 def test_progress_hooks_report_incumbent_bound_and_generations():
-    from specpim_cp.exact import solve
-    from specpim_cp.heuristic import run_heuristic
+    from specpim_cp.solvers.exact import solve
+    from specpim_cp.solvers.heuristic import run_heuristic
 
     sc = load_scenario(OPT13)
     events = []

@@ -13,11 +13,11 @@ from click.testing import CliRunner
 from helpers import build_design
 
 from specpim_cp.cli import main
-from specpim_cp.design import ArchConfig
-from specpim_cp.evaluate import Evaluator
 from specpim_cp.kernels import predict_linear_us
-from specpim_cp.recipes import rule_placement
-from specpim_cp.scenario import load_scenario, parse_scenario
+from specpim_cp.physics.evaluate import Evaluator
+from specpim_cp.problem.design import ArchConfig
+from specpim_cp.problem.mapping_rules import rule_placement
+from specpim_cp.problem.scenario import load_scenario, parse_scenario
 
 EXAMPLES = Path(__file__).resolve().parents[1] / "benchmarks" / "examples"
 OPT13 = str(EXAMPLES / "opt-13b.toml")

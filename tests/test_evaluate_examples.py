@@ -10,15 +10,15 @@ from pathlib import Path
 import pytest
 from helpers import build_design
 
-from specpim_cp.baselines import run_baselines
 from specpim_cp.catalog import default_catalog
-from specpim_cp.design import ArchConfig, Design, Staging, parse_design
-from specpim_cp.evaluate import Evaluator
-from specpim_cp.recipes import rule_placement
-from specpim_cp.scenario import load_scenario, parse_scenario
-from specpim_cp.simulate import format_simulation
-from specpim_cp.simulate_design import simulate_design
-from specpim_cp.speculation import Q_SCALE, expected_tokens, staged_rounds_distribution
+from specpim_cp.check.simulate import format_simulation
+from specpim_cp.check.simulate_design import simulate_design
+from specpim_cp.physics.evaluate import Evaluator
+from specpim_cp.physics.speculation import Q_SCALE, expected_tokens, staged_rounds_distribution
+from specpim_cp.problem.design import ArchConfig, Design, Staging, parse_design
+from specpim_cp.problem.mapping_rules import rule_placement
+from specpim_cp.problem.scenario import load_scenario, parse_scenario
+from specpim_cp.solvers.baselines import run_baselines
 
 EXAMPLES = Path(__file__).resolve().parents[1] / "benchmarks" / "examples"
 NAMES = sorted(p.stem for p in EXAMPLES.glob("*.toml"))

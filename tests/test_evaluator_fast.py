@@ -17,13 +17,13 @@ import pytest
 from helpers import build_design
 
 from specpim_cp.catalog import default_catalog
-from specpim_cp.design import Design, Staging
 from specpim_cp.errors import ScenarioError
-from specpim_cp.evaluate import Evaluator
-from specpim_cp.exact.model import SpecModel
-from specpim_cp.exact.solve import SolverOptions, tight_claim
-from specpim_cp.graph import PLACEABLE_OPS
-from specpim_cp.scenario import load_scenario
+from specpim_cp.physics.evaluate import Evaluator
+from specpim_cp.problem.design import Design, Staging
+from specpim_cp.problem.operators import PLACEABLE_OPS
+from specpim_cp.problem.scenario import load_scenario
+from specpim_cp.solvers.exact.model import SpecModel
+from specpim_cp.solvers.exact.solve import SolverOptions, tight_claim
 
 EXAMPLES = Path(__file__).resolve().parents[1] / "benchmarks" / "examples"
 NAMES = sorted(p.stem for p in EXAMPLES.glob("*.toml"))

@@ -24,19 +24,19 @@ from pathlib import Path
 import numpy as np
 import pytest
 
-from specpim_cp import speculation as spec
 from specpim_cp.catalog import default_catalog
-from specpim_cp.costs import COMPONENTS
-from specpim_cp.design import Design, Placement, SpecChoice
 from specpim_cp.errors import ScenarioError
-from specpim_cp.evaluate import Evaluator
-from specpim_cp.graph import LAYER_OPS, PLACEABLE_OPS, layer_order
-from specpim_cp.heuristic.pricing import INFEASIBLE, Pricer
-from specpim_cp.heuristic.space import SearchSpace
-from specpim_cp.passes import draft2_tokens, drafter_cycle_tokens, tree_pass_tokens, verifier_tokens
-from specpim_cp.scenario import Scenario, load_scenario, parse_scenario
-from specpim_cp.schedule import layer_schedule, layer_schedule_reference
-from specpim_cp.space import DesignSpace
+from specpim_cp.physics import speculation as spec
+from specpim_cp.physics.costs import COMPONENTS
+from specpim_cp.physics.evaluate import Evaluator
+from specpim_cp.physics.rounds import draft2_tokens, drafter_cycle_tokens, tree_pass_tokens, verifier_tokens
+from specpim_cp.physics.schedule import layer_schedule, layer_schedule_reference
+from specpim_cp.problem.design import Design, Placement, SpecChoice
+from specpim_cp.problem.operators import LAYER_OPS, PLACEABLE_OPS, layer_order
+from specpim_cp.problem.scenario import Scenario, load_scenario, parse_scenario
+from specpim_cp.problem.space import DesignSpace
+from specpim_cp.solvers.heuristic.genes import SearchSpace
+from specpim_cp.solvers.heuristic.pricing import INFEASIBLE, Pricer
 
 EXAMPLES = Path(__file__).resolve().parents[1] / "benchmarks" / "examples"
 NAMES = sorted(p.stem for p in EXAMPLES.glob("*.toml"))

@@ -8,13 +8,13 @@ from pathlib import Path
 
 import pytest
 
-from specpim_cp.baselines import run_baselines
-from specpim_cp.brute import brute_force
 from specpim_cp.errors import ScenarioError
-from specpim_cp.evaluate import Evaluator
-from specpim_cp.exact import solve
-from specpim_cp.ladder import ladder_scenarios
-from specpim_cp.scenario import load_scenario, parse_scenario
+from specpim_cp.physics.evaluate import Evaluator
+from specpim_cp.problem.ablation_ladder import ladder_scenarios
+from specpim_cp.problem.scenario import load_scenario, parse_scenario
+from specpim_cp.solvers.baselines import run_baselines
+from specpim_cp.solvers.brute import brute_force
+from specpim_cp.solvers.exact import solve
 
 EXAMPLES = sorted((Path(__file__).parents[1] / "benchmarks" / "examples").glob("*.toml"))
 
@@ -181,9 +181,9 @@ def test_capacity_rows_count_the_evaluators_kib_per_tensor(tmp_path):
     """CAP-1/CAP-2 of the exact model and `Evaluator.capacity_of` count the same KiB: the LM head and an
     untied input embedding table are split (and rounded) as two tensors in both. With an odd vocabulary
     one tensor or two differ by a KiB under a `spread` layout, so a model that merged them would fail."""
-    from specpim_cp.exact.model import SpecModel
-    from specpim_cp.graph import PLACEABLE_OPS
-    from specpim_cp.scenario import scenario_catalog
+    from specpim_cp.problem.operators import PLACEABLE_OPS
+    from specpim_cp.problem.scenario import scenario_catalog
+    from specpim_cp.solvers.exact.model import SpecModel
 
     (tmp_path / "odd.toml").write_text(ODD_VOCAB_CATALOG)
     (tmp_path / "s.toml").write_text('name = "odd"\ncatalog = "odd.toml"\nbatch_size = 1\nprompt_tokens = 64\n'

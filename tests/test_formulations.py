@@ -25,9 +25,9 @@ from dataclasses import dataclass
 from pathlib import Path
 
 ROOT = Path(__file__).resolve().parents[1]
-MODEL = ROOT / "specpim_cp" / "exact" / "model.py"
+MODEL = ROOT / "specpim_cp" / "solvers" / "exact" / "model.py"
 #: Every source whose classes add constraint families: the single-scenario model and the mix model.
-MODELS = (MODEL, ROOT / "specpim_cp" / "exact" / "mix.py")
+MODELS = (MODEL, ROOT / "specpim_cp" / "mix" / "model.py")
 FORMULATIONS = ROOT / "formulations"
 README = FORMULATIONS / "README.md"
 HEADER = ("family", "IDs", "method", "file")
@@ -165,7 +165,7 @@ def rows_without_their_methods(source: str, rows: list[Row], texts: dict[str, st
 
 def undocumented_ids(source: str, texts: dict[str, str]) -> list[str]:
     documented = set().union(*(family_ids(t) for name, t in texts.items() if name != README.name))
-    return [f"{i} (named in the {', '.join(sorted(where))} of specpim_cp/exact/model.py or mix.py) appears in no "
+    return [f"{i} (named in the {', '.join(sorted(where))} of specpim_cp/solvers/exact/model.py or specpim_cp/mix/model.py) appears in no "
             f"formulations/*.md file" for i, where in sorted(source_ids(source).items()) if i not in documented]
 
 

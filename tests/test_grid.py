@@ -16,15 +16,17 @@ from pathlib import Path
 import pytest
 from click.testing import CliRunner
 
-from specpim_cp import batch as batch_mod
-from specpim_cp.batch import BatchOptions, ResultStore, read_records, run_batch
 from specpim_cp.cli import main
 from specpim_cp.errors import ScenarioError
-from specpim_cp.folder_lock import FolderLock
-from specpim_cp.grid import load_grid, run_grid
-from specpim_cp.records import GridCell, Record
-from specpim_cp.report import build_report
-from specpim_cp.report_grid import PLOTS as GRID_PLOTS
+from specpim_cp.report.batch import build_report
+from specpim_cp.report.grid import PLOTS as GRID_PLOTS
+from specpim_cp.runs import instances as instances_mod
+from specpim_cp.runs.batch import run_batch
+from specpim_cp.runs.folder_lock import FolderLock
+from specpim_cp.runs.grid import load_grid, run_grid
+from specpim_cp.runs.instances import BatchOptions
+from specpim_cp.runs.records import GridCell, Record
+from specpim_cp.runs.store import ResultStore, read_records
 
 BASE = """
 name = "tiny"
@@ -211,8 +213,8 @@ def test_grid_report_with_missing_cells_and_an_unfinished_run(tmp_path, finished
     path.write_text("".join(line for line in lines if "tiny_b=4" not in line))
     rep = build_report(out, plots=False)
     assert "6 cells" in rep.text and "2 not run" in rep.text
-    from specpim_cp.batch import read_records as read
-    from specpim_cp.report_grid import grid_cells, plot_speedup
+    from specpim_cp.report.grid import grid_cells, plot_speedup
+    from specpim_cp.runs.store import read_records as read
 
     cells, _ = grid_cells(read(out))
     assert plot_speedup(cells, out / "speedup.png").stat().st_size > 1000
@@ -221,7 +223,7 @@ def test_grid_report_with_missing_cells_and_an_unfinished_run(tmp_path, finished
 # ------------------------------------------------------------------------------------------------
 # One writer per folder
 # ------------------------------------------------------------------------------------------------
-HOLD_LOCK = ("import sys, time\nfrom specpim_cp.folder_lock import FolderLock\n"
+HOLD_LOCK = ("import sys, time\nfrom specpim_cp.runs.folder_lock import FolderLock\n"
              "FolderLock(sys.argv[1]).acquire()\nprint('locked', flush=True)\ntime.sleep(120)\n")
 
 
@@ -270,7 +272,7 @@ def test_batch_options_fail_before_any_work(tmp_path, args, message):
 
 
 def test_executor_ray_without_ray_is_one_line(tmp_path, monkeypatch):
-    monkeypatch.setattr(batch_mod, "ray_available", lambda: False)
+    monkeypatch.setattr(instances_mod, "ray_available", lambda: False)
     path = write_grid(tmp_path / "g")
     res = CliRunner().invoke(main, ["grid", str(path), "--out", str(tmp_path / "out"), "--executor", "ray"])
     assert "Ray is not installed" in one_error_line(res)
@@ -319,8 +321,8 @@ def test_report_without_results_or_folder(tmp_path):
 
 
 def test_report_tolerates_missing_and_zero_values():
-    from specpim_cp.records import RecordMetrics
-    from specpim_cp.report import geomean, group, ladder_table, speedup_table
+    from specpim_cp.report.batch import geomean, group, ladder_table, speedup_table
+    from specpim_cp.runs.records import RecordMetrics
 
     def rec(method, part, latency):
         m = None if latency is None else RecordMetrics(latency, 0.0, 0.0, 0.0, 0, 0.0)

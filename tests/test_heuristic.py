@@ -10,20 +10,20 @@ import numpy as np
 import pytest
 from helpers import build_design
 
-from specpim_cp.baselines import gpu_si
 from specpim_cp.catalog import default_catalog
-from specpim_cp.design import ArchConfig
 from specpim_cp.errors import ScenarioError
-from specpim_cp.evaluate import Evaluator
-from specpim_cp.graph import ATTENTION_OPS, FC_OPS, PLACEABLE_OPS
-from specpim_cp.heuristic import BUDGETS, Budget, run_heuristic
-from specpim_cp.heuristic.fill import Filler, SerialFiller
-from specpim_cp.heuristic.ga import GeneticExplorer
-from specpim_cp.heuristic.pricing import INFEASIBLE, Pricer
-from specpim_cp.heuristic.run import _warm_starts
-from specpim_cp.heuristic.space import SearchSpace
-from specpim_cp.recipes import rule_placement
-from specpim_cp.scenario import load_scenario, parse_scenario
+from specpim_cp.physics.evaluate import Evaluator
+from specpim_cp.problem.design import ArchConfig
+from specpim_cp.problem.mapping_rules import rule_placement
+from specpim_cp.problem.operators import ATTENTION_OPS, FC_OPS, PLACEABLE_OPS
+from specpim_cp.problem.scenario import load_scenario, parse_scenario
+from specpim_cp.solvers.baselines import gpu_si
+from specpim_cp.solvers.heuristic import BUDGETS, Budget, run_heuristic
+from specpim_cp.solvers.heuristic.fill import Filler, SerialFiller
+from specpim_cp.solvers.heuristic.ga import GeneticExplorer
+from specpim_cp.solvers.heuristic.genes import SearchSpace
+from specpim_cp.solvers.heuristic.pricing import INFEASIBLE, Pricer
+from specpim_cp.solvers.heuristic.run import _warm_starts
 
 EXAMPLES = sorted((Path(__file__).parents[1] / "benchmarks" / "examples").glob("*.toml"))
 TINY = Budget(generations=4, population=12, mcts_leaves_per_model=3)

@@ -14,21 +14,23 @@ from pathlib import Path
 import pytest
 from click.testing import CliRunner
 
-from specpim_cp.batch import BatchOptions, read_records, run_batch
-from specpim_cp.batch_mix import is_mix_file, plan_mixes
-from specpim_cp.brute_mix import MixEnumeration
 from specpim_cp.cli import main
 from specpim_cp.errors import ScenarioError
-from specpim_cp.evaluate import Evaluator
-from specpim_cp.exact import solve
-from specpim_cp.exact.mix import solve_mix
 from specpim_cp.files import toml_text
-from specpim_cp.mix import check_mix_capacity, load_mix, mix_value
-from specpim_cp.mix_compare import MEDIAN, PAPI_HALF, PAPI_MIX, PER_CELL
-from specpim_cp.records import Record
-from specpim_cp.scenario import parse_scenario, scenario_catalog
-from specpim_cp.sets import builtin_sets
-from specpim_cp.space import DesignSpace
+from specpim_cp.mix.brute import MixEnumeration
+from specpim_cp.mix.compare import MEDIAN, PAPI_HALF, PAPI_MIX, PER_CELL
+from specpim_cp.mix.exact import solve_mix
+from specpim_cp.mix.spec import check_mix_capacity, load_mix, mix_value
+from specpim_cp.physics.evaluate import Evaluator
+from specpim_cp.problem.builtin_sets import builtin_sets
+from specpim_cp.problem.scenario import parse_scenario, scenario_catalog
+from specpim_cp.problem.space import DesignSpace
+from specpim_cp.runs.batch import run_batch
+from specpim_cp.runs.instances import BatchOptions
+from specpim_cp.runs.mixes import is_mix_file, plan_mixes
+from specpim_cp.runs.records import Record
+from specpim_cp.runs.store import read_records
+from specpim_cp.solvers.exact import solve
 
 # A verifier and a drafter on one device each; two memory types with two PIM units (four shared
 # architectures), one PIM share level: small enough for brute force.
@@ -415,10 +417,10 @@ def test_single_copy_design_fits_where_the_cells_optima_do_not(folder):
     """On hardware where the cells' separate optima need two copies of a weight tensor that do not fit,
     the single-copy warm start is a feasible mix design (tensor-copy rule) and no better than the optimum."""
     from specpim_cp.catalog import default_catalog
-    from specpim_cp.exact import mix as M
-    from specpim_cp.exact.mix_cells import FixedHardware
-    from specpim_cp.exact.solve import SolverOptions
-    from specpim_cp.mix import check_mix_capacity
+    from specpim_cp.mix import exact as M
+    from specpim_cp.mix.cells import FixedHardware
+    from specpim_cp.mix.spec import check_mix_capacity
+    from specpim_cp.solvers.exact.solve import SolverOptions
 
     mix = load_mix(folder / "coupled.toml")
     catalog = default_catalog()
@@ -450,7 +452,7 @@ def test_infeasible_answer_on_a_model_with_a_known_design_is_re_solved(folder, m
     the stage is re-solved without presolve and the error is logged."""
     from ortools.sat.python import cp_model
 
-    from specpim_cp.exact import mix as M
+    from specpim_cp.mix import exact as M
 
     calls = []
     real = cp_model.CpSolver.solve
@@ -476,8 +478,8 @@ def test_infeasible_answer_on_a_model_with_a_known_design_is_re_solved(folder, m
 def test_claims_fall_back_to_each_cells_own_model(folder, monkeypatch):
     """When the whole mix model does not prove its tight values in time, each cell's claim comes from its
     own single-scenario model, and it still equals the evaluator (same result as the whole-model claim)."""
-    from specpim_cp.exact import mix as M
-    from specpim_cp.exact.solve import ModelMismatch
+    from specpim_cp.mix import exact as M
+    from specpim_cp.solvers.exact.solve import ModelMismatch
 
     mix = load_mix(folder / "small.toml")
     first = solve_mix(mix, deterministic=True, time_limit_s=30, cell_time_limit_s=30)

@@ -19,17 +19,17 @@ import networkx as nx
 import pytest
 from helpers import build_design
 
-from specpim_cp.baselines import gpu_ar
 from specpim_cp.catalog import Catalog, MemorySpec, default_catalog
-from specpim_cp.costs import COMPONENTS, KIB, CostModel
-from specpim_cp.design import ArchConfig, Placement
 from specpim_cp.errors import ScenarioError
-from specpim_cp.evaluate import GIB_IN_KIB, Evaluator
-from specpim_cp.graph import ATTENTION_OPS, FC_OPS, LAYER_OPS, PLACEABLE_OPS, layer_graph
 from specpim_cp.kernels.linear import memory_floor
-from specpim_cp.recipes import rule_placement
-from specpim_cp.scenario import load_scenario, parse_scenario
-from specpim_cp.schedule import layer_schedule, makespan_lower_bound
+from specpim_cp.physics.costs import COMPONENTS, KIB, CostModel
+from specpim_cp.physics.evaluate import GIB_IN_KIB, Evaluator
+from specpim_cp.physics.schedule import layer_schedule, makespan_lower_bound
+from specpim_cp.problem.design import ArchConfig, Placement
+from specpim_cp.problem.mapping_rules import rule_placement
+from specpim_cp.problem.operators import ATTENTION_OPS, FC_OPS, LAYER_OPS, PLACEABLE_OPS, layer_graph
+from specpim_cp.problem.scenario import load_scenario, parse_scenario
+from specpim_cp.solvers.baselines import gpu_ar
 
 EXAMPLES = Path(__file__).resolve().parents[1] / "benchmarks" / "examples"
 CAT = default_catalog()

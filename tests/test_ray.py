@@ -22,10 +22,11 @@ import pytest
 from click.testing import CliRunner
 from test_grid import comparable, one_error_line, write_grid
 
-from specpim_cp.batch import BatchOptions, ResultStore, read_records
 from specpim_cp.cli import main
-from specpim_cp.executors import RayExecutor, WorkerLost
-from specpim_cp.grid import load_grid, run_grid
+from specpim_cp.runs.executors import RayExecutor, WorkerLost
+from specpim_cp.runs.grid import load_grid, run_grid
+from specpim_cp.runs.instances import BatchOptions
+from specpim_cp.runs.store import ResultStore, read_records
 
 ray = pytest.importorskip("ray", reason="Ray is not installed (pip install -e '.[ray]')")
 

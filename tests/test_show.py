@@ -11,15 +11,15 @@ from pathlib import Path
 import pytest
 from click.testing import CliRunner
 
-from specpim_cp import baselines
 from specpim_cp.cli import main
-from specpim_cp.design import Design, Staging
-from specpim_cp.evaluate import Evaluator
-from specpim_cp.exact import solve
-from specpim_cp.graph import LAYER_OPS
-from specpim_cp.recipes import rule_placement
-from specpim_cp.scenario import Scenario, load_scenario, parse_scenario
-from specpim_cp.show import schedule_figure, schedule_picture
+from specpim_cp.physics.evaluate import Evaluator
+from specpim_cp.problem.design import Design, Staging
+from specpim_cp.problem.mapping_rules import rule_placement
+from specpim_cp.problem.operators import LAYER_OPS
+from specpim_cp.problem.scenario import Scenario, load_scenario, parse_scenario
+from specpim_cp.solvers import baselines
+from specpim_cp.solvers.exact import solve
+from specpim_cp.views.schedule_picture import schedule_figure, schedule_picture
 
 EXAMPLES = Path(__file__).resolve().parents[1] / "benchmarks" / "examples"
 PNG_MAGIC = b"\x89PNG\r\n\x1a\n"

@@ -8,8 +8,8 @@ import math
 
 import pytest
 
-from specpim_cp.simulate import format_simulation, simulate_rounds
-from specpim_cp.speculation import (
+from specpim_cp.check.simulate import format_simulation, simulate_rounds
+from specpim_cp.physics.speculation import (
     OUTCOME_SCALE,
     Q_SCALE,
     TOKENS_SCALE,

@@ -11,19 +11,19 @@ import pytest
 from click.testing import CliRunner
 from sequoia_dp import sequoia_table
 
-from specpim_cp import speculation as spec
-from specpim_cp.baselines import gpu_si, gpu_si_trees
-from specpim_cp.brute import brute_force
 from specpim_cp.catalog import default_catalog
+from specpim_cp.check.simulate_design import simulate_design
 from specpim_cp.cli import main
-from specpim_cp.design import DrafterChoice, SpecChoice
 from specpim_cp.errors import ScenarioError
-from specpim_cp.evaluate import Evaluator
-from specpim_cp.exact import solve
-from specpim_cp.passes import verifier_tokens
-from specpim_cp.scenario import parse_scenario
-from specpim_cp.simulate_design import simulate_design
-from specpim_cp.space import DesignSpace
+from specpim_cp.physics import speculation as spec
+from specpim_cp.physics.evaluate import Evaluator
+from specpim_cp.physics.rounds import verifier_tokens
+from specpim_cp.problem.design import DrafterChoice, SpecChoice
+from specpim_cp.problem.scenario import parse_scenario
+from specpim_cp.problem.space import DesignSpace
+from specpim_cp.solvers.baselines import gpu_si, gpu_si_trees
+from specpim_cp.solvers.brute import brute_force
+from specpim_cp.solvers.exact import solve
 
 
 def tree_scenario(k: int, **extra) -> dict:
@@ -240,7 +240,7 @@ def test_errors_stay_scenario_errors():
 def test_the_heuristic_searches_tree_genes():
     """The GA's drafter genes include the trees: on a host-only space it returns a tree design of the space,
     never better than the proven optimum."""
-    from specpim_cp.heuristic import BUDGETS, run_heuristic
+    from specpim_cp.solvers.heuristic import BUDGETS, run_heuristic
 
     sc = parse_scenario(tree_scenario(0))
     res = run_heuristic(sc, budget=BUDGETS["quick"], seed=1)

@@ -12,8 +12,8 @@ import random
 import pytest
 from sequoia_dp import sequoia_best_tree, sequoia_table, sequoia_values, sequoia_widths
 
-from specpim_cp.simulate import format_simulation, simulate_rounds
-from specpim_cp.speculation import (
+from specpim_cp.check.simulate import format_simulation, simulate_rounds
+from specpim_cp.physics.speculation import (
     Q_SCALE,
     TOKENS_SCALE,
     continue_probability,
@@ -30,7 +30,7 @@ from specpim_cp.speculation import (
     fail_q,
     fail_q_drafts,
 )
-from specpim_cp.trees import (
+from specpim_cp.problem.trees import (
     TreeDraft,
     check_widths,
     conditional_rates,

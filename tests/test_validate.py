@@ -7,8 +7,8 @@ import json
 
 from click.testing import CliRunner
 
+from specpim_cp.check.validate import format_validation, validation_rows
 from specpim_cp.cli import main
-from specpim_cp.validate import format_validation, validation_rows
 
 
 def test_every_validation_row_holds_its_tolerance():

@@ -16,7 +16,7 @@ import click
 
 from specpim_cp.cli.common import catalog_option, load, user_errors
 from specpim_cp.errors import ScenarioError
-from specpim_cp.sets import builtin_sets
+from specpim_cp.problem.builtin_sets import builtin_sets
 
 
 class LineProgress:
@@ -116,7 +116,7 @@ EXECUTOR_CHOICES = ("local", "ray")
 
 
 def _finish(summary, out_dir: Path, what: str) -> None:
-    from specpim_cp.report import build_report
+    from specpim_cp.report.batch import build_report
 
     for note in summary.notes:
         click.echo(f"note: {note}", err=True)
@@ -151,7 +151,7 @@ def _stop_on_sigterm():
 
 
 def _options(executor: str, jobs: int | None, **kw):
-    from specpim_cp.batch import BatchOptions
+    from specpim_cp.runs.instances import BatchOptions
 
     if jobs is None:
         jobs = 0 if executor == "ray" else 2
@@ -181,7 +181,8 @@ def batch(target: str | None, out: str | None, jobs: int | None, executor: str, 
     (its --time-limit for the mix model and for each single-cell solve), one instance per file; --methods
     applies to scenario files.
     """
-    from specpim_cp.batch import resolve_inputs, run_batch
+    from specpim_cp.runs.batch import run_batch
+    from specpim_cp.runs.instances import resolve_inputs
 
     chosen = tuple(m.strip() for m in methods.split(",") if m.strip())
     options = _options(executor, jobs, methods=chosen, time_limit_s=time_limit, seed=seed, workers=workers,
@@ -208,7 +209,7 @@ def grid(grid_file: str, out: str | None, jobs: int | None, executor: str, ray_a
     GRID.toml has `base = "SET/NAME or file"` (or a [base] table) and an [axes] table: batch_size,
     prompt_tokens, generated_tokens, acceptance, device_budget, memory_types, host, models (see README).
     """
-    from specpim_cp.grid import load_grid, run_grid
+    from specpim_cp.runs.grid import load_grid, run_grid
 
     options = _options(executor, jobs, time_limit_s=time_limit, seed=seed, workers=workers,
                        deterministic=deterministic, resume=resume, ray_address=ray_address)
@@ -225,7 +226,7 @@ def grid(grid_file: str, out: str | None, jobs: int | None, executor: str, ray_a
 @user_errors
 def report(directory: str, no_plots: bool) -> None:
     """Regenerate summary.md, results.csv and the plots of a batch or grid directory."""
-    from specpim_cp.report import build_report
+    from specpim_cp.report.batch import build_report
 
     rep = build_report(directory, plots=not no_plots)
     click.echo(rep.text)
@@ -250,7 +251,7 @@ def sweep(scenario: str, acceptance: str, drafter: str | None, out: str | None, 
     """Re-solve SCENARIO exactly as the drafters' acceptance rate varies; show where the optimum changes."""
     from tqdm import tqdm
 
-    from specpim_cp.sweep import format_sweep, parse_range, sweep_acceptance, write_sweep
+    from specpim_cp.check.sweep import format_sweep, parse_range, sweep_acceptance, write_sweep
 
     sc = load(scenario, catalog_files)  # the scenario carries its catalog files: every solve uses them
     alphas = parse_range(acceptance)

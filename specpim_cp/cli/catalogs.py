@@ -18,7 +18,7 @@ def catalog() -> None:
 @user_errors
 def catalog_models(catalog_files: tuple[str, ...]) -> None:
     """Model shapes and their sources."""
-    from specpim_cp.report_text import table
+    from specpim_cp.views.tables import table
 
     cat = user_catalog(catalog_files)
     rows = [[m.name, m.family, m.layers, m.hidden, m.heads, m.kv_heads, m.head_dim, m.ffn, m.ffn_kind,
@@ -37,7 +37,7 @@ def catalog_models(catalog_files: tuple[str, ...]) -> None:
 @user_errors
 def catalog_devices(catalog_files: tuple[str, ...]) -> None:
     """Hosts and memory systems (PIM and normal units) with their sources."""
-    from specpim_cp.report_text import table
+    from specpim_cp.views.tables import table
 
     cat = user_catalog(catalog_files)
     rows = [[h.name, h.peak_fp16_tflops, h.kernel_model, h.kernel_table_bandwidth_gbps, h.idle_power_mw / 1000,

@@ -13,7 +13,7 @@ import click
 
 from specpim_cp.errors import ScenarioError
 from specpim_cp.files import write_atomic
-from specpim_cp.sets import resolve_scenario_path
+from specpim_cp.problem.builtin_sets import resolve_scenario_path
 
 
 def one_line(msg: str) -> str:
@@ -52,14 +52,14 @@ def catalog_option(f):
 
 def load(name: str, catalog_files: tuple[str, ...] = ()):
     """A scenario from a TOML/JSON path or a built-in `SET/NAME`, with --catalog files added to its own."""
-    from specpim_cp.scenario import load_scenario
+    from specpim_cp.problem.scenario import load_scenario
 
     return load_scenario(resolve_scenario_path(name), extra_catalogs=catalog_files)
 
 
 def load_with_catalog(name: str, catalog_files: tuple[str, ...] = ()):
     """(scenario, the one Catalog every step of the command prices it with)."""
-    from specpim_cp.scenario import scenario_catalog
+    from specpim_cp.problem.scenario import scenario_catalog
 
     sc = load(name, catalog_files)
     return sc, scenario_catalog(sc)

@@ -68,7 +68,7 @@ def validate(as_json: bool, catalog_files: tuple[str, ...]) -> None:
 
     With --catalog the built-in hosts and memories the checks use may carry your constants.
     """
-    from specpim_cp.validate import format_validation, validation_rows
+    from specpim_cp.check.validate import format_validation, validation_rows
 
     rows = validation_rows(user_catalog(catalog_files))
     click.echo(json.dumps([r.as_dict() for r in rows], indent=2) if as_json else format_validation(rows))

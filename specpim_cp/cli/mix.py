@@ -16,15 +16,15 @@ from specpim_cp.cli.common import (
     user_errors,
 )
 from specpim_cp.errors import ScenarioError
-from specpim_cp.mix import MIX_OBJECTIVES
+from specpim_cp.mix.spec import MIX_OBJECTIVES
 
 
 def load_mix_arg(name: str, catalog_files: tuple[str, ...] = ()):
     """The mix named on the command line (a mix TOML, a scenario with a [mix] table, or built-in mix/NAME),
     with --catalog files added to its base scenario's own, and the one Catalog every step prices it with."""
-    from specpim_cp.mix import load_mix
-    from specpim_cp.scenario import scenario_catalog
-    from specpim_cp.sets import builtin_sets, resolve_scenario_path
+    from specpim_cp.mix.spec import load_mix
+    from specpim_cp.problem.builtin_sets import builtin_sets, resolve_scenario_path
+    from specpim_cp.problem.scenario import scenario_catalog
 
     try:
         resolve_scenario_path(name)
@@ -70,9 +70,9 @@ def solve_mix(mix, objective, time_limit, cell_time_limit, workers, seed, determ
     PAPI-style runtime rule, (d) GPU-SI. JSON (--json, -o) keeps the evaluator's units, named by
     `objective_unit`.
     """
-    from specpim_cp.exact.mix import solve_mix as run
-    from specpim_cp.mix_policy import write_policy_dir
-    from specpim_cp.mix_text import format_mix
+    from specpim_cp.mix.exact import solve_mix as run
+    from specpim_cp.mix.policy import write_policy_dir
+    from specpim_cp.mix.text import format_mix
 
     check_time_limit(time_limit)
     check_time_limit(cell_time_limit, "--cell-time-limit")

@@ -21,9 +21,9 @@ from specpim_cp.errors import ScenarioError
 
 def _hint(sc, hint_path: str, catalog):
     """The --hint design, which must be a design of this scenario's (restricted) space that fits."""
-    from specpim_cp.design import load_design
-    from specpim_cp.evaluate import Evaluator
-    from specpim_cp.space import DesignSpace
+    from specpim_cp.physics.evaluate import Evaluator
+    from specpim_cp.problem.design import load_design
+    from specpim_cp.problem.space import DesignSpace
 
     design = load_design(hint_path)
     bad = DesignSpace(sc, catalog).violations(design)
@@ -42,7 +42,7 @@ def _warm_start(sc, hint_path, warm_start: bool, seed: int, catalog):
     if not warm_start:
         return None
     try:
-        from specpim_cp.heuristic import run_heuristic
+        from specpim_cp.solvers.heuristic import run_heuristic
     except ImportError:
         return None
     with Progress("warm start (heuristic, quick)") as bar:
@@ -57,7 +57,7 @@ def _solve_hook(bar: Progress):
     """CP-SAT progress (incumbent, bound, gap per Dinkelbach iteration) on the status line."""
     if not bar:
         return None
-    from specpim_cp.report_text import human_objective
+    from specpim_cp.views.tables import human_objective
 
     def hook(p) -> None:
         inc = "none yet" if p.incumbent is None else human_objective(p.objective_name, p.incumbent)
@@ -72,7 +72,7 @@ def _generation_hook(bar: Progress, sc):
     """Heuristic progress (generation, best so far) on the status line."""
     if not bar:
         return None
-    from specpim_cp.report_text import human_objective
+    from specpim_cp.views.tables import human_objective
 
     def hook(generation: int, generations: int, best: float, evaluations: int) -> None:
         best_text = "none yet" if best == float("inf") else human_objective(sc.objective, best)
@@ -83,9 +83,9 @@ def _generation_hook(bar: Progress, sc):
 
 def _no_fit_detail(sc, catalog) -> str:
     """Why no design fits, when a model's tensors exceed every allowed architecture (else '')."""
-    from specpim_cp.evaluate import Evaluator
-    from specpim_cp.exact.model import SpecModel
-    from specpim_cp.exact.solve import check_capacity
+    from specpim_cp.physics.evaluate import Evaluator
+    from specpim_cp.solvers.exact.model import SpecModel
+    from specpim_cp.solvers.exact.solve import check_capacity
 
     try:
         check_capacity(SpecModel(sc, catalog, Evaluator(sc, catalog)))
@@ -119,20 +119,20 @@ def solve(scenario, objective, time_limit, workers, seed, deterministic, method,
     The report states the objective in us/token (latency), mJ/token (energy) or us*mJ/token^2 (EDP), like
     the metrics; --json keeps the evaluator's units, named by `objective_unit` (ns/token, nJ/token, ...).
     """
-    from specpim_cp.report_text import format_solve
+    from specpim_cp.views.tables import format_solve
 
     check_time_limit(time_limit)
     check_workers(workers, deterministic)
     check_writable(output, "-o")
     sc, cat = load_with_catalog(scenario, catalog_files)
     if method == "brute-force":
-        from specpim_cp.brute import brute_force
+        from specpim_cp.solvers.brute import brute_force
 
         if hint_path:
             raise ScenarioError("--hint: brute force enumerates every design; a hint is for --method cp-sat")
         res = brute_force(sc, objective=objective, catalog=cat)
     else:
-        from specpim_cp.exact import solve as cp_solve
+        from specpim_cp.solvers.exact import solve as cp_solve
 
         hint = _warm_start(sc, hint_path, warm_start, seed, cat)
         with Progress("solve") as bar:
@@ -156,8 +156,8 @@ def pareto(scenario, time_limit, workers, seed, deterministic, output, catalog_f
     import csv
     import io
 
-    from specpim_cp.exact import pareto_front
-    from specpim_cp.report_text import design_summary
+    from specpim_cp.solvers.exact import pareto_front
+    from specpim_cp.views.tables import design_summary
 
     check_time_limit(time_limit)
     check_workers(workers, deterministic)
@@ -182,7 +182,7 @@ def _budget(value: str):
     """'quick', 'paper', or GENERATIONSxPOPULATIONxLEAVES (e.g. 20x200x500)."""
     if value in ("quick", "paper"):
         return value
-    from specpim_cp.heuristic import Budget
+    from specpim_cp.solvers.heuristic import Budget
 
     try:
         g, p, leaves = (int(v) for v in value.lower().split("x"))
@@ -196,7 +196,7 @@ def _budget(value: str):
 
 def _run_heuristic(sc, budget, seed: int, label: str, catalog, polish: bool = True):
     """run_heuristic with a progress line; when no design fits, the capacity shortfall when there is one."""
-    from specpim_cp.heuristic import run_heuristic
+    from specpim_cp.solvers.heuristic import run_heuristic
 
     with Progress(label) as bar:
         try:
@@ -221,7 +221,7 @@ def _run_heuristic(sc, budget, seed: int, label: str, catalog, polish: bool = Tr
 @user_errors
 def heuristic(scenario, budget, seed, polish, as_json, output, catalog_files) -> None:
     """The paper's explorer: GA over dataflow + per-model MCTS over architecture (seeded)."""
-    from specpim_cp.report_text import format_solve
+    from specpim_cp.views.tables import format_solve
 
     bud = _budget(budget)
     check_writable(output, "-o")
@@ -239,9 +239,9 @@ def heuristic(scenario, budget, seed, polish, as_json, output, catalog_files) ->
 @user_errors
 def compare(scenario, budget, time_limit, seed, catalog_files) -> None:
     """Exact optimum (with proof) vs the heuristic (gap, time) vs the baselines, side by side."""
-    from specpim_cp.baselines import run_baselines
-    from specpim_cp.exact import solve as cp_solve
-    from specpim_cp.report_text import HUMAN_UNITS, design_lines, host_line, human_objective, table
+    from specpim_cp.solvers.baselines import run_baselines
+    from specpim_cp.solvers.exact import solve as cp_solve
+    from specpim_cp.views.tables import HUMAN_UNITS, design_lines, host_line, human_objective, table
 
     bud = _budget(budget)
     check_time_limit(time_limit)
@@ -290,8 +290,8 @@ def compare(scenario, budget, time_limit, seed, catalog_files) -> None:
 @user_errors
 def sensitivity(scenario, time_limit, seed, plot_path, as_json, catalog_files) -> None:
     """Re-solve with each uncertain constant at its low and high source value: a tornado table."""
-    from specpim_cp.sensitivity import format_sensitivity, plot_tornado, uncertain_constants
-    from specpim_cp.sensitivity import sensitivity as run
+    from specpim_cp.check.sensitivity import format_sensitivity, plot_tornado, uncertain_constants
+    from specpim_cp.check.sensitivity import sensitivity as run
 
     check_time_limit(time_limit)
     check_writable(plot_path, "--plot")
@@ -318,7 +318,7 @@ def sensitivity(scenario, time_limit, seed, plot_path, as_json, catalog_files) -
              "energy_relative": p.energy_relative,
              "design_changed": p.design_changed, "design": p.summary, "resolved": p.resolved}
             for p in (r.low, r.high)]} for r in result.rows]
-        from specpim_cp.result import OBJECTIVE_UNITS
+        from specpim_cp.solvers.result import OBJECTIVE_UNITS
 
         click.echo(json.dumps({"scenario": result.scenario, "objective": result.objective_name,
                                "nominal": float(result.nominal),

@@ -19,9 +19,9 @@ from specpim_cp.errors import ScenarioError
 @user_errors
 def evaluate(scenario: str, design_path: str, as_json: bool, output: str | None, catalog_files) -> None:
     """Price a design (metrics and breakdown)."""
-    from specpim_cp.design import load_design
-    from specpim_cp.evaluate import Evaluator
-    from specpim_cp.report_text import format_evaluation
+    from specpim_cp.physics.evaluate import Evaluator
+    from specpim_cp.problem.design import load_design
+    from specpim_cp.views.tables import format_evaluation
 
     sc, cat = load_with_catalog(scenario, catalog_files)
     ev = Evaluator(sc, cat).evaluate(load_design(design_path))
@@ -36,8 +36,8 @@ def evaluate(scenario: str, design_path: str, as_json: bool, output: str | None,
 @user_errors
 def baselines(scenario: str, as_json: bool, output: str | None, catalog_files) -> None:
     """Evaluate the baselines (GPU-AR, GPU-SI, FC-offload, attention-offload, off-the-shelf)."""
-    from specpim_cp.baselines import run_baselines
-    from specpim_cp.report_text import format_baselines
+    from specpim_cp.solvers.baselines import run_baselines
+    from specpim_cp.views.tables import format_baselines
 
     sc, cat = load_with_catalog(scenario, catalog_files)
     res = run_baselines(sc, cat)
@@ -56,9 +56,9 @@ def baselines(scenario: str, as_json: bool, output: str | None, catalog_files) -
 @user_errors
 def simulate(scenario: str, design_path: str, rounds: int, seed: int, as_json: bool, catalog_files) -> None:
     """Monte Carlo simulation of rounds vs the closed forms (95% confidence intervals)."""
-    from specpim_cp.design import load_design
-    from specpim_cp.simulate import format_simulation
-    from specpim_cp.simulate_design import simulate_design
+    from specpim_cp.check.simulate import format_simulation
+    from specpim_cp.check.simulate_design import simulate_design
+    from specpim_cp.problem.design import load_design
 
     sc, cat = load_with_catalog(scenario, catalog_files)
     res = simulate_design(sc, load_design(design_path), rounds, seed, cat)

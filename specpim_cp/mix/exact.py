@@ -1,0 +1,595 @@
+"""Exact solve of a workload mix: the driver of the mix model (`model.py`; formulations/mix.md).
+
+`solve_mix`: every cell alone first (its own optimum: regret denominators, cuts, comparison (a)); then
+known mix designs as warm starts (GPU-SI, the PAPI-style rule, and the best dataflow per cell on a few
+candidate hardwares: the cells' own optima's, the median cell's, and the best-bounded by MIX-10/11);
+then the mix model, hinted with the best of them. Every claim is re-checked: each cell's design is
+re-priced by the evaluator and must equal the model's tight per-cell values, and the whole design must
+pass `spec.check_mix_capacity` (the tensor-copy rule).
+"""
+
+
+from __future__ import annotations
+
+import time
+from collections.abc import Callable, Sequence
+from dataclasses import dataclass
+from fractions import Fraction
+
+from ortools.sat.python import cp_model
+
+from specpim_cp.catalog import Catalog, default_catalog
+from specpim_cp.errors import ScenarioError
+from specpim_cp.mix.bounds import ArchBounds
+from specpim_cp.mix.cells import FixedHardware, cell_kind, cell_optima
+from specpim_cp.mix.model import (
+    REGRET_SCALE,
+    MixModel,
+    ObjectivePlan,
+)
+from specpim_cp.mix.result import MixReport, MixResult
+from specpim_cp.mix.spec import (
+    MIX_OBJECTIVES,
+    WEIGHT_OPS,
+    Mix,
+    cell_metric,
+    check_mix_capacity,
+    mix_value,
+)
+from specpim_cp.physics.evaluate import Evaluation, Evaluator, Metrics
+from specpim_cp.problem.design import ArchConfig, Design
+from specpim_cp.solvers.exact.model import SpecModel
+from specpim_cp.solvers.exact.solve import ModelMismatch, SolverOptions, TimeBudget
+from specpim_cp.solvers.result import SolveResult, solver_version
+
+#: Most hardwares (besides the median cell's) given per-cell dataflow as warm starts, best bound first:
+#: each costs one fixed-hardware solve per cell (about 40 s for the 21 palm-62b cells on 2 cores).
+MAX_SCREENED = 3
+#: Most re-solves of the median cell for comparison (b) when its optimal hardware cannot serve the mix.
+MEDIAN_TRIES = 8
+#: Share of the time limit one hardware-screening stage may use (the rest is the mix model's).
+SCREEN_SHARE = 0.1
+
+StageHook = Callable[[str], None]
+
+
+# ------------------------------------------------------------------------------------------------
+# Driver
+# ------------------------------------------------------------------------------------------------
+@dataclass
+class _Stage:
+    status: str  # CP-SAT's status name, or UNKNOWN
+    designs: list[Design] | None
+    cp_objective: int | None
+    cp_bound: int | None
+    plan: ObjectivePlan | None
+
+
+class _MixRun:
+    """One solve-mix session: the model, the budget of its CP-SAT solves, the stage log."""
+
+    def __init__(self, mm: MixModel, opts: SolverOptions, on_stage: StageHook | None):
+        self.mm = mm
+        self.opts = opts
+        self.budget = TimeBudget(opts)
+        self.on_stage = on_stage
+        self.stages: list[dict] = []
+        self.last_status = ""
+
+    def say(self, text: str) -> None:
+        if self.on_stage is not None:
+            self.on_stage(text)
+
+    def metrics(self, designs: Sequence[Design]) -> list[Metrics]:
+        check_mix_capacity(self.mm.mix, self.mm.evaluators, designs)
+        return [ev.metrics(d) for ev, d in zip(self.mm.evaluators, designs, strict=True)]
+
+    def run(self, model: cp_model.CpModel, objective_var, hint: Sequence[tuple] | None,
+            first_solution: bool = False, limit: float | None = None,
+            known_feasible: bool = False) -> tuple[int, cp_model.CpSolver]:
+        """One CP-SAT solve on the session's budget. `known_feasible`: the model holds a design known to be
+        feasible (the incumbent it is capped by), so INFEASIBLE can only be a solver error."""
+        invalid = model.validate()
+        if invalid:
+            raise ModelMismatch(f"CP-SAT rejects the mix model: {invalid}")
+        if objective_var is not None:
+            model.minimize(objective_var)
+        model.clear_hints()
+        for v, val in hint or ():
+            model.add_hint(model.get_bool_var_from_proto_index(v.index), val)
+        solver = cp_model.CpSolver()
+        self.budget.configure(solver)
+        # the mix model keeps CP-SAT's default presolve effort (but the #5293 workaround): with the lighter
+        # single-scenario settings (one presolve pass, probing level 0) 9.15 declared the llama-32.5b
+        # mix INFEASIBLE in 0.03 s although its incumbent is feasible (formulations/mix.md)
+        default = cp_model.CpSolver().parameters
+        solver.parameters.max_presolve_iterations = default.max_presolve_iterations
+        solver.parameters.cp_model_probing_level = default.cp_model_probing_level
+        solver.parameters.linearization_level = default.linearization_level
+        if limit is not None:  # a share of the budget (screening stages), same units as the budget
+            p = solver.parameters
+            if self.opts.deterministic:
+                p.max_deterministic_time = min(p.max_deterministic_time, limit)
+            else:
+                p.max_time_in_seconds = min(p.max_time_in_seconds, limit)
+
+        if first_solution:
+            solver.parameters.stop_after_first_solution = True
+        status = solver.solve(model)
+        self.budget.charge(solver)
+        if status == cp_model.INFEASIBLE and known_feasible:  # a presolve bug (9.15: #5274 class): re-solve
+            self.stages.append({"stage": "CP-SAT returned INFEASIBLE on a model with a known feasible design; "
+                                         "re-solved without presolve", "wall_s": round(solver.wall_time, 3)})
+            solver.parameters.cp_model_presolve = False
+            status = solver.solve(model)
+            self.budget.charge(solver)
+        return status, solver
+
+    def first_incumbent(self, extra=None) -> list[Design] | None:
+        """Any feasible mix design (the first solution of minimising the cells' summed round times); None
+        when there is none (`last_status` says INFEASIBLE) or none was found in time."""
+        model = self.mm.m.clone()
+        if extra is not None:
+            extra(model)
+        total = sum(model.get_int_var_from_proto_index(sm.T.index) for sm in self.mm.cells)
+        status, solver = self.run(model, total, None, first_solution=True)
+        self.stages.append({"stage": "first feasible mix design", "status": solver.status_name(status),
+                            "wall_s": round(solver.wall_time, 3)})
+        self.last_status = solver.status_name(status)
+        if status not in (cp_model.OPTIMAL, cp_model.FEASIBLE):
+            return None
+        return self.mm.decode(solver.boolean_value)
+
+    def stage(self, name: str, objective: str, incumbent: list[Design], lows: Sequence[Fraction],
+              optima: Sequence[Fraction] | None, extra=None, regret_stage2: bool = False,
+              limit: float | None = None) -> _Stage:
+        """One CP-SAT solve of an objective model, capped by the feasible `incumbent` (which must satisfy
+        `extra`: an INFEASIBLE answer is then a solver error, re-solved without presolve) and hinted with
+        it."""
+        t0 = time.perf_counter()
+        plan = self.mm.plan(cell_kind(objective), self.metrics(incumbent), lows,
+                            optima if objective == "regret" else None, regret_stage2)
+        model, obj, _ = self.mm.objective_model(objective, plan, regret_stage2)
+        if extra is not None:
+            extra(model)
+        self.say(f"{name}: CP-SAT ({len(model.proto.variables):,} variables, {len(model.proto.constraints):,} "
+                 "constraints)")
+        status, solver = self.run(model, obj, self.mm.decision_literals(incumbent), limit=limit,
+                                  known_feasible=True)
+        found = status in (cp_model.OPTIMAL, cp_model.FEASIBLE)
+        self.stages.append({"stage": name, "status": solver.status_name(status),
+                            "wall_s": round(time.perf_counter() - t0, 3), "solver_wall_s": round(solver.wall_time, 3),
+                            "deterministic_time": round(solver.deterministic_time, 3), "scale": plan.scale,
+                            "variables": len(model.proto.variables), "constraints": len(model.proto.constraints),
+                            "cp_objective": int(solver.objective_value) if found else None,
+                            "cp_bound": int(solver.best_objective_bound) if found else None})
+        if not found:
+            return _Stage(solver.status_name(status), None, None, None, plan)
+        return _Stage(solver.status_name(status), self.mm.decode(solver.boolean_value), int(solver.objective_value),
+                      int(solver.best_objective_bound), plan)
+
+
+def tight_claims(mm: MixModel, designs: Sequence[Design], opts: SolverOptions,
+                 cell_model: Callable[[int], SpecModel] | None = None) -> list[dict]:
+    """Per cell, (round ns, energy nJ, tokens micro) the mix model computes for `designs` with every
+    decision fixed: round times minimised first, then energies (as `solve.tight_claim` per scenario).
+    The layer schedules are still free then; when the whole mix model does not prove its tight values in
+    time (the 21-cell palm-62b mix under load did not in 300 s), each cell's claim is taken from the
+    cell's own single-scenario model (`cell_model(c)`, the same SpecModel code the mix's cell copies are
+    built with; the tensor-copy capacity is checked separately) with the design fixed."""
+    try:
+        return _tight_claims_whole(mm, designs, opts)
+    except ModelMismatch:
+        if cell_model is None:
+            raise
+    from specpim_cp.solvers.exact.solve import tight_claim
+
+    out = []
+    for c, d in enumerate(designs):
+        t, e, tok = tight_claim(cell_model(c), d, opts)
+        out.append({"round_time_ns": t, "energy_nj_per_round": e, "tokens_per_round_micro": tok})
+    return out
+
+
+def _tight_claims_whole(mm: MixModel, designs: Sequence[Design], opts: SolverOptions) -> list[dict]:
+    model = mm.m.clone()
+    for v, val in mm.decision_literals(designs):
+        model.add(model.get_bool_var_from_proto_index(v.index) == val)
+    T = [model.get_int_var_from_proto_index(sm.T.index) for sm in mm.cells]
+    E = [model.get_int_var_from_proto_index(sm.energy.index) for sm in mm.cells]
+    solver = cp_model.CpSolver()
+    solver.parameters.num_workers = 1
+    solver.parameters.random_seed = opts.seed
+    solver.parameters.presolve_inclusion_work_limit = 0  # workaround for the 9.15 presolve bug #5293
+    solver.parameters.max_time_in_seconds = 60.0
+    model.minimize(sum(T))
+    status = solver.solve(model)
+    if status != cp_model.OPTIMAL:
+        raise ModelMismatch(f"the mix model rejects its own design ({solver.status_name(status)})")
+    ts = [solver.value(t) for t in T]
+    for t, v in zip(T, ts, strict=True):
+        model.add(t == v)
+    model.minimize(sum(E))
+    status = solver.solve(model)
+    if status != cp_model.OPTIMAL:
+        raise ModelMismatch(f"the mix model rejects its own design's energy ({solver.status_name(status)})")
+    return [{"round_time_ns": t, "energy_nj_per_round": solver.value(e),
+             "tokens_per_round_micro": sm.stats[sm.choice_index(d)].tokens_micro}
+            for t, e, sm, d in zip(ts, E, mm.cells, designs, strict=True)]
+
+
+def verify_mix(mm: MixModel, designs: Sequence[Design], opts: SolverOptions,
+               cell_model: Callable[[int], SpecModel] | None = None) -> tuple[list[Evaluation], list[dict]]:
+    """Re-price every cell with the evaluator and require exact agreement with the mix model's claims;
+    check the tensor-copy capacity independently (`mix.check_mix_capacity`)."""
+    check_mix_capacity(mm.mix, mm.evaluators, designs)
+    evaluations = [ev.evaluate(d) for ev, d in zip(mm.evaluators, designs, strict=True)]
+    claims = tight_claims(mm, designs, opts, cell_model)
+    for c, (e, claim) in enumerate(zip(evaluations, claims, strict=True)):
+        m = e.metrics
+        actual = {"round_time_ns": m.round_time_ns, "energy_nj_per_round": m.energy_nj_per_round,
+                  "tokens_per_round_micro": m.tokens_per_round_micro}
+        if claim != actual:
+            raise ModelMismatch(f"mix.cells[{c}]: the mix model claims {claim} but the evaluator prices {actual}")
+    return evaluations, claims
+
+
+@dataclass
+class HardwareResult:
+    """The best per-cell dataflow found on one fixed hardware, and how it was found."""
+
+    archs: tuple[ArchConfig, ...]
+    status: str  # OPTIMAL | FEASIBLE | INFEASIBLE | UNKNOWN
+    evaluations: list[Evaluation] | None
+    how: str  # "per cell" (the cells' separate optima fit together) | "mix model, hardware fixed"
+    value: Fraction | None = None
+
+
+def fixed_arch(mm: MixModel, archs: Sequence[ArchConfig]):
+    """An `extra` that fixes the shared architecture (a clone's x) to `archs`."""
+    lits = mm.arch_literals(archs)
+
+    def extra(model: cp_model.CpModel) -> None:
+        for v, val in lits:
+            model.add(model.get_bool_var_from_proto_index(v.index) == val)
+
+    return extra
+
+
+def best_on_hardware(run: _MixRun, fixed: FixedHardware, archs: Sequence[ArchConfig], objective: str,
+                     own: Sequence[Fraction], lows: Sequence[Fraction], exact: bool = False,
+                     limit: float | None = None) -> HardwareResult:
+    """Every cell's best dataflow on fixed hardware: the cells' separate optima when they fit together
+    under the tensor-copy rule (a relaxation that is then tight: status OPTIMAL); else the better of the
+    single-copy designs (`_single_copy`, feasible by construction: status FEASIBLE), and with `exact`
+    the mix model with the hardware fixed, started from it (OPTIMAL when proven within `limit`)."""
+    archs = tuple(archs)
+    status, evals = fixed.all(archs)
+    if evals is None:
+        return HardwareResult(archs, status, None, "per cell")
+    designs = [e.design for e in evals]
+    try:
+        check_mix_capacity(run.mm.mix, run.mm.evaluators, designs)
+        run.mm.decision_literals(designs)
+        value = mix_value(run.mm.mix, [e.metrics for e in evals], objective, own)
+        return HardwareResult(archs, status, evals, "per cell", value)
+    except ScenarioError:
+        pass
+    single = _single_copy(run, fixed, archs, evals, objective, own)
+    if not exact:
+        if single is None:
+            return HardwareResult(archs, "UNKNOWN", None, "one weight copy per operator")
+        return HardwareResult(archs, "FEASIBLE", single, "one weight copy per operator",
+                              mix_value(run.mm.mix, [e.metrics for e in single], objective, own))
+    if status == "OPTIMAL":  # each cell's proven optimum on this hardware bounds it here (MIX-7, tighter)
+        kind = cell_kind(objective)
+        lows = [max(lo, cell_metric(e.metrics, kind)) for lo, e in zip(lows, evals, strict=True)]
+    how = "mix model, hardware fixed"
+    extra = fixed_arch(run.mm, archs)
+    start = [e.design for e in single] if single is not None else run.first_incumbent(extra)
+    if start is None:
+        return HardwareResult(archs, "INFEASIBLE" if run.last_status == "INFEASIBLE" else "UNKNOWN", None, how)
+    # hinted with the feasible start, not with the cells' separate optima: 9.15 aborted the process
+    # (CHECK heuristics.fixed_search != nullptr) repairing that infeasible hint on the palm-62b mix
+    st = run.stage(f"mix model on {', '.join(a.label() for a in archs)}", objective, start, lows,
+                   own if objective == "regret" else None, extra, limit=limit)
+    found = st.designs if st.designs is not None and _exact(run.mm, st.designs, objective, own) <= \
+        _exact(run.mm, start, objective, own) else start
+    evals = [ev.evaluate(d) for ev, d in zip(run.mm.evaluators, found, strict=True)]
+    return HardwareResult(archs, "OPTIMAL" if st.status == "OPTIMAL" else "FEASIBLE", evals, how,
+                          mix_value(run.mm.mix, [e.metrics for e in evals], objective, own))
+
+
+def _single_copy(run: _MixRun, fixed: FixedHardware, archs: tuple[ArchConfig, ...], evals: Sequence[Evaluation],
+                 objective: str, own: Sequence[Fraction]) -> list[Evaluation] | None:
+    """A feasible mix design on fixed hardware whose cells' separate optima do not fit together: every
+    model keeps one copy of each weight tensor, in the layout (a) most cells' optima use (by weight), or
+    (b) the largest cell's (batch x context) optimum uses, every cell re-optimised with those layouts
+    fixed. (b) is always feasible when the largest cell is: a cell then needs the largest cell's weights
+    and its own, smaller KV cache. The better of the two, or None."""
+    mix = run.mm.mix
+    keys = [(j, op) for j in range(len(run.mm.x)) for op in WEIGHT_OPS]
+
+    def layouts_of(e: Evaluation) -> dict[tuple[int, str], str]:
+        mds = [md for _, md in e.design.models()]
+        return {(j, op): mds[j].placement[op].layout for j, op in keys}
+
+    votes: dict[tuple[int, str], dict[str, Fraction]] = {k: {} for k in keys}
+    for cell, e in zip(mix.cells, evals, strict=True):
+        for k, lay in layouts_of(e).items():
+            votes[k][lay] = votes[k].get(lay, Fraction(0)) + cell.weight
+    consensus = {k: min(v, key=lambda lay: (-v[lay], lay)) for k, v in votes.items()}
+    largest = max(range(len(mix.cells)), key=lambda c: (mix.cells[c].batch_size * mix.cells[c].scenario.max_context, c))
+    best, best_v = None, None
+    for layouts in (consensus, layouts_of(evals[largest])):
+        out = []
+        for c, e in enumerate(evals):
+            if layouts_of(e) == layouts:
+                out.append(e)
+                continue
+            _status, e2 = fixed.cell_with_layouts(c, archs, layouts)
+            if e2 is None:
+                break
+            out.append(e2)
+        else:
+            try:
+                check_mix_capacity(mix, run.mm.evaluators, [e.design for e in out])
+                run.mm.decision_literals([e.design for e in out])
+            except ScenarioError:
+                continue
+            v = mix_value(mix, [e.metrics for e in out], objective, own)
+            if best_v is None or v < best_v:
+                best, best_v = out, v
+    return best
+
+
+def _median_fallback(run: _MixRun, fixed: FixedHardware, tried: list[HardwareResult], median_archs, objective: str,
+                     own: Sequence[Fraction], lows: Sequence[Fraction], time_limit_s: float):
+    """Comparison (b) when the median cell's own optimal hardware cannot serve the mix (typically: too little
+    memory for the largest batch's KV cache): the median cell's optimum over the hardware not yet ruled out,
+    until one serves every cell (at most MEDIAN_TRIES). Returns the hardware (b) is measured on."""
+    from specpim_cp.mix.spec import median_cell
+
+    med = median_cell(run.mm.mix).index
+    for _ in range(MEDIAN_TRIES):
+        hr = next((h for h in tried if h.archs == median_archs), None)
+        if hr is None or hr.status != "INFEASIBLE":
+            return median_archs
+        excluded = [h.archs for h in tried if h.status == "INFEASIBLE"]
+        _status, e = fixed.best_excluding(med, excluded)
+        if e is None:
+            return median_archs
+        median_archs = tuple(md.arch for _, md in e.design.models())
+        run.say(f"median cell's next best hardware: {', '.join(a.label() for a in median_archs)}")
+        if all(h.archs != median_archs or h.evaluations is None for h in tried):  # (b) needs its designs
+            tried[:] = [h for h in tried if h.archs != median_archs]
+            tried.append(best_on_hardware(run, fixed, median_archs, objective, own, lows, exact=True,
+                                          limit=SCREEN_SHARE * time_limit_s))
+    return median_archs
+
+
+def candidate_hardware(mm: MixModel, optima: Sequence[SolveResult], objective: str, own: Sequence[Fraction],
+                       screen: int) -> list[tuple[float, tuple[ArchConfig, ...], str]]:
+    """Hardware worth a per-cell solve before the mix model, best bound first: each cell's own optimal
+    hardware, the weighted-median cell's, and the `screen` tuples with the lowest MIX-10/11 bound."""
+    from specpim_cp.mix.spec import median_cell
+
+    archs = [list(xs) for xs in mm.x]
+    grid = mm.bounds.tuple_bounds(list(mm.mix.weights), list(own) if objective == "regret" else None) \
+        if mm.bounds is not None else None
+
+    def key(t: tuple[ArchConfig, ...]) -> float:
+        if grid is None:
+            return 0.0
+        return float(grid[tuple(archs[j].index(a) for j, a in enumerate(t))])
+
+    out: dict[tuple[ArchConfig, ...], str] = {}
+    med = median_cell(mm.mix)
+    out[tuple(md.arch for _, md in optima[med.index].design.models())] = "median cell's optimum"
+    for r, cell in zip(optima, mm.mix.cells, strict=True):
+        out.setdefault(tuple(md.arch for _, md in r.design.models()), f"cell {cell.index}'s optimum")
+    if grid is not None and screen > 0:
+        import numpy as np
+
+        flat = np.argsort(grid, axis=None, kind="stable")[:screen]
+        for f in flat:
+            idx = np.unravel_index(int(f), grid.shape)
+            out.setdefault(tuple(archs[j][k] for j, k in enumerate(idx)), "lowest bound")
+    return sorted(((key(t), t, why) for t, why in out.items()), key=lambda x: x[0])
+
+
+def solve_mix(mix: Mix, *, objective: str = "latency", time_limit_s: float = 120.0, cell_time_limit_s: float = 60.0,
+              workers: int = 1, jobs: int | None = None, seed: int = 0, deterministic: bool = False,
+              catalog: Catalog | None = None, comparisons: bool = True, screen: int = 0, cuts: bool = True,
+              on_stage: StageHook | None = None, optima: Sequence[SolveResult] | None = None) -> MixResult:
+    """The mix-optimal shared hardware with per-cell dataflow, its proof (bound, gap) and comparisons.
+
+    `time_limit_s` bounds the mix model's CP-SAT solves (deterministic time units with `deterministic`),
+    `cell_time_limit_s` each single-cell solve; `jobs` cells are solved alone at a time (default:
+    `workers`); `screen` extra candidate hardwares are tried before the mix model; `cuts` adds MIX-10/11.
+    `optima`: the cells' own optima if already known.
+    """
+    if objective not in MIX_OBJECTIVES:
+        raise ScenarioError(f"objective: '{objective}' is not one of {', '.join(MIX_OBJECTIVES)}")
+    if not time_limit_s > 0 or time_limit_s == float("inf"):
+        raise ScenarioError(f"time_limit_s: must be a finite number above 0, got {time_limit_s}")
+    if not cell_time_limit_s > 0 or cell_time_limit_s == float("inf"):
+        raise ScenarioError(f"cell_time_limit_s: must be a finite number above 0, got {cell_time_limit_s}")
+    if workers < 1:
+        raise ScenarioError(f"workers: must be at least 1, got {workers}")
+    t0 = time.perf_counter()
+    catalog = catalog or default_catalog()
+    jobs = workers if jobs is None else max(1, jobs)
+    opts = SolverOptions(time_limit_s, workers, seed, deterministic)
+    cell_opts = SolverOptions(cell_time_limit_s, 1 if jobs > 1 or deterministic else workers, seed, deterministic)
+    phases: dict[str, float] = {}
+
+    def lap(name: str, since: float) -> float:
+        now = time.perf_counter()
+        phases[name] = round(now - since, 3)
+        return now
+
+    # 1. every cell alone: regret denominators, lower bounds (MIX-7), comparison (a)
+    if optima is None:
+        optima = cell_optima(mix, objective, cell_opts, jobs, on_stage)
+    own = [r.report.objective for r in optima]
+    lows = [r.report.objective if r.report.status == "OPTIMAL" else (r.report.bound or Fraction(0)) for r in optima]
+    t = lap("cells_alone_s", t0)
+    evaluators = [Evaluator(c.scenario, catalog) for c in mix.cells]
+    mm = MixModel(mix, catalog, evaluators)
+    t = lap("build_s", t)
+    if cuts:
+        mm.bounds = ArchBounds(mm.cells, cell_kind(objective))
+        t = lap("bounds_s", t)
+    run = _MixRun(mm, opts, on_stage)
+    # 2. known mix designs: the references and a few hardwares with per-cell dataflow (warm starts)
+    from specpim_cp.mix import compare as mix_compare
+
+    refs = []
+    if comparisons:
+        run.say("GPU-SI and the PAPI-style rule on half-PIM HBM")
+        refs = mix_compare.references(mix, evaluators, objective, own, catalog)
+    t = lap("references_s", t)
+    fixed = FixedHardware(mix, evaluators, objective, cell_opts, catalog)
+    tried: list[HardwareResult] = []
+    best_value: Fraction | None = None
+    median_archs = None
+    cands = candidate_hardware(mm, optima, objective, own, screen)
+    # the median cell's hardware first and exactly (comparison (b) needs its optimum), then the cells' own
+    # hardwares and the screened ones by bound, each a warm start only (its cells' separate optima, or a
+    # single-copy design), skipped when MIX-10/11 rule it out
+    cands = [c for c in cands if c[2] == "median cell's optimum"] + \
+        [c for c in cands if c[2].startswith("cell ")] + [c for c in cands if c[2] == "lowest bound"]
+    ref_best = _best_incumbent(mm, [list(c.evaluations) for c in refs if c.evaluations is not None], objective, own)
+    if ref_best is not None:  # the references already rule out hardware whose bound is above them
+        best_value = _exact(mm, ref_best, objective, own)
+    screened = 0
+    for rank, (bound, archs, why) in enumerate(cands):
+        median = why == "median cell's optimum"
+        if median:
+            median_archs = archs
+        elif best_value is not None and bound >= float(best_value):
+            continue  # MIX-10/11 prove this hardware cannot beat the best one found
+        elif screened >= MAX_SCREENED:
+            continue  # warm starts only: the mix model settles the rest
+        screened += not median
+        run.say(f"hardware {rank + 1}: {', '.join(a.label() for a in archs)} ({why}), best dataflow per cell")
+        hr = best_on_hardware(run, fixed, archs, objective, own, lows, exact=median, limit=SCREEN_SHARE * time_limit_s)
+        tried.append(hr)
+        if hr.value is not None and (best_value is None or hr.value < best_value):
+            best_value = hr.value
+    median_archs = _median_fallback(run, fixed, tried, median_archs, objective, own, lows, time_limit_s)
+    t = lap("hardware_screening_s", t)
+    candidates = [list(c.evaluations) for c in refs if c.evaluations is not None]
+    candidates += [hr.evaluations for hr in tried if hr.evaluations is not None]
+    incumbent = _best_incumbent(mm, candidates, objective, own)
+    if incumbent is None:
+        run.say("searching a first feasible mix design")
+        incumbent = run.first_incumbent()
+        if incumbent is None:
+            raise ScenarioError(_infeasible_reason(mix))
+    # 3. the mix model, without the hardwares already solved exactly and no better (MIX-12)
+    inc_value = _exact(mm, incumbent, objective, own)
+    inc_archs = tuple(md.arch for _, md in incumbent[0].models())
+    done = [hr for hr in tried if hr.status in ("OPTIMAL", "INFEASIBLE") and hr.archs != inc_archs
+            and (hr.value is None or hr.value >= inc_value)]
+    excluded = [hr.archs for hr in done]
+
+    def nogoods(model: cp_model.CpModel) -> None:
+        mm.add_hardware_nogoods(model, excluded)
+
+    st = run.stage("mix model", objective, incumbent, lows, own if objective == "regret" else None, nogoods)
+    best = incumbent
+    if st.designs is not None and _exact(mm, st.designs, objective, own) <= _exact(mm, incumbent, objective, own):
+        best = st.designs
+    status = "OPTIMAL" if st.status == "OPTIMAL" else "FEASIBLE"
+    bound_cp = _bound(mm, st, objective, own)
+    solved = [hr.value for hr in done if hr.value is not None]
+    if bound_cp is not None and solved:
+        bound_cp = min(bound_cp, min(solved))
+    if objective == "regret" and st.status == "OPTIMAL":  # the best weighted latency at the optimal regret
+        st2 = run.stage("regret stage 2 (weighted latency at the optimal regret)", "regret", best, lows, own,
+                        regret_stage2=True)
+        if st2.designs is not None and _exact(mm, st2.designs, objective, own) <= _exact(mm, best, objective, own):
+            best = st2.designs
+    t = lap("mix_model_s", t)
+    evaluations, claims = verify_mix(mm, best, opts, fixed.cell_model)
+    t = lap("verify_s", t)
+    value = mix_value(mix, [e.metrics for e in evaluations], objective, own)
+    if objective == "regret":
+        bound = max(Fraction(1), bound_cp) if bound_cp is not None else Fraction(1)
+    else:  # the cells' own optima (or bounds) bound any shared hardware from below
+        lower = sum((w * lb for w, lb in zip(mix.weights, lows, strict=True)), Fraction(0)) / sum(mix.weights)
+        bound = lower if bound_cp is None else max(lower, bound_cp)
+    bound = min(bound, value)
+    comps: list = []
+    if comparisons:
+        median = next((hr for hr in tried if hr.archs == median_archs), None)
+        comps = mix_compare.compare(mix, evaluators, objective, own, optima, [md.arch for _, md in best[0].models()],
+                                    refs, median)
+        t = lap("comparisons_s", t)
+    report = MixReport(
+        objective_name=objective, status=status, objective=value, bound=bound, wall_s=time.perf_counter() - t0,
+        seed=seed, solver_version=solver_version(),
+        inputs_hash=mix.content_hash({"objective": objective, **opts.as_dict(), "cell_time_limit_s": cell_time_limit_s,
+                                      "screen": screen, "cuts": cuts}),
+        extra={"options": {**opts.as_dict(), "cell_time_limit_s": cell_time_limit_s, "jobs": jobs, "screen": screen,
+                           "cuts": cuts},
+               "scale": st.plan.scale if st.plan else None,
+               "rounding": _rounding_text(objective, st.plan.scale if st.plan else None),
+               "stages": run.stages, "phases_s": phases, "claimed": claims,
+               "hardware_tried": [{"archs": [a.label() for a in hr.archs], "status": hr.status, "how": hr.how,
+                                   "objective": None if hr.value is None else float(hr.value)} for hr in tried],
+               "single_cell_fixed_hardware_solves": fixed.solves,
+               "weights_integer": list(mm.weights),
+               "model_size": {"variables": len(mm.m.proto.variables), "constraints": len(mm.m.proto.constraints)}})
+    return MixResult(mix, tuple(evaluations), report, tuple(optima), tuple(comps))
+
+
+def _rounding_text(objective: str, scale: int | None) -> str | None:
+    if scale is None:
+        return None
+    unit = 10 ** 6 / scale
+    if objective == "regret":
+        return (f"cell latencies rounded up to {unit:g} ns/token and regret to 1/{REGRET_SCALE}: the reported bound "
+                f"is CP-SAT's minus 1/{REGRET_SCALE} and minus {unit:g} ns/token over the smallest own optimum")
+    what = "ns" if objective == "latency" else "nJ"
+    return (f"cell metrics rounded up to {unit:g} {what}/token: CP-SAT's weighted mean exceeds the exact one by less "
+            f"than {unit:g} {what}/token, which the reported bound subtracts")
+
+
+def _exact(mm: MixModel, designs: Sequence[Design], objective: str, own: Sequence[Fraction]) -> Fraction:
+    return mix_value(mm.mix, [ev.metrics(d) for ev, d in zip(mm.evaluators, designs, strict=True)], objective, own)
+
+
+def _best_incumbent(mm: MixModel, candidates: Sequence[Sequence[Evaluation]], objective: str,
+                    own: Sequence[Fraction]) -> list[Design] | None:
+    """The best candidate mix design that lies in every cell's space and fits (tensor copies)."""
+    best, best_v = None, None
+    for evals in candidates:
+        designs = [e.design for e in evals]
+        try:
+            mm.decision_literals(designs)
+            check_mix_capacity(mm.mix, mm.evaluators, designs)
+        except ScenarioError:
+            continue
+        v = mix_value(mm.mix, [e.metrics for e in evals], objective, own)
+        if best_v is None or v < best_v:
+            best, best_v = designs, v
+    return best
+
+
+def _bound(mm: MixModel, st: _Stage, objective: str, own: Sequence[Fraction]) -> Fraction | None:
+    """A proven lower bound on the exact mix objective from CP-SAT's bound minus the rounding (mix.md)."""
+    if st.cp_bound is None or st.plan is None:
+        return None
+    sigma = Fraction(st.plan.scale, 10 ** 6)  # units per ns (nJ)
+    if objective == "regret":
+        return Fraction(st.cp_bound - 1, REGRET_SCALE) - 1 / (sigma * min(own))
+    return Fraction(st.cp_bound, sum(mm.weights)) / sigma - 1 / sigma
+
+
+def _infeasible_reason(mix: Mix) -> str:
+    return (f"infeasible: no shared hardware holds every cell of mix '{mix.name}' (each cell fits on its own "
+            "hardware, but with one architecture per model the weight copies the cells use and the largest KV "
+            "caches do not fit together) [MIX-3/4]")

@@ -1,0 +1,384 @@
+"""Workload mixes: one hardware for several operating conditions (cells) of one base scenario.
+
+A mix is its own file that names a base scenario, or a `[mix]` table inside a scenario file:
+
+    name = "opt-13b-mix"                # optional; default: the file's stem
+    scenario = "paper/opt-13b-b1"       # a scenario file (relative to this file) or a built-in SET/NAME
+
+    [mix.tasks.summarization]           # per-task acceptance, per drafter (model name)
+    "opt-1.3b" = 0.85
+
+    [[mix.cells]]
+    batch_size = 4                      # prompt_tokens, generated_tokens: default the base's
+    task = "summarization"              # and/or acceptance = {"opt-1.3b" = 0.8} (wins over the task)
+    weight = 2.0                        # > 0; the mix objective is the weight-averaged cell metric
+
+Each cell is the base scenario with the cell's batch, context lengths and acceptance rates (a drafter
+the cell and its task leave out keeps the base's rate). Every error names the cell and the field
+(`mix.cells[3].weight: must be > 0, got 0.0`).
+
+The hardware (per model: memory type, PIM units, devices) is shared by the cells; the dataflow is per
+cell. Weights do not move at run time, so a model stores every (operator, layout) copy of a weight
+tensor that any cell uses, plus, per cell, that cell's KV cache by its own layouts: `mix_capacity`
+checks a whole mix design that way, on the evaluator's tensor tables (formulations/mix.md, MIX-2..4).
+"""
+
+from __future__ import annotations
+
+import hashlib
+import json
+import math
+import tomllib
+from collections.abc import Sequence
+from dataclasses import dataclass
+from fractions import Fraction
+from pathlib import Path
+
+from pydantic import BaseModel, ConfigDict, Field, ValidationError, field_validator, model_validator
+
+from specpim_cp.catalog import Catalog, default_catalog
+from specpim_cp.errors import ScenarioError, format_validation_error, reject_bool_numbers
+from specpim_cp.physics.evaluate import GIB_IN_KIB, CapacityUse, Evaluator, Metrics
+from specpim_cp.physics.rounds import Acceptance
+from specpim_cp.problem.builtin_sets import resolve_scenario_path
+from specpim_cp.problem.design import ArchConfig, Design
+from specpim_cp.problem.operators import ATTENTION_OPS, FC_OPS, PLACEABLE_OPS
+from specpim_cp.problem.scenario import (
+    Scenario,
+    load_scenario,
+    parse_scenario,
+    scenario_catalog,
+    with_catalog_paths,
+)
+
+#: Objectives of a mix: weighted mean latency or energy per token, or the worst cell's regret.
+MIX_OBJECTIVES = ("latency", "energy", "regret")
+#: Unit of each mix objective (the evaluator's units; regret is a ratio).
+MIX_UNITS = {"latency": "ns/token", "energy": "nJ/token", "regret": "x own optimum"}
+#: Weight tensors (stored once per layout any cell uses) and the KV-cache tensors (per cell).
+WEIGHT_OPS = FC_OPS
+KV_OPS = ATTENTION_OPS
+
+
+class _Strict(BaseModel):
+    model_config = ConfigDict(extra="forbid", frozen=True)
+
+    @model_validator(mode="before")
+    @classmethod
+    def _no_bool_numbers(cls, data):
+        return reject_bool_numbers(cls, data)
+
+
+def _check_rates(rates: dict[str, float]) -> dict[str, float]:
+    for k, a in rates.items():
+        if isinstance(a, bool) or not 0.0 <= a < 1.0:
+            raise ValueError(f"{k}: must be in [0, 1), got {a}")
+    return rates
+
+
+class MixCellEntry(_Strict):
+    """One operating condition: batch, context lengths, acceptance (per drafter or by task), weight."""
+
+    batch_size: int
+    prompt_tokens: int | None = None
+    generated_tokens: int | None = None
+    acceptance: dict[str, float] = Field(default_factory=dict)
+    task: str | None = None
+    weight: float
+
+    @field_validator("weight")
+    @classmethod
+    def _positive(cls, v: float) -> float:
+        if not v > 0 or not math.isfinite(v):
+            raise ValueError(f"must be > 0, got {v}")
+        return v
+
+    @field_validator("acceptance")
+    @classmethod
+    def _rates(cls, v: dict[str, float]) -> dict[str, float]:
+        return _check_rates(v)
+
+
+class MixTable(_Strict):
+    cells: list[MixCellEntry]
+    tasks: dict[str, dict[str, float]] = Field(default_factory=dict)
+
+    @field_validator("cells")
+    @classmethod
+    def _not_empty(cls, v: list[MixCellEntry]) -> list[MixCellEntry]:
+        if not v:
+            raise ValueError("the mix has no cells (give at least one [[mix.cells]] with batch_size and weight)")
+        return v
+
+    @field_validator("tasks")
+    @classmethod
+    def _task_rates(cls, v: dict[str, dict[str, float]]) -> dict[str, dict[str, float]]:
+        for name, rates in v.items():
+            try:
+                _check_rates(rates)
+            except ValueError as exc:
+                raise ValueError(f"{name}.{exc}") from None
+        return v
+
+
+class MixFile(_Strict):
+    """A mix file: a base scenario (file or built-in SET/NAME) and the `[mix]` table."""
+
+    name: str | None = Field(default=None, min_length=1, max_length=100)
+    description: str = ""
+    scenario: str
+    mix: MixTable
+
+
+@dataclass(frozen=True)
+class MixCell:
+    index: int
+    weight: Fraction  # the user's weight, exactly as written (decimal)
+    task: str | None
+    acceptance: tuple[tuple[str, float], ...]  # (drafter model, rate) of every drafter, as the cell runs it
+    scenario: Scenario
+
+    @property
+    def batch_size(self) -> int:
+        return self.scenario.batch_size
+
+    @property
+    def label(self) -> str:
+        """Short text: batch, context when not the base's, task or acceptance rates."""
+        sc = self.scenario
+        what = self.task if self.task is not None else " ".join(f"a={a:g}" for _, a in self.acceptance)
+        return f"b={sc.batch_size} ctx={sc.prompt_tokens}+{sc.generated_tokens} {what}".strip()
+
+
+@dataclass(frozen=True)
+class Mix:
+    name: str
+    description: str
+    base: Scenario
+    cells: tuple[MixCell, ...]
+
+    @property
+    def weights(self) -> tuple[Fraction, ...]:
+        return tuple(c.weight for c in self.cells)
+
+    def integer_weights(self) -> tuple[int, ...]:
+        """The weights scaled exactly to coprime integers (a common denominator, then their gcd)."""
+        den = math.lcm(*(w.denominator for w in self.weights))
+        ints = [int(w * den) for w in self.weights]
+        g = math.gcd(*ints)
+        return tuple(i // g for i in ints)
+
+    def content_hash(self, options: dict | None = None) -> str:
+        blob = json.dumps({"base": self.base.model_dump(mode="json"),
+                           "cells": [{"scenario": c.scenario.model_dump(mode="json"), "weight": str(c.weight),
+                                      "task": c.task} for c in self.cells],
+                           "options": options or {}}, sort_keys=True)
+        return hashlib.sha256(blob.encode()).hexdigest()[:16]
+
+
+# ------------------------------------------------------------------------------------------------
+# Loading
+# ------------------------------------------------------------------------------------------------
+def _read(path: Path) -> dict:
+    try:
+        text = path.read_bytes().decode("utf-8")
+    except OSError as exc:
+        raise ScenarioError(f"{path}: cannot read ({exc.strerror})") from None
+    except UnicodeDecodeError as exc:
+        raise ScenarioError(f"{path}: not UTF-8 text (byte {exc.start}: {exc.reason})") from None
+    try:
+        data = json.loads(text) if path.suffix == ".json" else tomllib.loads(text)
+    except (tomllib.TOMLDecodeError, json.JSONDecodeError) as exc:
+        kind = "JSON" if path.suffix == ".json" else "TOML"
+        raise ScenarioError(f"{path}: not valid {kind} ({' '.join(str(exc).split())})") from None
+    if not isinstance(data, dict):
+        raise ScenarioError(f"{path}: a mix is a table of fields, got {type(data).__name__}")
+    return data
+
+
+def _base_path(ref: str, mix_path: Path) -> Path:
+    local = mix_path.parent / ref
+    if local.is_file():
+        return local
+    try:
+        return resolve_scenario_path(ref)
+    except ScenarioError:
+        raise ScenarioError(f"scenario: '{ref}' is no scenario file (relative to the mix file or the current folder) "
+                            "and no built-in SET/NAME (e.g. paper/opt-13b-b1)") from None
+
+
+def load_mix(name: str | Path, catalog: Catalog | None = None, extra_catalogs: Sequence[str | Path] = ()) -> Mix:
+    """A mix from a mix file or a scenario file with a `[mix]` table (a path or a built-in SET/NAME).
+
+    `extra_catalogs` (e.g. --catalog files) are added to the base scenario's own `catalog` files, so every
+    cell carries them; the default `catalog` is the base scenario's (`scenario_catalog`)."""
+    path = resolve_scenario_path(str(name))
+    data = _read(path)
+    if "mix" not in data:
+        raise ScenarioError(f"{path}: mix: missing (a [mix] table with [[mix.cells]], see `specpim-cp solve-mix "
+                            "--help`)")
+    if "scenario" in data:  # a mix file naming its base
+        try:
+            mf = MixFile.model_validate(data)
+        except ValidationError as exc:
+            raise ScenarioError(format_validation_error(exc, root="mix")) from None
+        base = load_scenario(_base_path(mf.scenario, path), catalog, extra_catalogs=extra_catalogs)
+        return build_mix(mf.name or path.stem, mf.description or base.description, base, mf.mix,
+                         catalog or scenario_catalog(base))
+    raw = dict(data)  # a scenario file with a [mix] table
+    table = raw.pop("mix")
+    try:
+        mt = MixFile.model_validate({"scenario": "", "mix": table}).mix
+    except ValidationError as exc:
+        raise ScenarioError(format_validation_error(exc, root="mix")) from None
+    base = parse_scenario(with_catalog_paths(raw, path.parent, extra_catalogs), catalog)
+    return build_mix(base.name, base.description, base, mt, catalog or scenario_catalog(base))
+
+
+def build_mix(name: str, description: str, base: Scenario, table: MixTable, catalog: Catalog | None = None) -> Mix:
+    """The cells of `table` as scenarios derived from `base` (every error names the cell and the field)."""
+    catalog = catalog or default_catalog()
+    drafters = [d.model for d in base.drafters]
+    known = ", ".join(drafters) or "none"
+
+    def check_names(where: str, rates: dict[str, float]) -> None:
+        for k in rates:
+            if k not in drafters:
+                raise ScenarioError(f"{where}.{k}: '{k}' is not a drafter of scenario '{base.name}' (drafters: {known})")
+
+    for t, rates in table.tasks.items():
+        check_names(f"mix.tasks.{t}", rates)
+    cells = []
+    base_data = base.model_dump(mode="json")
+    for i, entry in enumerate(table.cells):
+        where = f"mix.cells[{i}]"
+        rates: dict[str, float] = {}
+        if entry.task is not None:
+            if entry.task not in table.tasks:
+                raise ScenarioError(f"{where}.task: '{entry.task}' is not a task of [mix.tasks] (tasks: "
+                                    f"{', '.join(table.tasks) or 'none'})")
+            rates.update(table.tasks[entry.task])
+        check_names(f"{where}.acceptance", entry.acceptance)
+        rates.update(entry.acceptance)
+        data = json.loads(json.dumps(base_data))
+        data["name"] = f"{base.name}-c{i}"
+        data["batch_size"] = entry.batch_size
+        for field in ("prompt_tokens", "generated_tokens"):
+            if getattr(entry, field) is not None:
+                data[field] = getattr(entry, field)
+        for d in data["drafters"]:
+            if d["model"] in rates:
+                d["acceptance"] = rates[d["model"]]
+        try:
+            sc = parse_scenario(data, catalog)
+        except ScenarioError as exc:
+            raise ScenarioError(f"{where}.{exc}") from None
+        alphas = Acceptance.of(sc, catalog).drafters
+        cells.append(MixCell(i, Fraction(repr(entry.weight)), entry.task, tuple(zip(drafters, alphas)), sc))
+    return Mix(name, description, base, tuple(cells))
+
+
+# ------------------------------------------------------------------------------------------------
+# Capacity of a whole mix design (tensor copies)
+# ------------------------------------------------------------------------------------------------
+def weight_copies(designs: Sequence[Design]) -> list[dict[str, set[str]]]:
+    """Per model, per weight operator, the layouts some cell's design keeps its weights in."""
+    out: list[dict[str, set[str]]] = []
+    for j in range(len(designs[0].models())):
+        out.append({op: {d.models()[j][1].placement[op].layout for d in designs} for op in WEIGHT_OPS})
+    return out
+
+
+def mix_capacity(evaluators: Sequence[Evaluator], designs: Sequence[Design]) -> list[list[CapacityUse]]:
+    """Per cell, per model (verifier first): bytes on the PIM side and the normal side under the
+    tensor-copy rule (MIX-3/4): every weight copy any cell uses + the cell's own KV cache by its own
+    layouts + the cell's draft2 model, from the evaluator's tables (`Evaluator.capacity_table`)."""
+    if len(evaluators) != len(designs):
+        raise ValueError("one evaluator per cell")
+    copies = weight_copies(designs)
+    out = []
+    for ev, design in zip(evaluators, designs, strict=True):
+        per_model = []
+        for j, (_, md) in enumerate(design.models()):
+            archs = {d.models()[j][1].arch for d in designs}
+            if len(archs) != 1:
+                raise ScenarioError(f"mix design: model {j} ({md.model}) has different architectures in different "
+                                    f"cells ({', '.join(sorted(a.label() for a in archs))}); a mix shares the hardware")
+            arch = md.arch
+            tab = ev.capacity_table(md.model, arch)
+            pim = normal = 0
+            for op, split in zip(PLACEABLE_OPS, tab.ops, strict=True):
+                layouts = copies[j][op] if op in WEIGHT_OPS else {md.placement[op].layout}
+                for lay in layouts:
+                    pim += split[lay][0]
+                    normal += split[lay][1]
+            for lay in copies[j]["lm_head"]:  # an untied input embedding sits beside each LM-head copy
+                pim += tab.embedding[lay][0]
+                normal += tab.embedding[lay][1]
+            p2, n2 = draft2_kib(ev, md.model, arch, None if md.staging is None else md.staging.draft2)
+            per_model.append(CapacityUse(pim + p2, normal + n2, *tab.capacity_kib))
+        out.append(per_model)
+    return out
+
+
+def draft2_kib(ev: Evaluator, model: str, arch: ArchConfig, draft2: str | None) -> tuple[int, int]:
+    """(PIM-side, normal-side) KiB of a catalog draft2 model on the drafter's devices, as the evaluator
+    counts it (`Evaluator.capacity_of` with and without it); (0, 0) for none or an n-gram model."""
+    if draft2 is None or draft2 not in ev.catalog.models:
+        return 0, 0
+    layouts = ("normal",) * len(PLACEABLE_OPS)
+    with_d2 = ev.capacity_of(model, arch, layouts, draft2)
+    without = ev.capacity_of(model, arch, layouts, None)
+    return with_d2.pim_need_kib - without.pim_need_kib, with_d2.normal_need_kib - without.normal_need_kib
+
+
+def check_mix_capacity(mix: Mix, evaluators: Sequence[Evaluator], designs: Sequence[Design]) -> None:
+    """ScenarioError naming the cell, the model and the side that overflows under the tensor-copy rule."""
+    for cell, uses, design in zip(mix.cells, mix_capacity(evaluators, designs), designs, strict=True):
+        for (label, md), cap in zip(design.models(), uses, strict=True):
+            for side, need, have in (("PIM units", cap.pim_need_kib, cap.pim_capacity_kib),
+                                     ("normal units", cap.normal_need_kib, cap.normal_capacity_kib)):
+                if need > have:
+                    raise ScenarioError(
+                        f"mix.cells[{cell.index}] {label} ({md.model}): the {side} must hold {need / GIB_IN_KIB:.2f} "
+                        f"GiB (every weight copy the mix uses + this cell's KV cache) but {md.arch.label()} has "
+                        f"{have / GIB_IN_KIB:.2f} GiB there")
+
+
+# ------------------------------------------------------------------------------------------------
+# Mix objectives (exact)
+# ------------------------------------------------------------------------------------------------
+def cell_metric(metrics: Metrics, objective: str) -> Fraction:
+    """The per-cell quantity a mix objective aggregates: latency (also for regret) or energy per token."""
+    return metrics.energy_fraction() if objective == "energy" else metrics.latency_fraction()
+
+
+def mix_value(mix: Mix, metrics: Sequence[Metrics], objective: str,
+              optima: Sequence[Fraction] | None = None) -> Fraction:
+    """The exact mix objective: weighted mean latency (ns/token) or energy (nJ/token) per token, or
+    regret, max over cells of latency / the cell's own optimum (`optima`)."""
+    if objective == "regret":
+        if optima is None:
+            raise ValueError("regret needs the cells' own optima")
+        return max(m.latency_fraction() / o for m, o in zip(metrics, optima, strict=True))
+    total = sum(mix.weights, Fraction(0))
+    return sum((w * cell_metric(m, objective) for w, m in zip(mix.weights, metrics, strict=True)), Fraction(0)) / total
+
+
+def regret(metrics: Sequence[Metrics], optima: Sequence[Fraction], objective: str) -> Fraction:
+    """Worst cell's metric (energy for the energy objective, else latency) over its own optimum of it."""
+    return max(cell_metric(m, objective) / o for m, o in zip(metrics, optima, strict=True))
+
+
+def median_cell(mix: Mix) -> MixCell:
+    """The weighted median cell, cells ordered by batch x context, then mean acceptance: the first cell
+    at which the cumulative weight reaches half the total."""
+    order = sorted(mix.cells, key=lambda c: (c.batch_size * c.scenario.max_context,
+                                             sum(a for _, a in c.acceptance) / max(1, len(c.acceptance)), c.index))
+    half = sum(mix.weights, Fraction(0)) / 2
+    acc = Fraction(0)
+    for c in order:
+        acc += c.weight
+        if acc >= half:
+            return c
+    return order[-1]

@@ -1,0 +1,341 @@
+"""Per-operator cost tables: (model, op, placement, architecture config, tokens) -> integer ns, nJ.
+
+Computed once per scenario and shared by the evaluator, the exact optimizer, the heuristic and the
+baselines, so all of them price a design identically. Every physical constant comes from the catalog.
+The formulas are written out in formulations/costs.md and the memory model in formulations/physics.md.
+
+Memory model (DESIGN.md section 2), as the scenario's `[assumptions] memory_model` says:
+- "time-shared" (default, rules 1-3): a PIM unit is ordinary DRAM in normal mode, so the host reads
+  tensors wherever they live. A host operator's tensor is kept in the normal units ("normal" layout) or
+  striped over every unit ("spread", a share k/U on PIM units); its bandwidth is the external bandwidth
+  of the channel groups its data sits on. While a PIM unit computes, its channels serve no host reads:
+  a host operator overlaps a PIM operator only if no channel group holds both its data and a PIM unit.
+- "partitioned" (rule 4, the SpecPIM authors' convention): host data only in normal units, host
+  bandwidth = external x normal units / all units, host and PIM never contend.
+A PIM operator streams its tensor from its own PIM units at internal bandwidth x the memory's PIM
+efficiency, once per token (no reuse across tokens), plus input broadcast, output read-back and a
+fixed per-kernel overhead. Energy comes in components (`COMPONENTS`): host DRAM access, host on-chip
+and compute, PIM internal streaming, PIM compute, transfers (PIM broadcast/read-back, links).
+"""
+
+from __future__ import annotations
+
+import math
+from dataclasses import dataclass
+from fractions import Fraction
+
+from specpim_cp import kernels
+from specpim_cp.catalog import Catalog, HostSpec, MemorySpec, ModelSpec
+from specpim_cp.problem.design import ArchConfig, Placement
+from specpim_cp.problem.operators import ATTENTION_OPS, PLACEABLE_OPS, OpShape, op_shapes
+from specpim_cp.problem.scenario import Scenario
+from specpim_cp.problem.space import placement_options
+
+KIB = 1024
+BITS_PER_BYTE = 8
+PJ_PER_NJ = 1000
+
+#: Energy components of every price, in this order (nJ each).
+COMPONENTS = ("host_dram", "host_compute", "pim_internal", "pim_compute", "transfer")
+
+
+@dataclass(frozen=True)
+class OpCost:
+    """One invocation's time (ns) and energy (nJ, the sum of its components)."""
+
+    time_ns: int
+    energy_nj: int
+    parts_nj: tuple[int, ...] = (0, 0, 0, 0, 0)  # per COMPONENTS
+
+
+def make_cost(t_ns: float, parts_pj: tuple[float, ...]) -> OpCost:
+    parts = tuple(_ceil(p / PJ_PER_NJ) for p in parts_pj)
+    return OpCost(_ceil(t_ns), sum(parts), parts)
+
+
+@dataclass(frozen=True)
+class TensorBytes:
+    """Bytes a model stores (all layers, all devices), in KiB (rounded up), by where they are used."""
+
+    op_kib: dict[str, int]  # weights of FC ops; K cache for score, V cache for context
+    embedding_kib: int  # input embedding table (0 when tied: the LM head's weights are the table)
+
+    def total_kib(self) -> int:
+        return sum(self.op_kib.values()) + self.embedding_kib
+
+
+def _ceil(x: float) -> int:
+    return math.ceil(x - 1e-9)
+
+
+# ------------------------------------------------------------------------------------------------
+# Channel organisation (catalog data: units_per_channel, pim_arrangement)
+# ------------------------------------------------------------------------------------------------
+def channel_groups(mem: MemorySpec) -> int:
+    """Channel groups per memory group (HBM stack: 4 die pairs; GDDR chip: 4 packages)."""
+    return mem.units_per_group // mem.units_per_channel
+
+
+def full_pim_groups(mem: MemorySpec, k: int) -> int:
+    """Channel groups with only PIM units when k units per group are PIM."""
+    g, s = channel_groups(mem), mem.units_per_channel
+    return max(0, k - g * (s - 1)) if mem.pim_arrangement == "spread" else k // s
+
+
+def pim_touched_groups(mem: MemorySpec, k: int) -> int:
+    """Channel groups with at least one PIM unit."""
+    g, s = channel_groups(mem), mem.units_per_channel
+    return min(k, g) if mem.pim_arrangement == "spread" else -(-k // s)
+
+
+def mixed_groups(mem: MemorySpec, k: int) -> int:
+    """Channel groups holding both a PIM unit and a normal unit."""
+    return pim_touched_groups(mem, k) - full_pim_groups(mem, k)
+
+
+class CostModel:
+    """Cost tables of one scenario. Methods are pure and memoised per instance (operator costs, tensor
+    sizes, layout splits, all-reduces); entries are None when impossible."""
+
+    def __init__(self, scenario: Scenario, catalog: Catalog):
+        self.scenario = scenario
+        self.catalog = catalog
+        self.host: HostSpec = catalog.host(scenario.host)
+        self.share_levels = scenario.space.share_levels
+        self.memory_model = scenario.assumptions.memory_model
+        self.count_idle = scenario.assumptions.energy_accounting == "total"
+        self._op_cache: dict[tuple, OpCost | None] = {}
+        self._shapes: dict[str, dict[str, OpShape]] = {}
+        self._tensor_bytes: dict[tuple[str, int], TensorBytes] = {}
+        self._allreduce: dict[tuple[str, ArchConfig, int], OpCost] = {}
+        self._embed: dict[tuple[str, ArchConfig, str, int], OpCost] = {}
+
+    # -- architecture ------------------------------------------------------------------------
+    def memory(self, arch: ArchConfig) -> MemorySpec:
+        return self.catalog.memory(arch.memory_type)
+
+    def placements(self, arch: ArchConfig) -> tuple[Placement, ...]:
+        """Every placement an operator may take on this architecture (physics only, no mapping rule)."""
+        return placement_options(self.memory(arch), arch, self.share_levels, self.memory_model)
+
+    def full_bandwidth_gbps(self, arch: ArchConfig) -> float:
+        mem = self.memory(arch)
+        return mem.groups * mem.group_external_bandwidth_gbps
+
+    def layout_bandwidth_gbps(self, arch: ArchConfig, layout: str) -> float:
+        """External bandwidth (per device) of the channel groups a tensor with this layout sits on."""
+        mem = self.memory(arch)
+        full = self.full_bandwidth_gbps(arch)
+        k, units = arch.pim_units, mem.units_per_group
+        if self.memory_model == "partitioned":
+            return full * (units - k) / units if layout == "normal" else 0.0
+        g = channel_groups(mem)
+        if layout == "normal":
+            return full * (g - full_pim_groups(mem, k)) / g
+        if layout == "pim":
+            return full * pim_touched_groups(mem, k) / g
+        return full  # spread
+
+    def host_contends_with_pim(self, arch: ArchConfig, layout: str) -> bool:
+        """Whether a host operator with this layout shares a channel group with the PIM units (then it
+        cannot overlap any PIM operator)."""
+        if self.memory_model == "partitioned" or arch.pim_units == 0:
+            return False
+        mem = self.memory(arch)
+        if layout == "normal":
+            return mixed_groups(mem, arch.pim_units) > 0
+        return True
+
+    def side_fractions(self, arch: ArchConfig, layout: str) -> Fraction:
+        """Fraction of a tensor with this layout kept in PIM units (the rest in normal units)."""
+        if layout == "pim":
+            return Fraction(1)
+        if layout == "spread":
+            return Fraction(arch.pim_units, self.memory(arch).units_per_group)
+        return Fraction(0)
+
+    def pim_lanes(self, arch: ArchConfig) -> int:
+        mem = self.memory(arch)
+        return mem.groups * arch.pim_units * mem.pim_lanes_per_unit
+
+    def capacity_kib(self, arch: ArchConfig) -> tuple[int, int]:
+        """(PIM-side, normal-side) capacity of all the model's devices, KiB."""
+        mem = self.memory(arch)
+        pim = arch.devices * mem.groups * arch.pim_units * mem.pim_unit_capacity_mib * KIB
+        normal = arch.devices * mem.groups * (mem.units_per_group - arch.pim_units) * mem.normal_unit_capacity_mib * KIB
+        return pim, normal
+
+    def split_kib(self, arch: ArchConfig, layout: str, kib: int) -> tuple[int, int]:
+        """(PIM-side, normal-side) KiB of a tensor of `kib` KiB with this layout (PIM side rounded up)."""
+        frac = self.side_fractions(arch, layout)
+        pim = -(-kib * frac.numerator // frac.denominator)
+        return pim, kib - pim
+
+    def idle_power_mw(self, arch: ArchConfig) -> int:
+        """Idle power of the model's devices charged for the whole round (0 under dynamic accounting)."""
+        return arch.devices * self.host.idle_power_mw if self.count_idle else 0
+
+    def draft2_layout(self, arch: ArchConfig) -> str | None:
+        """Layout of a draft2 model's tensors on a drafter's devices (it runs on the host): spread when
+        channels are time-shared and there are PIM units, else normal; None when the host cannot run."""
+        host = [p.layout for p in self.placements(arch) if p.engine == "host"]
+        if not host:
+            return None
+        return "spread" if "spread" in host else host[0]
+
+    # -- tensors -----------------------------------------------------------------------------
+    def shapes(self, model: ModelSpec) -> dict[str, OpShape]:
+        if model.name not in self._shapes:
+            self._shapes[model.name] = op_shapes(model)
+        return self._shapes[model.name]
+
+    @staticmethod
+    def kv_heads_per_device(model: ModelSpec, devices: int) -> int:
+        """KV heads are split across devices; a KV head cannot be split, so MQA replicates it."""
+        return -(-model.kv_heads // devices)
+
+    def tensor_bytes(self, model: ModelSpec, devices: int) -> TensorBytes:
+        """KiB a model stores on `devices` devices (memoised: callers must not modify the result)."""
+        key = (model.name, devices)
+        tb = self._tensor_bytes.get(key)
+        if tb is None:
+            tb = self._tensor_bytes[key] = self._tensor_bytes_uncached(model, devices)
+        return tb
+
+    def _tensor_bytes_uncached(self, model: ModelSpec, devices: int) -> TensorBytes:
+        sc = self.scenario
+        bpp = model.bytes_per_param
+        op_kib: dict[str, int] = {}
+        for name, s in self.shapes(model).items():
+            if s.kind == "fc":
+                layers = 1 if name == "lm_head" else model.layers
+                op_kib[name] = -(-(layers * s.in_features * s.out_features * bpp) // KIB)
+            else:  # K (score) or V (context) cache at the maximum context, stored on every device
+                per_device = self.kv_heads_per_device(model, devices) * model.head_dim
+                kv = model.layers * sc.batch_size * sc.max_context * per_device * devices * bpp
+                op_kib[name] = -(-kv // KIB)
+        embedding = 0 if model.tied_embeddings else -(-(model.vocab * model.hidden * bpp) // KIB)
+        return TensorBytes(op_kib, embedding)
+
+    # -- operator costs ----------------------------------------------------------------------
+    def op_cost(self, model: ModelSpec, op: str, engine: str, share: int, arch: ArchConfig,
+                tokens: int, layout: str = "normal") -> OpCost | None:
+        """One invocation of `op` (one layer, or the LM head) on all the model's devices.
+
+        `share`: the number of 1/share_levels fractions of the PIM units the op uses (PIM only);
+        `layout`: where a host operator's tensor lives. None when the placement is impossible.
+        """
+        lay = "pim" if engine == "pim" else layout
+        key = (model.name, op, engine, share if engine == "pim" else 0, lay, arch, tokens)
+        if key not in self._op_cache:
+            self._op_cache[key] = self._op_cost(model, op, engine, share, arch, tokens, lay)
+        return self._op_cache[key]
+
+    def placement_cost(self, model: ModelSpec, op: str, p: Placement, arch: ArchConfig, tokens: int) -> OpCost | None:
+        return self.op_cost(model, op, p.engine, p.share, arch, tokens, p.layout)
+
+    def _op_cost(self, model: ModelSpec, op: str, engine: str, share: int, arch: ArchConfig,
+                 tokens: int, layout: str) -> OpCost | None:
+        mem = self.memory(arch)
+        s = self.shapes(model)[op]
+        n = arch.devices
+        bpp = model.bytes_per_param
+        batch = self.scenario.batch_size
+        # a pass's query tokens also attend to the pass's own earlier tokens (a draft chain or tree under
+        # its mask): the context grows by the pass's tokens per sequence beyond the first
+        ctx = self.scenario.average_context + max(0, tokens // batch - 1)
+        e_ext = mem.external_energy_pj_per_bit * BITS_PER_BYTE  # pJ per byte
+        e_int = mem.internal_energy_pj_per_bit * BITS_PER_BYTE
+        e_chip = self.host.onchip_energy_pj_per_bit * BITS_PER_BYTE
+        if s.kind == "fc":
+            in_dev = -(-s.in_features // n) if s.row_parallel else s.in_features
+            out_dev = s.out_features if s.row_parallel else -(-s.out_features // n)
+            weight_bytes_dev = in_dev * out_dev * bpp
+            macs_total = tokens * s.in_features * s.out_features
+            stream_bytes_dev = tokens * weight_bytes_dev  # PIM: once per token
+            input_bytes_dev, output_bytes_dev = tokens * in_dev * bpp, tokens * out_dev * bpp
+            host_bytes_dev = weight_bytes_dev
+        else:
+            kvh = self.kv_heads_per_device(model, n)
+            heads_dev = -(-model.heads // n)
+            kv_bytes_seq = ctx * kvh * model.head_dim * bpp  # K (or V) of one sequence, one layer
+            group = max(1, heads_dev // kvh)  # query heads sharing one KV head re-stream it on PIM
+            stream_bytes_dev = tokens * group * kv_bytes_seq
+            host_bytes_dev = batch * kv_bytes_seq  # a GPU kernel reads each sequence's cache once
+            host_flops_dev = 2 * tokens * ctx * heads_dev * model.head_dim
+            macs_total = tokens * ctx * heads_dev * model.head_dim * n
+            # score: q (head_dim) in, probabilities (context) out; context: probabilities in, head_dim out
+            q_bytes, p_bytes = tokens * heads_dev * model.head_dim * bpp, tokens * heads_dev * ctx * bpp
+            input_bytes_dev, output_bytes_dev = (q_bytes, p_bytes) if op == "score" else (p_bytes, q_bytes)
+        if engine == "host":
+            if Placement(engine="host", share=0, layout=layout) not in self.placements(arch):
+                return None
+            bw = self.layout_bandwidth_gbps(arch, layout)
+            if s.kind == "fc" and self.host.kernel_table == kernels.ROOFLINE:  # no measurements: derated roofline
+                h = self.host
+                t_ns = kernels.roofline_linear_ns(
+                    in_dev, out_dev, tokens, bandwidth_gbps=bw, peak_fp16_tflops=h.peak_fp16_tflops,
+                    bandwidth_efficiency=h.attention_bandwidth_efficiency, compute_efficiency=h.compute_efficiency,
+                    launch_overhead_ns=h.launch_overhead_ns)
+            elif s.kind == "fc":
+                scale = bw / self.host.kernel_table_bandwidth_gbps
+                t_ns = kernels.linear_time_us(self.host.kernel_table, in_dev, out_dev, tokens, scale) * 1e3
+            else:
+                t_mem = host_bytes_dev / (self.host.attention_bandwidth_efficiency * bw)
+                t_cmp = host_flops_dev / (self.host.compute_efficiency * self.host.peak_fp16_tflops * 1e3)
+                t_ns = self.host.launch_overhead_ns + max(t_mem, t_cmp)
+            moved = host_bytes_dev * n
+            parts = (moved * e_ext, moved * e_chip + macs_total * self.host.mac_energy_pj, 0.0, 0.0, 0.0)
+        elif engine == "pim":
+            if arch.pim_units == 0 or not 1 <= share <= self.share_levels:
+                return None
+            frac = share / self.share_levels
+            lanes = self.pim_lanes(arch) * frac
+            units = mem.groups * arch.pim_units * frac
+            t_stream = stream_bytes_dev / (lanes * mem.pim_lane_bandwidth_gbps)
+            t_compute = 2 * stream_bytes_dev / bpp / (lanes * mem.pim_lane_gflops)
+            t_broadcast = input_bytes_dev / mem.unit_external_bandwidth_gbps  # every unit gets the input
+            t_readback = output_bytes_dev / (units * mem.unit_external_bandwidth_gbps)
+            t_ns = mem.pim_mode_switch_ns + max(t_stream, t_compute) / mem.pim_efficiency + t_broadcast + t_readback
+            parts = (0.0, 0.0, stream_bytes_dev * n * e_int, macs_total * mem.pim_mac_energy_pj,
+                     (input_bytes_dev * units + output_bytes_dev) * n * e_ext)
+        else:
+            raise ValueError(f"unknown engine {engine!r}")
+        return make_cost(t_ns, parts)
+
+    def allreduce_cost(self, model: ModelSpec, arch: ArchConfig, tokens: int) -> OpCost:
+        """One all-reduce of the layer's output activations across the model's devices."""
+        key = (model.name, arch, tokens)
+        cost = self._allreduce.get(key)
+        if cost is None:
+            cost = self._allreduce[key] = self._allreduce_uncached(model, arch, tokens)
+        return cost
+
+    def _allreduce_uncached(self, model: ModelSpec, arch: ArchConfig, tokens: int) -> OpCost:
+        n = arch.devices
+        if n == 1:
+            return OpCost(0, 0)
+        elements = tokens * model.hidden
+        t_ns = kernels.allreduce_us(n, elements) * 1e3
+        moved_bytes = 2 * (n - 1) * elements * model.bytes_per_param  # ring: 2(n-1)/n per device, n devices
+        return make_cost(t_ns, (0.0, 0.0, 0.0, 0.0, moved_bytes * BITS_PER_BYTE * self.host.link_energy_pj_per_bit))
+
+    def embedding_cost(self, model: ModelSpec, arch: ArchConfig, layout: str, tokens: int) -> OpCost:
+        """The input embedding lookup of one pass: `tokens` rows read (DESIGN.md rule 3), by one host kernel,
+        from the channel groups the table sits on (the LM head's layout: tied, or kept beside it)."""
+        key = (model.name, arch, layout, tokens)
+        cost = self._embed.get(key)
+        if cost is None:
+            mem = self.memory(arch)
+            rows = tokens * model.hidden * model.bytes_per_param
+            bw = self.layout_bandwidth_gbps(arch, layout) * arch.devices
+            if bw <= 0:  # partitioned memory with the table in PIM units: rows move over the bus
+                bw = self.full_bandwidth_gbps(arch) * arch.devices
+            t_ns = self.host.launch_overhead_ns + rows / bw
+            parts = (rows * mem.external_energy_pj_per_bit * BITS_PER_BYTE,
+                     rows * self.host.onchip_energy_pj_per_bit * BITS_PER_BYTE, 0.0, 0.0, 0.0)
+            cost = self._embed[key] = make_cost(t_ns, parts)
+        return cost
+
+
+__all__ = ["ATTENTION_OPS", "COMPONENTS", "KIB", "PLACEABLE_OPS", "CostModel", "OpCost", "TensorBytes"]

@@ -1,0 +1,329 @@
+"""Scenario (what is asked): schema, TOML/JSON loading and validation (a Design, the answer, is in design.py).
+
+Every validation error names the field (`drafters[1].devices: ...`). Loading resolves catalog names,
+so a loaded Scenario carries the ModelSpecs it needs and downstream code never looks names up again.
+A scenario's `catalog` names user catalog files (a path relative to the scenario's folder, or a list);
+`scenario_catalog` is the catalog it is priced with, and its inputs hash covers those files' content.
+"""
+
+from __future__ import annotations
+
+import hashlib
+import json
+import tomllib
+from collections.abc import Sequence
+from pathlib import Path
+from typing import Literal
+
+from pydantic import BaseModel, ConfigDict, Field, ValidationError, field_validator, model_validator
+
+from specpim_cp.catalog import Catalog, file_digest, load_catalog
+from specpim_cp.errors import ScenarioError, format_validation_error, reject_bool_numbers
+from specpim_cp.problem.design import DEVICE_COUNTS
+from specpim_cp.problem.trees import check_positional
+
+
+class _Strict(BaseModel):
+    model_config = ConfigDict(extra="forbid", frozen=True)
+
+    @model_validator(mode="before")
+    @classmethod
+    def _no_bool_numbers(cls, data):
+        return reject_bool_numbers(cls, data)
+
+
+class StagingSpace(_Strict):
+    """Staged drafting options for one drafter: candidate draft2 models and their draft lengths."""
+
+    draft2: list[str] = Field(min_length=1)
+    acceptance: dict[str, float] = Field(default_factory=dict)
+    max_draft_length: int = Field(default=4, ge=1, le=8)
+    required: bool = False  # True: the drafter must be staged (no unstaged option)
+
+    @field_validator("acceptance")
+    @classmethod
+    def _alpha_range(cls, v: dict[str, float]) -> dict[str, float]:
+        for k, a in v.items():
+            if not 0.0 <= a < 1.0:
+                raise ValueError(f"acceptance of '{k}' must be in [0, 1), got {a}")
+        return v
+
+
+class ModelEntry(_Strict):
+    model: str
+    devices: int | None = None  # None: chosen by the optimizer under `device_budget`
+    max_devices: int = Field(default=8, ge=1)
+
+
+class TreeSpace(_Strict):
+    """Token trees for one drafter (formulations/speculation_rounds.md, [TREE]): besides chains, every
+    width profile with at most `max_nodes` nodes, `max_children` candidates per node and depth up to
+    the scenario's max_draft_length, each drafted as its top-ranked tree."""
+
+    max_nodes: int = Field(default=8, ge=1, le=16)
+    # the catalog's conditional tail (Sequoia's measured vector) decreases up to rank 8 only
+    max_children: int = Field(default=4, ge=1, le=8)
+    # marginal P(the rank-r candidate is accepted), r = 1..max_children (missing ranks: 0)
+    acceptance_vector: list[float] | None = None
+
+    @model_validator(mode="after")
+    def _vector(self) -> TreeSpace:
+        v = self.acceptance_vector
+        if v is None:
+            return self
+        if not v or len(v) > self.max_children:
+            raise ValueError(f"acceptance_vector: needs 1..max_children ({self.max_children}) entries, got {len(v)}")
+        check_positional(v, "acceptance_vector")
+        return self
+
+
+class DrafterEntry(ModelEntry):
+    acceptance: float | None = Field(default=None, ge=0.0, lt=1.0)
+    staging: StagingSpace | None = None
+    tree: TreeSpace | None = None
+
+    @model_validator(mode="after")
+    def _tree_acceptance(self) -> DrafterEntry:
+        v = None if self.tree is None else self.tree.acceptance_vector
+        if v is not None and self.acceptance is not None and v[0] != self.acceptance:
+            raise ValueError(f"tree.acceptance_vector: its rank-1 entry {v[0]} is the chain acceptance, but "
+                             f"acceptance is {self.acceptance} (give one of them, or equal values)")
+        return self
+
+
+class Space(_Strict):
+    """Restrictions of the design space (ablations and fixed-recipe baselines)."""
+
+    memory_type: str | None = None
+    pim_units: int | None = Field(default=None, ge=0)
+    mapping: Literal["free", "fc-offload", "attention-offload", "host-only"] = "free"
+    pipeline: Literal["free", "on", "off"] = "free"
+    draft_lengths: list[int] | None = None
+    staging: Literal["free", "off"] = "free"
+    trees: Literal["free", "off"] = "free"  # "off": chains only, also for drafters with a [tree] table
+    share_levels: int = Field(default=4, ge=1, le=8)
+
+
+class Assumptions(_Strict):
+    """Named modelling conventions a scenario can switch (formulations/physics.md).
+
+    memory_model: "time-shared" (default; DESIGN.md rules 1-3: the host reads PIM units in normal mode,
+    channels are shared in time, tensor layout is a decision) or "partitioned" (the SpecPIM authors'
+    convention, rule 4: host data only in normal units, host bandwidth = external x normal fraction).
+    energy_accounting: "total" (idle power of every device for the whole round included) or "dynamic"
+    (idle power excluded, the accounting most PIM papers use).
+    """
+
+    memory_model: Literal["time-shared", "partitioned"] = "time-shared"
+    energy_accounting: Literal["total", "dynamic"] = "total"
+
+
+class Scenario(_Strict):
+    name: str = Field(min_length=1, max_length=100)
+    description: str = ""
+    batch_size: int = Field(ge=1, le=512)
+    prompt_tokens: int = Field(ge=1)
+    generated_tokens: int = Field(ge=1)
+    objective: Literal["latency", "energy", "edp"] = "latency"
+    host: str = "a100-40gb"
+    memory_types: list[str] = Field(default_factory=lambda: ["hbm", "gddr"], min_length=1)
+    max_draft_length: int = Field(default=8, ge=1, le=16)
+    device_budget: int | None = Field(default=None, ge=1)
+    verifier: ModelEntry
+    drafters: list[DrafterEntry] = Field(default_factory=list, max_length=4)
+    space: Space = Field(default_factory=Space)
+    assumptions: Assumptions = Field(default_factory=Assumptions)
+    # user catalog files merged over the built-in catalog, in order (`load_scenario` makes them absolute)
+    catalog: list[str] = Field(default_factory=list)
+
+    @field_validator("catalog", mode="before")
+    @classmethod
+    def _catalog_list(cls, v):
+        if isinstance(v, str):
+            return [v]
+        if not isinstance(v, list) or not all(isinstance(p, str) for p in v):
+            raise ValueError(f"a catalog TOML file name or a list of them, got {v!r}")
+        return v
+
+    @field_validator("catalog")
+    @classmethod
+    def _catalog_paths(cls, v: list[str]) -> list[str]:
+        if any(not p.strip() for p in v):
+            raise ValueError("an empty file name (give the path of a catalog TOML file)")
+        return v
+
+    @field_validator("name")
+    @classmethod
+    def _file_stem(cls, v: str) -> str:
+        """The name becomes output file and folder names (batch, sweep): it must not leave its folder."""
+        bad = [c for c in v if c in "/\\" or ord(c) < 32 or ord(c) == 127]
+        if bad or v.startswith(".") or v != v.strip():
+            raise ValueError(f"must not contain '/', '\\' or control characters, start with '.' or have "
+                             f"surrounding spaces (it names output files and folders), got {v!r}")
+        return v
+
+    @model_validator(mode="after")
+    def _devices(self) -> Scenario:
+        entries = [("verifier", self.verifier)] + [(f"drafters[{i}]", d) for i, d in enumerate(self.drafters)]
+        for label, e in entries:
+            if e.devices is not None and e.devices not in DEVICE_COUNTS:
+                raise ValueError(f"{label}.devices: must be one of {DEVICE_COUNTS}, got {e.devices}")
+            if e.devices is not None and e.devices > e.max_devices:
+                raise ValueError(f"{label}.max_devices: {e.max_devices} is below its devices ({e.devices})")
+            if e.devices is None and self.device_budget is None:
+                raise ValueError(f"{label}.devices: required unless the scenario sets device_budget")
+        if not self.drafters and self.space.pipeline == "on":
+            raise ValueError("space.pipeline: 'on' needs at least one drafter (the pipeline overlaps drafting "
+                             "with verification)")
+        if len(set(self.memory_types)) != len(self.memory_types):
+            dup = next(m for m in self.memory_types if self.memory_types.count(m) > 1)
+            raise ValueError(f"memory_types: '{dup}' is listed twice")
+        if self.space.draft_lengths is not None:
+            if len(self.space.draft_lengths) != len(self.drafters):
+                raise ValueError("space.draft_lengths: needs one entry per drafter")
+            for g in self.space.draft_lengths:
+                if not 1 <= g <= self.max_draft_length:
+                    raise ValueError(f"space.draft_lengths: {g} is outside 1..max_draft_length")
+        if self.device_budget is not None:
+            fixed = sum(e.devices or 1 for _, e in entries)
+            if fixed > self.device_budget:
+                raise ValueError(f"device_budget: {self.device_budget} devices cannot give every model one")
+        return self
+
+    # -- derived quantities ------------------------------------------------------------------
+    @property
+    def max_context(self) -> int:
+        return self.prompt_tokens + self.generated_tokens
+
+    @property
+    def average_context(self) -> int:
+        """Context length seen by the average decode step (prompt + half the generation)."""
+        return self.prompt_tokens + self.generated_tokens // 2
+
+    def hash_data(self) -> dict:
+        """What identifies the scenario's inputs: its fields, with the content (not the paths) of its
+        catalog files, so a changed catalog changes every hash (batch resume re-runs it)."""
+        data = self.model_dump(mode="json", exclude={"catalog"})
+        if self.catalog:
+            data["catalog_sha256"] = [file_digest(p) for p in self.catalog]
+        return data
+
+    def content_hash(self) -> str:
+        return hashlib.sha256(json.dumps(self.hash_data(), sort_keys=True).encode()).hexdigest()[:16]
+
+
+def scenario_catalog(sc: Scenario) -> Catalog:
+    """The catalog `sc` is priced with: the built-in one with its `catalog` files merged in order."""
+    return load_catalog(sc.catalog)
+
+
+def require_catalog(sc: Scenario, catalog: Catalog) -> None:
+    """A scenario that names catalog files is never priced with a catalog built without them (that would
+    silently use the built-in constants)."""
+    missing = [p for p in sc.catalog if p not in catalog.files]
+    if missing:
+        raise ScenarioError(f"catalog: scenario '{sc.name}' names catalog file {missing[0]}, but it is being "
+                            f"priced with a catalog without it (merged files: {', '.join(catalog.files) or 'none'}); "
+                            "price it with scenario_catalog(scenario)")
+
+
+def check_scenario(sc: Scenario, catalog: Catalog) -> Scenario:
+    """Checks that need the catalog: names, tokenizer families, allowed memory types, space knobs."""
+    require_catalog(sc, catalog)
+    catalog.host(sc.host)
+    for m in sc.memory_types:
+        catalog.memory(m)
+    v = catalog.model(sc.verifier.model, "verifier.model")
+    seen: dict[str, int] = {}
+    for i, d in enumerate(sc.drafters):
+        dm = catalog.model(d.model, f"drafters[{i}].model")
+        if d.model in seen:
+            raise ScenarioError(
+                f"drafters[{i}].model: '{d.model}' duplicates drafters[{seen[d.model]}]; two copies of one drafter "
+                "propose the same tokens, so their drafts are not independent")
+        seen[d.model] = i
+        if dm.parameter_count() >= v.parameter_count():
+            raise ScenarioError(
+                f"drafters[{i}].model: '{d.model}' ({dm.parameter_count() / 1e9:.2f} B parameters) is not smaller "
+                f"than the verifier '{v.name}' ({v.parameter_count() / 1e9:.2f} B)")
+        if dm.tokenizer != v.tokenizer:
+            raise ScenarioError(
+                f"drafters[{i}].model: '{d.model}' uses the {dm.tokenizer} tokenizer but the verifier "
+                f"'{v.name}' uses {v.tokenizer}; a drafter must share the verifier's tokenizer"
+            )
+        if d.staging is not None:
+            for j, d2 in enumerate(d.staging.draft2):
+                if d2 in catalog.ngrams:
+                    continue
+                m2 = catalog.model(d2, f"drafters[{i}].staging.draft2[{j}]")
+                if m2.tokenizer != dm.tokenizer:
+                    raise ScenarioError(
+                        f"drafters[{i}].staging.draft2[{j}]: '{d2}' does not share the drafter's tokenizer"
+                    )
+                if m2.parameter_count() >= dm.parameter_count():
+                    raise ScenarioError(
+                        f"drafters[{i}].staging.draft2[{j}]: '{d2}' is not smaller than the drafter '{dm.name}'"
+                    )
+            for k in d.staging.acceptance:
+                if k not in d.staging.draft2:
+                    raise ScenarioError(f"drafters[{i}].staging.acceptance: '{k}' is not one of draft2")
+    sp = sc.space
+    if sp.memory_type is not None and sp.memory_type not in sc.memory_types:
+        raise ScenarioError(f"space.memory_type: '{sp.memory_type}' is not in memory_types {sc.memory_types}")
+    if sp.pim_units is not None:
+        for m in ([sp.memory_type] if sp.memory_type else sc.memory_types):
+            if sp.pim_units > catalog.memory(m).max_pim_units:
+                raise ScenarioError(
+                    f"space.pim_units: {sp.pim_units} exceeds the {catalog.memory(m).max_pim_units} units "
+                    f"per group of memory type '{m}'"
+                )
+    return sc
+
+
+def parse_scenario(data: dict, catalog: Catalog | None = None) -> Scenario:
+    try:
+        sc = Scenario.model_validate(data)
+    except ValidationError as exc:
+        raise ScenarioError(format_validation_error(exc)) from None
+    return check_scenario(sc, catalog or scenario_catalog(sc))
+
+
+def with_catalog_paths(data: dict, folder: Path, extra: Sequence[str | Path]) -> dict:
+    """`data` with its `catalog` paths made absolute (relative ones against the scenario's folder) and
+    the `extra` files (e.g. --catalog, relative to the working directory) after them."""
+    own = data.get("catalog", [])
+    own = [own] if isinstance(own, str) else own
+    if not isinstance(own, list) or not all(isinstance(p, str) for p in own):
+        return data  # the schema names the problem
+    files = [str((folder / p).absolute()) if p.strip() else p for p in own]
+    files += [str(Path(p).absolute()) for p in extra]
+    if not files:
+        return data
+    return {**data, "catalog": list(dict.fromkeys(files))}
+
+
+def load_scenario(path: str | Path, catalog: Catalog | None = None,
+                  extra_catalogs: Sequence[str | Path] = ()) -> Scenario:
+    """A scenario file (TOML or JSON), validated against `catalog` (default: the built-in catalog with the
+    scenario's own `catalog` files, then `extra_catalogs`, merged in)."""
+    path = Path(path)
+    try:
+        text = path.read_bytes().decode("utf-8")
+    except OSError as exc:
+        raise ScenarioError(f"{path}: cannot read ({exc.strerror})") from None
+    except UnicodeDecodeError as exc:
+        raise ScenarioError(f"{path}: not UTF-8 text (byte {exc.start}: {exc.reason}); a scenario is a TOML or "
+                            "JSON file") from None
+    if not text.strip():
+        raise ScenarioError(f"{path}: the file is empty (a scenario needs name, batch_size, prompt_tokens, "
+                            "generated_tokens and [verifier])")
+    try:
+        data = json.loads(text) if path.suffix == ".json" else tomllib.loads(text)
+    except (tomllib.TOMLDecodeError, json.JSONDecodeError) as exc:
+        kind = "JSON" if path.suffix == ".json" else "TOML"
+        raise ScenarioError(f"{path}: not valid {kind} ({' '.join(str(exc).split())})") from None
+    except RecursionError:
+        raise ScenarioError(f"{path}: not a scenario (nested too deeply)") from None
+    if not isinstance(data, dict):
+        raise ScenarioError(f"{path}: a scenario is a JSON object (a table of fields), got {type(data).__name__}")
+    return parse_scenario(with_catalog_paths(data, path.parent, extra_catalogs), catalog)

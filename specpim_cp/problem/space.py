@@ -1,0 +1,377 @@
+"""The design space of a scenario: every option per decision, membership, construction.
+
+One `DesignSpace` answers "which designs exist" for the evaluator, the exact model, the brute force
+and the heuristic alike:
+
+- options: per model its architectures (memory type, PIM units, devices) and, per architecture and
+  operator, its placements; per drafter its DrafterChoices (draft, staging); the pipeline modes;
+- membership: `violations(design)` names every rule a design breaks (the field and the limit);
+- construction: `build(archs, placements, choice)`.
+
+`DesignSpace(scenario, catalog)` is the scenario's *restricted* space (its `[space]` table: fixed
+memory type or PIM units, a mapping rule, pipeline, draft lengths, staging); `DesignSpace.free(...)`
+drops those restrictions (share levels are kept: they define the placements), which is what the
+evaluator accepts (baselines and fixed recipes live outside a restricted space).
+"""
+
+from __future__ import annotations
+
+import itertools
+from collections.abc import Iterator, Sequence
+from dataclasses import dataclass
+from functools import cached_property, lru_cache
+
+from specpim_cp.catalog import Catalog, MemorySpec, ModelSpec
+from specpim_cp.errors import ScenarioError
+from specpim_cp.problem.design import (
+    DEVICE_COUNTS,
+    ArchConfig,
+    Design,
+    DrafterChoice,
+    Placement,
+    SpecChoice,
+    Staging,
+)
+from specpim_cp.problem.mapping_rules import rule_allows
+from specpim_cp.problem.operators import PLACEABLE_OPS
+from specpim_cp.problem.scenario import ModelEntry, Scenario, Space
+from specpim_cp.problem.trees import tree_profiles
+
+#: Most token-tree width profiles one drafter may offer (each is a speculation choice of the exact model;
+#: 228 for the default 8 nodes, 4 children, depth 8, 3,095 for 12 nodes).
+MAX_TREE_PROFILES = 1024
+
+
+# ------------------------------------------------------------------------------------------------
+# Placements a memory system offers (physics only; mapping rules below)
+# ------------------------------------------------------------------------------------------------
+@lru_cache(maxsize=4096)
+def placement_options(memory: MemorySpec, arch: ArchConfig, share_levels: int,
+                      memory_model: str = "time-shared") -> tuple[Placement, ...]:
+    """Host placements with every layout the memory model allows, then PIM on each share.
+
+    time-shared: k = 0 -> host "normal"; 0 < k < U -> "normal" and "spread"; k = U -> "spread" (all
+    units are PIM units, read in normal mode). partitioned: host "normal" only, and none when k = U.
+    """
+    k, units = arch.pim_units, memory.units_per_group
+    layouts: tuple[str, ...]
+    if memory_model == "partitioned":
+        layouts = ("normal",) if k < units else ()
+    else:
+        layouts = ("normal",) if k == 0 else ("spread",) if k == units else ("normal", "spread")
+    out = [Placement(engine="host", share=0, layout=lay) for lay in layouts]
+    if k > 0:
+        out += [Placement(engine="pim", share=s) for s in range(1, share_levels + 1)]
+    return tuple(out)
+
+
+@dataclass(frozen=True)
+class ModelOptions:
+    """One model's architecture options and, per architecture and operator, its placements."""
+
+    index: int  # 0 = verifier, i + 1 = drafter i
+    label: str  # "verifier", "drafters[0]", ...: the design field it fills
+    entry: ModelEntry
+    spec: ModelSpec
+    archs: tuple[ArchConfig, ...]
+    placements: dict[ArchConfig, dict[str, tuple[Placement, ...]]]  # arch -> op -> allowed placements
+
+    def allowed(self, arch: ArchConfig, op: str) -> tuple[Placement, ...]:
+        return self.placements[arch][op]
+
+
+class DesignSpace:
+    """Options, membership and construction of a scenario's designs (see the module docstring)."""
+
+    def __init__(self, scenario: Scenario, catalog: Catalog):
+        self.scenario = scenario
+        self.catalog = catalog
+        self.space: Space = scenario.space
+        self.share_levels = scenario.space.share_levels
+        self.rule = scenario.space.mapping
+        self.memory_model = scenario.assumptions.memory_model
+        self.models = [self._model_options(j, label, entry) for j, (label, entry) in enumerate(model_labels(scenario))]
+        self.drafter_options: list[tuple[DrafterChoice, ...]] = [
+            tuple(DrafterChoice(g, st) for g in self.gamma_options(i) for st in self.staging_options(i))
+            + tuple(DrafterChoice(len(w), None, w) for w in self.tree_options(i))
+            for i in range(len(scenario.drafters))]
+        self.pipeline_options: tuple[bool, ...] = (
+            (False,) if not scenario.drafters else {"free": (False, True), "on": (True,), "off": (False,)}[
+                scenario.space.pipeline])
+
+    @classmethod
+    def free(cls, scenario: Scenario, catalog: Catalog) -> DesignSpace:
+        """The scenario's space without its `[space]` restrictions (share levels kept)."""
+        unrestricted = Space(share_levels=scenario.space.share_levels)
+        return cls(scenario.model_copy(update={"space": unrestricted}), catalog)
+
+    # -- options -----------------------------------------------------------------------------
+    @property
+    def n_models(self) -> int:
+        return len(self.models)
+
+    @property
+    def n_drafters(self) -> int:
+        return len(self.models) - 1
+
+    @property
+    def model_names(self) -> list[str]:
+        return [m.spec.name for m in self.models]
+
+    def device_options(self, index: int) -> tuple[int, ...]:
+        """Device counts model `index` (0 = verifier) may take."""
+        entry = self.scenario.verifier if index == 0 else self.scenario.drafters[index - 1]
+        if entry.devices is not None:
+            return (entry.devices,)
+        budget = self.scenario.device_budget or 1
+        others = len(self.scenario.drafters)  # every other model needs at least one device
+        return tuple(n for n in DEVICE_COUNTS if n <= min(entry.max_devices, budget - others))
+
+    def memory_options(self) -> tuple[str, ...]:
+        return (self.space.memory_type,) if self.space.memory_type else tuple(self.scenario.memory_types)
+
+    def pim_unit_options(self, memory_type: str) -> tuple[int, ...]:
+        if self.space.pim_units is not None:
+            return (self.space.pim_units,)
+        return tuple(range(self.catalog.memory(memory_type).max_pim_units + 1))
+
+    def gamma_options(self, i: int) -> tuple[int, ...]:
+        return draft_length_options(self.scenario, i)
+
+    def staging_options(self, i: int) -> tuple[Staging | None, ...]:
+        st = self.scenario.drafters[i].staging
+        if st is None or self.space.staging == "off":
+            return (None,)
+        opts: list[Staging | None] = [] if st.required else [None]
+        for d2 in st.draft2:
+            opts += [Staging(draft2=d2, draft_length=g2) for g2 in range(1, st.max_draft_length + 1)]
+        return tuple(opts)
+
+    def tree_options(self, i: int) -> tuple[tuple[int, ...], ...]:
+        return tree_options(self.scenario, i)
+
+    def choices(self) -> Iterator[SpecChoice]:
+        """Every speculation choice: the product of the drafters' options and the pipeline modes, except
+        pipelined choices that hold a token tree when there are several drafters ([TREE]: a wider tree
+        lowers the other drafters' continuation, so its optimality is only proven without that coupling)."""
+        for combo in itertools.product(*self.drafter_options):
+            for pipeline in self.pipeline_options:
+                choice = SpecChoice(tuple(combo), pipeline)
+                if self.choice_allowed(choice):
+                    yield choice
+
+    @staticmethod
+    def choice_allowed(choice: SpecChoice) -> bool:
+        """The pairing rule of `choices`: no pipelined token tree next to another drafter."""
+        return not (choice.pipeline and len(choice.drafters) > 1 and any(d.tree is not None for d in choice.drafters))
+
+    @cached_property
+    def choice_list(self) -> tuple[SpecChoice, ...]:
+        return tuple(self.choices())
+
+    def drafter_neighbours(self, i: int, k: int) -> tuple[int, ...]:
+        """Indices of drafter i's options one step from option k: one draft node more or fewer (a chain
+        one longer or shorter, a tree with one node added or removed at one depth) with the same staging,
+        or another staging with the same draft (local moves of a search)."""
+        opts = self.drafter_options[i]
+        a = opts[k]
+        out = []
+        for n, b in enumerate(opts):
+            if n == k:
+                continue
+            same_draft = b.draft_length == a.draft_length and b.tree == a.tree
+            if (b.staging == a.staging and _widths_distance(a, b) == 1) or (same_draft and b.staging != a.staging):
+                out.append(n)
+        return tuple(out)
+
+    def nearest_drafter_option(self, i: int, choice: DrafterChoice) -> int:
+        """Index of drafter i's option closest to `choice` (same staging first, then draft length)."""
+        opts = self.drafter_options[i]
+        return min(range(len(opts)), key=lambda n: (opts[n].staging != choice.staging,
+                                                    _widths_distance(opts[n], choice), n))
+
+    def _model_options(self, j: int, label: str, entry: ModelEntry) -> ModelOptions:
+        spec = self.catalog.model(entry.model, f"{label}.model")
+        archs, placements = [], {}
+        for mem in self.memory_options():
+            memory = self.catalog.memory(mem)
+            for k in self.pim_unit_options(mem):
+                for n in self.device_options(j):
+                    arch = ArchConfig(mem, k, n)
+                    physical = placement_options(memory, arch, self.share_levels, self.memory_model)
+                    per_op = {op: tuple(p for p in physical if rule_allows(self.rule, op, p.engine))
+                              for op in PLACEABLE_OPS}
+                    if all(per_op.values()):  # [MAP-2] every operator can run somewhere
+                        archs.append(arch)
+                        placements[arch] = per_op
+        if not archs:
+            raise ScenarioError(
+                f"space: no architecture of {label} ({entry.model}) can run every operator under mapping "
+                f"'{self.rule}' (pim_units={self.space.pim_units}, memory_type={self.space.memory_type}): "
+                "host operators need normal memory units and PIM operators need PIM units [MAP-2]")
+        return ModelOptions(j, label, entry, spec, tuple(archs), placements)
+
+    # -- membership --------------------------------------------------------------------------
+    def violations(self, design: Design) -> list[str]:
+        """Every rule `design` breaks, one line each naming the design field (empty: it is in the space)."""
+        sc = self.scenario
+        if len(design.drafters) != self.n_drafters:
+            n = len(design.drafters)
+            return [f"design.drafters: the scenario has {self.n_drafters} drafters, the design {n}"]
+        out = []
+        if design.pipeline not in self.pipeline_options:
+            out.append("design.pipeline: a pipeline needs at least one drafter" if not sc.drafters else
+                       f"design.pipeline: {'on' if design.pipeline else 'off'} is excluded by space.pipeline")
+        if design.pipeline and len(design.drafters) > 1 and any(md.tree is not None for md in design.drafters):
+            out.append("design.pipeline: a pipelined round drafts chains when there are several drafters "
+                       "(a token tree is drafted with the pipeline off)")
+        for opts, (label, md) in zip(self.models, design.models(), strict=True):
+            out += self._model_violations(opts, label, md)
+        if sc.device_budget is not None:
+            total = sum(md.devices for _, md in design.models())
+            if total > sc.device_budget:
+                out.append(f"design: {total} devices exceed device_budget {sc.device_budget}")
+        return out
+
+    def _model_violations(self, opts: ModelOptions, label: str, md) -> list[str]:
+        where = f"design.{label}"
+        if md.model != opts.entry.model:
+            return [f"{where}.model: '{md.model}' but the scenario has '{opts.entry.model}'"]
+        out = []
+        arch = md.arch
+        if arch not in opts.placements:
+            out.append(self._arch_violation(opts, where, arch))
+        missing = [op for op in PLACEABLE_OPS if op not in md.placement]
+        extra = [op for op in md.placement if op not in PLACEABLE_OPS]
+        if missing or extra:
+            out.append(f"{where}.placement: missing {missing} / unknown {extra}")
+        elif arch in opts.placements:
+            for op in PLACEABLE_OPS:
+                p = md.placement[op]
+                if p.key not in {q.key for q in opts.allowed(arch, op)}:
+                    out.append(f"{where}.placement.{op}: {self._placement_violation(arch, op, p)}")
+        if opts.index == 0:
+            if md.draft_length is not None or md.staging is not None:
+                out.append(f"{where}: draft_length/staging belong to drafters")
+            return out
+        i = opts.index - 1
+        gammas = self.gamma_options(i)
+        if md.tree is not None:
+            return out + self._tree_violations(i, where, md)
+        if md.draft_length not in gammas:
+            out.append(f"{where}.draft_length: {md.draft_length} is outside {_span(gammas)}")
+        if md.staging not in self.staging_options(i):
+            st = self.scenario.drafters[i].staging
+            if md.staging is None:
+                out.append(f"{where}.staging: the drafter must be staged (staging.required)")
+            elif st is None or md.staging.draft2 not in st.draft2 or self.space.staging == "off":
+                out.append(f"{where}.staging.draft2: '{md.staging.draft2}' is not offered by the scenario")
+            else:
+                out.append(f"{where}.staging.draft_length: {md.staging.draft_length} is outside "
+                           f"1..{st.max_draft_length}")
+        return out
+
+    def _tree_violations(self, i: int, where: str, md) -> list[str]:
+        tree_space = self.scenario.drafters[i].tree
+        widths = tuple(md.tree)
+        if tree_space is None:
+            return [f"{where}.tree: drafters[{i}] ({md.model}) has no [drafters.tree] table in the scenario"]
+        if self.space.trees == "off":
+            return [f"{where}.tree: token trees are excluded by space.trees = 'off'"]
+        if all(w == 1 for w in widths):
+            return [f"{where}.tree: {list(widths)} is a chain; give draft_length {len(widths)} instead"]
+        if len(widths) > self.scenario.max_draft_length:
+            return [f"{where}.tree: depth {len(widths)} exceeds max_draft_length {self.scenario.max_draft_length}"]
+        if len(widths) not in self.gamma_options(i):
+            return [f"{where}.tree: depth {len(widths)} is outside the draft lengths {_span(self.gamma_options(i))}"]
+        if sum(widths) > tree_space.max_nodes:
+            return [f"{where}.tree: {sum(widths)} nodes exceed tree.max_nodes {tree_space.max_nodes}"]
+        prev = 1
+        for d, w in enumerate(widths):
+            if w > prev * tree_space.max_children:
+                return [f"{where}.tree: {w} nodes at depth {d + 1} exceed {prev} x max_children {tree_space.max_children}"]
+            prev = w
+        return []
+
+    def _arch_violation(self, opts: ModelOptions, where: str, arch: ArchConfig) -> str:
+        mems = self.memory_options()
+        if arch.memory_type not in mems:
+            return f"{where}.memory_type: '{arch.memory_type}' is not allowed ({list(mems)})"
+        ks = self.pim_unit_options(arch.memory_type)
+        if arch.pim_units not in ks:
+            return f"{where}.pim_units: {arch.pim_units} is outside {_span(ks)} for {arch.memory_type}"
+        devs = self.device_options(opts.index)
+        if arch.devices not in devs:
+            fixed = opts.entry.devices is not None
+            return (f"{where}.devices: {arch.devices} but the scenario fixes {opts.entry.devices}" if fixed else
+                    f"{where}.devices: {arch.devices} is not an allowed device count {list(devs)}")
+        return f"{where}: architecture {arch.label()} cannot run every operator under mapping '{self.rule}' [MAP-2]"
+
+    def _placement_violation(self, arch: ArchConfig, op: str, p: Placement) -> str:
+        physical = placement_options(self.catalog.memory(arch.memory_type), arch, self.share_levels,
+                                     self.memory_model)
+        if p.key in {q.key for q in physical}:
+            return f"{p.engine} breaks mapping rule '{self.rule}'"
+        if p.engine == "pim" and arch.pim_units == 0:
+            return "pim is impossible: no PIM units (pim_units = 0)"
+        if p.engine == "host":
+            if any(q.engine == "host" for q in physical):
+                return (f"host layout '{p.layout}' is impossible on {arch.label()} under the "
+                        f"{self.memory_model} memory model")
+            return "host is impossible: no normal memory left for the host"
+        return f"pim is impossible: share must be 1..{self.share_levels}"
+
+    def check(self, design: Design) -> None:
+        """ScenarioError naming the first rule the design breaks."""
+        bad = self.violations(design)
+        if bad:
+            raise ScenarioError(bad[0])
+
+    # -- construction ------------------------------------------------------------------------
+    def build(self, archs: Sequence[ArchConfig], placements: Sequence[dict[str, Placement]],
+              choice: SpecChoice) -> Design:
+        return Design.assemble(self.model_names, list(archs), list(placements), choice)
+
+
+def draft_length_options(scenario: Scenario, i: int) -> tuple[int, ...]:
+    """Draft lengths drafter i may take: `[space].draft_lengths[i]`, else 1..max_draft_length."""
+    if scenario.space.draft_lengths is not None:
+        return (scenario.space.draft_lengths[i],)
+    return tuple(range(1, scenario.max_draft_length + 1))
+
+
+def tree_options(scenario: Scenario, i: int) -> tuple[tuple[int, ...], ...]:
+    """Drafter i's token-tree width profiles (chains excluded: they are the chain options), depth within
+    its draft lengths, at most `tree.max_nodes` nodes and `tree.max_children` children per node; none
+    without a `[drafters.tree]` table or with `[space] trees = "off"`."""
+    tree = scenario.drafters[i].tree
+    if tree is None or scenario.space.trees == "off":
+        return ()
+    depths = set(draft_length_options(scenario, i))
+    out = tuple(w for w in tree_profiles(tree.max_children, max(depths), tree.max_nodes)
+                if len(w) in depths and any(x > 1 for x in w))
+    if len(out) > MAX_TREE_PROFILES:
+        raise ScenarioError(
+            f"drafters[{i}].tree: {len(out)} width profiles (max_nodes {tree.max_nodes}, max_children "
+            f"{tree.max_children}, depth up to {max(depths)}) exceed {MAX_TREE_PROFILES}; lower tree.max_nodes, "
+            "tree.max_children or max_draft_length")
+    return out
+
+
+def model_labels(scenario: Scenario) -> list[tuple[str, ModelEntry]]:
+    """(design field label, scenario entry) of every model, verifier first."""
+    return [("verifier", scenario.verifier)] + [(f"drafters[{i}]", d) for i, d in enumerate(scenario.drafters)]
+
+
+def _widths_distance(a: DrafterChoice, b: DrafterChoice) -> int:
+    """Draft nodes added or removed between two drafts, depth by depth (a chain is widths (1,) * length)."""
+    wa = a.tree if a.tree is not None else (1,) * a.draft_length
+    wb = b.tree if b.tree is not None else (1,) * b.draft_length
+    return sum(abs(x - y) for x, y in itertools.zip_longest(wa, wb, fillvalue=0))
+
+
+def _span(values: Sequence[int]) -> str:
+    vals = sorted(values)
+    if len(vals) > 2 and vals == list(range(vals[0], vals[-1] + 1)):
+        return f"{vals[0]}..{vals[-1]}"
+    return str(vals)

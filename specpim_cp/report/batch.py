@@ -1,0 +1,453 @@
+"""Reports of a batch directory: tables (terminal and `summary.md`), CSV files and PNG plots.
+
+Everything is derived from `results.jsonl` (see `batch.py`), so `specpim-cp report DIR` can be re-run
+at any time, also on a batch that is still running or was killed. Sections:
+
+- latency and energy per token of GPU-AR, GPU-SI, FC-offload, attention-offload, heuristic and exact per
+  scenario; the exact design's speedup and energy efficiency over GPU-SI and over the better fixed-recipe
+  PIM baseline (FC-offload or attention-offload, whichever has the better objective); geometric means;
+  the status and proven gap of every exact result;
+- the ablation ladder per model family as factors (each step's optimum over the previous step's);
+- where the PIM goes: per scenario and model, the fraction of memory units that are PIM units;
+- plots (matplotlib Agg, no pyplot state): speedup, energy efficiency, ladder, PIM allocation, Pareto fronts,
+  and one schedule picture per family (the exact design of its smallest batch, `show.schedule_figure`);
+- workload mixes (records of method `mix`): the regret table, rule views and heatmaps of `report_mix.py`.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Callable, Sequence
+from pathlib import Path
+
+from specpim_cp.errors import ScenarioError
+from specpim_cp.files import safe_stem, write_atomic
+from specpim_cp.problem.ablation_ladder import LADDER_STEPS
+from specpim_cp.problem.design import parse_design
+from specpim_cp.problem.scenario import load_scenario
+from specpim_cp.report.common import (
+    COMPARED,
+    PIM_BASELINES,
+    Report,
+    ScenarioResults,
+    consistency_checks,
+    fmt,
+    fmt_excess,
+    fmt_gap,
+    geomean,
+    group,
+    ladder_latencies,
+    ratio,
+    scaled,
+)
+from specpim_cp.report.grid import build_grid_report
+from specpim_cp.report.mix import mix_sections
+from specpim_cp.runs.records import Record
+from specpim_cp.runs.store import read_records, write_derived_files
+from specpim_cp.views.figures import new_figure, save_figure
+from specpim_cp.views.schedule_picture import schedule_figure
+from specpim_cp.views.tables import md_table, table
+
+PLOTS = ("speedup.png", "energy_efficiency.png", "ladder.png", "pim_allocation.png", "pareto.png")
+MEMORY_COLORS = {"hbm": "#1f77b4", "gddr": "#ff7f0e"}
+METHOD_COLORS = {"GPU-AR": "#7f7f7f", "FC-offload": "#2ca02c", "attention-offload": "#9467bd",
+                 "heuristic": "#ff7f0e", "exact": "#d62728"}
+STEP_COLORS = ("#c7c7c7", "#9467bd", "#2ca02c", "#17becf", "#d62728")
+
+
+# ------------------------------------------------------------------------------------------------
+# Tables: (title, headers, rows of strings), formatted for the terminal and for Markdown
+# ------------------------------------------------------------------------------------------------
+Table = tuple[str, list[str], list[list[str]]]
+
+
+def latency_energy_tables(groups: Sequence[ScenarioResults]) -> list[Table]:
+    lat = [[s.name, *(fmt(scaled(s.latency(m), 1e-3)) for m in COMPARED)] for s in groups]
+    en = [[s.name, *(fmt(scaled(s.energy(m), 1e-9)) for m in COMPARED)] for s in groups]
+    return [("Latency per generated token (us; '-': infeasible or not run)", ["scenario", *COMPARED], lat),
+            ("Energy per generated token (mJ; batch total / tokens)", ["scenario", *COMPARED], en)]
+
+
+def speedup_table(groups: Sequence[ScenarioResults]) -> Table:
+    rows, cols = [], {k: [] for k in ("si_s", "pim_s", "si_e", "pim_e", "heur")}
+    for s in groups:
+        ex = s.solved("exact")
+        pim = s.best_pim_baseline()
+        vals = {"si_s": ratio(s.latency("GPU-SI"), s.latency("exact")),
+                "pim_s": ratio(s.latency(pim) if pim else None, s.latency("exact")),
+                "si_e": ratio(s.energy("GPU-SI"), s.energy("exact")),
+                "pim_e": ratio(s.energy(pim) if pim else None, s.energy("exact")),
+                "heur": ratio(s.objective("heuristic"), s.objective("exact"))}
+        for k, v in vals.items():
+            cols[k].append(v)
+        status = s.by_method["exact"].status if "exact" in s.by_method else "-"
+        rows.append([s.name, status, fmt_gap(ex), fmt(vals["si_s"]), fmt(vals["pim_s"]), pim or "-",
+                     fmt(vals["si_e"]), fmt(vals["pim_e"]), fmt_excess(vals["heur"])])
+    rows.append(["geometric mean", "", "", *(fmt(geomean(cols[k])) for k in ("si_s", "pim_s")), "",
+                 *(fmt(geomean(cols[k])) for k in ("si_e", "pim_e")), fmt_excess(geomean(cols["heur"]))])
+    headers = ["scenario", "exact status", "proven gap", "speedup vs GPU-SI", "speedup vs PIM",
+               "PIM baseline", "energy eff. vs GPU-SI", "energy eff. vs PIM", "heuristic above exact"]
+    return ("Exact design vs baselines (factors; PIM = the better of FC-offload and attention-offload)",
+            headers, rows)
+
+
+def ladder_factors(s: ScenarioResults) -> list[float | None]:
+    """Speedup of each ladder step over the previous one (the first step, GPU-SI, is 1)."""
+    lat = ladder_latencies(s)
+    return [1.0 if lat[0] is not None else None] + [ratio(lat[i - 1], lat[i]) for i in range(1, len(lat))]
+
+
+def ladder_cumulative(s: ScenarioResults) -> list[float | None]:
+    """Speedup of each ladder step over GPU-SI (the last one is the ladder's total)."""
+    lat = ladder_latencies(s)
+    return [ratio(lat[0], x) for x in lat]
+
+
+def family_ladders(groups: Sequence[ScenarioResults]) -> dict[str, list[ScenarioResults]]:
+    fams: dict[str, list[ScenarioResults]] = {}
+    for s in groups:
+        if s.ladder:
+            fams.setdefault(s.family, []).append(s)
+    return dict(sorted(fams.items()))
+
+
+def ladder_table(groups: Sequence[ScenarioResults]) -> Table | None:
+    rows = []
+    for fam, members in family_ladders(groups).items():
+        for s in members:
+            lat0 = ladder_latencies(s)[0]
+            rows.append([fam, s.name, fmt(scaled(lat0, 1e-3)), *(fmt(x) for x in ladder_factors(s)[1:]),
+                         fmt(ladder_cumulative(s)[-1])])
+        means = [geomean([ladder_factors(s)[i] for s in members]) for i in range(1, len(LADDER_STEPS))]
+        rows.append([fam, "geometric mean", "", *(fmt(x) for x in means),
+                     fmt(geomean([ladder_cumulative(s)[-1] for s in members]))])
+    if not rows:
+        return None
+    headers = ["family", "scenario", "GPU-SI us/token", *LADDER_STEPS[1:], "total"]
+    title = ("Ablation ladder: speedup of each step over the previous (each step the optimum of its space; "
+             "'-': step missing)")
+    return title, headers, rows
+
+
+def pim_table(groups: Sequence[ScenarioResults]) -> Table | None:
+    rows = []
+    for s in groups:
+        r = s.best_design()
+        if r is None:
+            continue
+        for p in r.pim:
+            rows.append([s.name, r.method, p.role, p.model, p.memory_type, str(p.devices),
+                         f"{p.pim_units}/{p.units_per_group}", fmt(p.pim_fraction, 2), ", ".join(p.pim_ops) or "-",
+                         "-" if p.draft_length is None else str(p.draft_length) if p.tree is None else
+                         "tree " + "-".join(map(str, p.tree))])
+    if not rows:
+        return None
+    headers = ["scenario", "from", "role", "model", "memory", "devices", "PIM units", "PIM fraction",
+               "operators on PIM", "draft (length or tree)"]
+    title = "Where the PIM goes (best design: exact, else heuristic; PIM units per memory group)"
+    return title, headers, rows
+
+
+def pareto_table(groups: Sequence[ScenarioResults]) -> Table | None:
+    rows = []
+    for s in groups:
+        if s.pareto is None:
+            continue
+        if not s.pareto.front:
+            rows.append([s.name, "-", "-", "no point found within the time limit"])
+        for p in s.pareto.front or ():
+            rows.append([s.name, fmt(p.metrics.latency_ns_per_token / 1e3), fmt(p.metrics.energy_pj_per_token / 1e9),
+                         " ".join(f"{q.model}:{q.memory_type}:{q.pim_units}" for q in p.pim)])
+    if not rows:
+        return None
+    return ("Latency-energy Pareto fronts (also in pareto/*.csv)",
+            ["scenario", "us/token", "mJ/token", "memory:PIM units per model"], rows)
+
+
+# ------------------------------------------------------------------------------------------------
+# Plots
+# ------------------------------------------------------------------------------------------------
+def _bars(groups: Sequence[ScenarioResults], value: Callable[[ScenarioResults, str], float | None],
+          methods: Sequence[str], ylabel: str, title: str, path: Path) -> Path | None:
+    if not methods or all(value(s, m) is None for s in groups for m in methods):
+        return None  # nothing to compare (e.g. a ladder-only batch, or GPU-SI missing everywhere)
+    fig = new_figure(max(7.0, 0.75 * len(groups) + 3), 4.8)
+    ax = fig.subplots()
+    width = 0.8 / len(methods)
+    for j, m in enumerate(methods):
+        xs, ys = [], []
+        for i, s in enumerate(groups):
+            v = value(s, m)
+            if v is not None:
+                xs.append(i + (j - (len(methods) - 1) / 2) * width)
+                ys.append(v)
+        ax.bar(xs, ys, width, label=m, color=METHOD_COLORS.get(m))
+    ax.axhline(1.0, color="black", linewidth=0.8, linestyle="--", label="GPU-SI = 1")
+    ax.set_xticks(range(len(groups)), [s.name for s in groups], rotation=45, ha="right")
+    ax.set_xlabel("scenario (verifier, batch size)")
+    ax.set_ylabel(ylabel)
+    ax.set_title(title)
+    ax.grid(axis="y", alpha=0.3)
+    ax.legend(fontsize=8, ncols=min(len(methods) + 1, 6), loc="upper left")
+    ax.set_ylim(0, max([v for s in groups for m in methods if (v := value(s, m)) is not None] + [1.0]) * 1.25)
+    return save_figure(fig, path)
+
+
+def _plotted_methods(groups: Sequence[ScenarioResults]) -> list[str]:
+    return [m for m in ("GPU-AR", *PIM_BASELINES, "heuristic", "exact") if any(s.solved(m) for s in groups)]
+
+
+def plot_speedup(groups: Sequence[ScenarioResults], path: Path) -> Path | None:
+    return _bars(groups, lambda s, m: ratio(s.latency("GPU-SI"), s.latency(m)), _plotted_methods(groups),
+                 "speedup over GPU-SI (latency ratio, x)",
+                 "Speedup over GPU speculative inference (GPU-SI); no bar: infeasible", path)
+
+
+def plot_energy(groups: Sequence[ScenarioResults], path: Path) -> Path | None:
+    return _bars(groups, lambda s, m: ratio(s.energy("GPU-SI"), s.energy(m)), _plotted_methods(groups),
+                 "energy efficiency over GPU-SI (energy ratio, x)",
+                 "Energy efficiency over GPU-SI (energy per token ratio); no bar: infeasible", path)
+
+
+def plot_ladder(groups: Sequence[ScenarioResults], path: Path) -> Path | None:
+    """A waterfall per scenario: step k's bar spans the speedup over GPU-SI before and after it."""
+    bars: list[tuple[str, list[float | None], bool]] = []  # (label, cumulative speedups, family mean)
+    for fam, members in family_ladders(groups).items():
+        bars += [(s.name, ladder_cumulative(s), False) for s in members]
+        cum: list[float | None] = [1.0]
+        for i in range(1, len(LADDER_STEPS)):
+            f = geomean([ladder_factors(s)[i] for s in members])
+            cum.append(None if f is None or cum[-1] is None else cum[-1] * f)
+        bars.append((f"{fam} (geo-mean)", cum, True))
+    if not bars:
+        return None
+    from matplotlib.patches import Patch
+    from matplotlib.ticker import FuncFormatter, LogLocator
+
+    steps = len(LADDER_STEPS) - 1
+    width = 0.84 / steps
+    fig = new_figure(max(8.0, 0.9 * len(bars) + 3), 5.4)
+    ax = fig.subplots()
+    ax.set_yscale("log")
+    top, bottom = 1.0, 1.0
+    for i, (_, cum, mean) in enumerate(bars):
+        for k in range(1, len(LADDER_STEPS)):
+            if cum[k - 1] is None or cum[k] is None or cum[k - 1] <= 0 or cum[k] <= 0:
+                continue  # a missing step (or a zero latency, which a log axis cannot show)
+            x = i + (k - 1 - (steps - 1) / 2) * width
+            lo, hi = sorted((cum[k - 1], cum[k]))
+            ax.bar(x, hi - lo, width, bottom=lo, color=STEP_COLORS[k], edgecolor="black", linewidth=0.4,
+                   hatch="//" if cum[k] < cum[k - 1] else None)
+            ax.text(x, hi * 1.04, f"{cum[k] / cum[k - 1]:.2f}", ha="center", va="bottom", fontsize=6,
+                    rotation=90)
+            top, bottom = max(top, hi), min(bottom, lo)
+        if cum[-1] is not None:
+            ax.plot([i - 0.45, i + 0.45], [cum[-1], cum[-1]], color="black", linewidth=1.2)
+        if mean:
+            ax.axvspan(i - 0.5, i + 0.5, color="#eeeeee", zorder=0)
+    ax.axhline(1.0, color="black", linewidth=0.8, linestyle="--")
+    ax.set_ylim(bottom / 1.15, top * 1.6)
+    ax.yaxis.set_major_locator(LogLocator(base=10, subs=(1.0, 1.5, 2.0, 3.0, 5.0, 7.0)))
+    ax.yaxis.set_major_formatter(FuncFormatter(lambda v, _: f"{v:g}"))
+    ax.yaxis.set_minor_formatter(FuncFormatter(lambda v, _: ""))
+    ax.set_xticks(range(len(bars)), [b[0] for b in bars], rotation=45, ha="right")
+    ax.set_xlim(-0.6, len(bars) - 0.4)
+    for tick, b in zip(ax.get_xticklabels(), bars, strict=True):
+        if b[2]:
+            tick.set_fontweight("bold")
+    handles = [Patch(facecolor=STEP_COLORS[k], edgecolor="black", label=LADDER_STEPS[k])
+               for k in range(1, len(LADDER_STEPS))]
+    handles.append(Patch(facecolor="white", edgecolor="black", hatch="//", label="slower than previous step"))
+    handles.append(Patch(facecolor="black", label="total over GPU-SI"))
+    ax.legend(handles=handles, fontsize=7, loc="upper left", ncols=3)
+    ax.set_xlabel("scenario (shaded: geometric mean per model family; no bar: step missing)")
+    ax.set_ylabel("speedup over GPU-SI (x, log scale)")
+    ax.set_title("Ablation ladder: each bar spans one step's speedup factor (label)")
+    ax.grid(axis="y", alpha=0.3)
+    return save_figure(fig, path)
+
+
+def plot_pim(groups: Sequence[ScenarioResults], path: Path) -> Path | None:
+    rows = []
+    for s in groups:
+        r = s.best_design()
+        if r is None:
+            continue
+        rows += [(f"{s.name} | {p.role.replace('drafters', 'drafter')} {p.model}", p) for p in r.pim]
+    if not rows:
+        return None
+    fig = new_figure(8.5, 0.28 * len(rows) + 1.6)
+    ax = fig.subplots()
+    ys = list(range(len(rows)))[::-1]
+    scenario_of = [label.split(" | ")[0] for label, _ in rows]
+    shade, start = False, 0
+    for k in range(1, len(rows) + 1):  # shade every other scenario's rows
+        if k == len(rows) or scenario_of[k] != scenario_of[start]:
+            if shade:
+                ax.axhspan(ys[k - 1] - 0.5, ys[start] + 0.5, color="#f0f0f0", zorder=0)
+            shade, start = not shade, k
+    for y, (_, p) in zip(ys, rows, strict=True):
+        ax.barh(y, p.pim_fraction, 0.7, color=MEMORY_COLORS.get(p.memory_type, "#8c564b"))
+        ax.text(p.pim_fraction + 0.01, y, f"{p.pim_units}/{p.units_per_group} {p.memory_type}", va="center",
+                fontsize=7)
+    ax.set_yticks(ys, [label for label, _ in rows], fontsize=7)
+    ax.set_xlim(0, 1.18)
+    ax.set_ylim(-0.6, len(rows) - 0.4)
+    ax.set_xlabel("fraction of memory units per group converted to PIM (PIM units / units per group)")
+    ax.set_title("Where the PIM goes (best design per scenario and model)")
+    from matplotlib.patches import Patch
+
+    mems = sorted({p.memory_type for _, p in rows})
+    ax.legend(handles=[Patch(color=MEMORY_COLORS.get(m, "#8c564b"), label=m) for m in mems],
+              title="memory type", fontsize=8, loc="upper left", bbox_to_anchor=(1.0, 1.0))
+    ax.grid(axis="x", alpha=0.3)
+    return save_figure(fig, path)
+
+
+def plot_pareto(groups: Sequence[ScenarioResults], path: Path) -> Path | None:
+    """Top row: each front with the baselines; bottom row: the front alone (it is small next to them)."""
+    fronts = [s for s in groups if s.pareto is not None]
+    if not fronts:
+        return None
+    from matplotlib.ticker import FuncFormatter, MaxNLocator
+
+    fig = new_figure(max(7.0, 4.8 * len(fronts)), 8.4)
+    axes = fig.subplots(2, len(fronts), squeeze=False)
+    for col, s in enumerate(fronts):
+        ax, zoom = axes[0][col], axes[1][col]
+        pts = sorted((p.metrics.latency_ns_per_token / 1e3, p.metrics.energy_pj_per_token / 1e9)
+                     for p in s.pareto.front or ())
+        xs, ys = [x for x, _ in pts], [y for _, y in pts]
+        for t in (ax, zoom):
+            t.step(xs, ys, where="post", color="#d62728", linewidth=1, alpha=0.6)
+            t.scatter(xs, ys, color="#d62728", zorder=3, s=20, label="exact Pareto front")
+            t.set_xlabel("latency per token (us)")
+            t.set_ylabel("energy per token (mJ)")
+            t.grid(alpha=0.3)
+            t.xaxis.set_major_locator(MaxNLocator(5))
+            t.xaxis.set_major_formatter(FuncFormatter(lambda v, _: f"{v:,.0f}"))
+            t.yaxis.set_major_formatter(FuncFormatter(lambda v, _: f"{v:,.0f}"))
+            if not pts:
+                t.text(0.5, 0.5, "no Pareto point found\nwithin the time limit", transform=t.transAxes,
+                       ha="center", va="center", fontsize=9, color="#d62728")
+        if not pts:
+            zoom.set_xticks([])
+            zoom.set_yticks([])
+        zoom.margins(0.3)
+        for m, marker in zip(("GPU-SI", "FC-offload", "attention-offload", "heuristic"), "s^vD", strict=True):
+            if s.solved(m) is not None:
+                ax.scatter([s.latency(m) / 1e3], [s.energy(m) / 1e9], marker=marker,
+                           color=METHOD_COLORS.get(m, "grey"), label=m, zorder=2)
+        ax.set_title(f"{s.family}: {s.name}, with baselines")
+        ax.legend(fontsize=7, loc="upper left")
+        zoom.set_title(f"{s.name}: the front alone ({len(pts)} point{'s' if len(pts) != 1 else ''})")
+        if s.solved("exact") is not None:
+            for t in (ax, zoom):
+                t.scatter([s.latency("exact") / 1e3], [s.energy("exact") / 1e9], marker="*", s=90,
+                          facecolor="none", edgecolor="black", zorder=4, label="exact latency optimum")
+            zoom.legend(fontsize=7, loc="upper right")
+        for i, (x, y) in enumerate(pts):
+            last = i == len(pts) - 1 and len(pts) > 1  # label the rightmost point on its left
+            zoom.annotate(f"{x:,.0f} us, {y:,.0f} mJ", (x, y), textcoords="offset points",
+                          xytext=(-4, 4) if last else (4, 4), ha="right" if last else "left", fontsize=6)
+    fig.suptitle("Latency-energy Pareto fronts (exact)")
+    return save_figure(fig, path)
+
+
+# ------------------------------------------------------------------------------------------------
+# The report
+# ------------------------------------------------------------------------------------------------
+def plot_schedules(groups: Sequence[ScenarioResults], out: Path) -> tuple[list[Path], list[str]]:
+    """One schedule picture per family: the exact design of its smallest batch (`show.schedule_figure`).
+    A scenario file that moved or changed since the run is skipped with a note (the picture would not be
+    the recorded design's)."""
+    made, notes = [], []
+    first: dict[str, Record] = {}
+    for s in groups:
+        r = s.solved("exact")
+        if r is not None and r.design is not None and s.family not in first:
+            first[s.family] = r
+    for family, r in sorted(first.items()):
+        try:
+            sc = load_scenario(r.scenario_file)
+            if sc.content_hash() != r.scenario_hash:
+                notes.append(f"schedule of {r.scenario}: skipped, {r.scenario_file} changed since the run")
+                continue
+            made.append(schedule_figure(sc, parse_design(r.design), out / f"schedule-{safe_stem(family)}.png"))
+        except ScenarioError as exc:
+            notes.append(f"schedule of {r.scenario}: skipped ({exc})")
+    return made, notes
+
+
+def build_report(out: str | Path, plots: bool = True) -> Report:
+    """Regenerate results.csv, pareto/*.csv, summary.md and the plots of a batch directory (a grid
+    directory, detected from its records, gets the grid report of `report_grid.py`)."""
+    out = Path(out)
+    records = read_records(out)
+    if any(r.cell is not None for r in records):
+        return build_grid_report(out, records, plots)
+    files = write_derived_files(out, records)
+    groups = group([r for r in records if r.method != "mix"])  # workload mixes: report_mix.py
+    tables = [*latency_energy_tables(groups), speedup_table(groups)] if groups else []
+    tables += [t for t in (ladder_table(groups), pim_table(groups), pareto_table(groups)) if t is not None]
+    mix_tables, mix_plots, mix_lines = [], [], []
+    if any(r.method == "mix" for r in records):
+        mix_tables, mix_plots, mix_lines = mix_sections(records, out, plots)
+    tables += mix_tables
+    made = []
+    if plots:
+        for fn, name in ((plot_speedup, "speedup.png"), (plot_energy, "energy_efficiency.png"),
+                         (plot_ladder, "ladder.png"), (plot_pim, "pim_allocation.png"),
+                         (plot_pareto, "pareto.png")):
+            p = fn(groups, out / name)
+            if p is not None:
+                made.append(p)
+        pictures, picture_notes = plot_schedules(groups, out)
+        made += pictures
+    header = _header(records, groups)
+    if plots and picture_notes:
+        header.append("Schedule pictures: " + "; ".join(picture_notes))
+    checks = consistency_checks(groups)
+    verdict = "all passed" if not checks else "\n- ".join([f"{len(checks)} VIOLATION(S)", *checks])
+    if groups:
+        header.append("Consistency checks (exact <= baselines and heuristic, nested ladder steps, Pareto front "
+                      f"vs exact): {verdict}")
+    header += mix_lines
+    name = batch_title(records, out)
+    text = "\n\n".join([f"Batch report: {name}", *header,
+                         *(f"{title}\n{table(h, rows)}" for title, h, rows in tables)])
+    md = ["# Batch report: " + name, ""] + [line for h in header for line in (h, "")]
+    for title, h, rows in tables:
+        md += [f"## {title}", "", md_table(h, rows), ""]
+    if made:
+        md += ["## Plots", ""] + [f"![{p.stem}]({p.name})" for p in made if not p.stem.startswith("schedule-")]
+        md += [""]
+        schedules = [p for p in made if p.stem.startswith("schedule-")]
+        if schedules:
+            md += ["## Schedules (exact design of each family's smallest batch: one layer per model, the round)",
+                   ""] + [f"![{p.stem}]({p.name})" for p in schedules] + [""]
+    if mix_plots:
+        md += ["## Workload mixes: where each operator runs per cell (PIM or host)", ""]
+        md += [f"![{p.stem}]({p.name})" for p in mix_plots] + [""]
+    write_atomic(out / "summary.md", "\n".join(md))
+    return Report(text, "\n".join(md), [*files, out / "summary.md", *made, *mix_plots])
+
+
+def batch_title(records: Sequence[Record], out: Path) -> str:
+    """The set's (or grid's) name the records were run for; older records: their scenario files' folder."""
+    names = sorted({r.batch for r in records if r.batch})
+    if names:
+        return ", ".join(names)
+    folders = {Path(r.scenario_file).parent.name for r in records if r.scenario_file}
+    return folders.pop() if len(folders) == 1 and "" not in folders else out.name
+
+
+def _header(records: Sequence[Record], groups: Sequence[ScenarioResults]) -> list[str]:
+    versions = sorted({r.solver_version for r in records if r.solver_version})
+    failed = [f"{r.scenario}:{r.method} {r.part}: {r.error}" for r in records if r.status == "ERROR"]
+    mixes = sum(1 for r in records if r.method == "mix")
+    what = ", ".join(([f"{len(groups)} scenarios"] if groups or not mixes else [])
+                     + ([f"{mixes} workload mixes"] if mixes else []))
+    lines = [f"{what}, {len(records)} records; solvers: {'; '.join(versions) or '-'}"]
+    if failed:
+        lines.append("\n- ".join(["ERRORS (re-run `batch` to retry):", *failed]))
+    return lines

@@ -1,0 +1,131 @@
+"""Brute-force optimum by enumeration with the evaluator (the oracle the CP-SAT optimum is checked against).
+
+Per model, every (architecture, placement) option is priced; an option is dropped only when another
+option of the same model is at least as good in every quantity the round can depend on (pass time and
+pass energy at every token count the model may run, draft2 step cost, idle power, device count); an
+option whose tensors do not fit its devices (by their layouts) is dropped. Every objective (latency, energy, EDP per token) is non-decreasing in each of
+those quantities, so the pruning cannot lose the optimum. The surviving options are combined with
+every speculation choice and each complete design is priced by the evaluator.
+"""
+
+from __future__ import annotations
+
+import itertools
+import time
+from fractions import Fraction
+
+from specpim_cp.catalog import Catalog
+from specpim_cp.errors import ScenarioError
+from specpim_cp.physics.evaluate import Evaluation, Evaluator
+from specpim_cp.physics.rounds import drafter_cycle_tokens, tree_pass_tokens, verifier_tokens
+from specpim_cp.problem.design import ModelDesign, Staging
+from specpim_cp.problem.operators import PLACEABLE_OPS
+from specpim_cp.problem.scenario import Scenario, scenario_catalog
+from specpim_cp.problem.space import DesignSpace, ModelOptions
+from specpim_cp.solvers.result import SolveReport, SolveResult, inputs_hash
+
+MAX_OPTIONS_PER_MODEL = 60_000
+MAX_DESIGNS = 400_000
+
+
+def placement_combinations(opts: ModelOptions, arch) -> list[dict]:
+    per_op = [opts.allowed(arch, op) for op in PLACEABLE_OPS]
+    return [dict(zip(PLACEABLE_OPS, combo)) for combo in itertools.product(*per_op)]
+
+
+def _dominates(u: tuple, v: tuple) -> bool:
+    return all(a <= b for a, b in zip(u, v)) and u != v
+
+
+def pareto_filter(items: list[tuple[tuple, object]]) -> list[object]:
+    items = sorted(items, key=lambda it: it[0])
+    kept: list[tuple[tuple, object]] = []
+    for vec, obj in items:
+        if not any(_dominates(k, vec) or k == vec for k, _ in kept):
+            kept.append((vec, obj))
+    return [obj for _, obj in kept]
+
+
+def brute_force(scenario: Scenario, *, objective: str | None = None, catalog: Catalog | None = None) -> SolveResult:
+    """The optimum of the scenario's (restricted) space by enumeration; refuses when the space is too large."""
+    t0 = time.perf_counter()
+    catalog = catalog or scenario_catalog(scenario)
+    objective = objective or scenario.objective
+    ev = Evaluator(scenario, catalog)
+    space = DesignSpace(scenario, catalog)
+    choices = space.choice_list
+    batch = scenario.batch_size
+    # token counts each model may run, and draft2 options per drafter
+    tokens: list[set[int]] = [set() for _ in space.models]
+    for c in choices:
+        tokens[0].add(verifier_tokens(batch, c))
+        for i, dc in enumerate(c.drafters):
+            tokens[i + 1].add(drafter_cycle_tokens(batch, dc))
+            if dc.tree is not None:
+                tokens[i + 1].update(tree_pass_tokens(batch, dc))
+    draft2_models = [sorted({st.draft2 for st in space.staging_options(i) if st is not None})
+                     for i in range(space.n_drafters)]
+    options: list[list[ModelDesign]] = []
+    for j, opts in enumerate(space.models):
+        raw = []
+        for a in opts.archs:
+            places = placement_combinations(opts, a)
+            if len(raw) + len(places) > MAX_OPTIONS_PER_MODEL:
+                raise ScenarioError(f"brute force: {opts.label} has more than {MAX_OPTIONS_PER_MODEL} options; "
+                                    "restrict the space ([space] memory_type, pim_units, mapping, share_levels)")
+            for pl in places:
+                stagings = [None] + (draft2_models[j - 1] if j else [])
+                for d2 in stagings:
+                    md = ModelDesign(model=opts.entry.model, memory_type=a.memory_type, pim_units=a.pim_units,
+                                     devices=a.devices, placement=pl, draft_length=None if j == 0 else 1,
+                                     staging=None if d2 is None else Staging(draft2=d2, draft_length=1))
+                    if not ev.capacity(md).holds:
+                        continue
+                    vec = []
+                    for t in sorted(tokens[j]):
+                        p = ev.pass_price(md, t)
+                        vec += [p.time_ns, p.energy_nj]
+                    if d2 is not None:
+                        try:
+                            step = ev.draft2_step(md)
+                        except ScenarioError:  # the draft2 model cannot run on this host
+                            continue
+                        vec += [step.time_ns, step.energy_nj]
+                    vec += [ev.costs.idle_power_mw(a), a.devices]
+                    raw.append(((d2,) + tuple(vec), (md, d2)))
+        # prune within each draft2 class (capacity depends on it)
+        kept = []
+        for d2 in {k[0] for k, _ in raw}:
+            cls = [(k[1:], v) for k, v in raw if k[0] == d2]
+            kept += pareto_filter(cls)
+        options.append(kept)
+    n_designs = 1
+    for o in options:
+        n_designs *= max(1, len(o))
+    n_designs *= len(choices)
+    if n_designs > MAX_DESIGNS:
+        raise ScenarioError(f"brute force: {n_designs} designs after pruning exceed {MAX_DESIGNS}; restrict the space")
+    best: Evaluation | None = None
+    evaluated = 0
+    for combo in itertools.product(*options):
+        for c in choices:
+            # a drafter option was priced for one draft2 class (None = unstaged)
+            if any(combo[i + 1][1] != (None if dc.staging is None else dc.staging.draft2)
+                   for i, dc in enumerate(c.drafters)):
+                continue
+            design = space.build([md.arch for md, _ in combo], [md.placement for md, _ in combo], c)
+            try:
+                e = ev.evaluate(design)
+            except ScenarioError:
+                continue
+            evaluated += 1
+            if best is None or e.metrics.objective(objective) < best.metrics.objective(objective):
+                best = e
+    if best is None:
+        raise ScenarioError("brute force: no feasible design in the space")
+    obj: Fraction = best.metrics.objective(objective)
+    report = SolveReport(method="brute-force", objective_name=objective, status="OPTIMAL", objective=obj, bound=obj,
+                         wall_s=time.perf_counter() - t0, iterations=evaluated, seed=None,
+                         solver_version="enumeration", inputs_hash=inputs_hash(scenario, {"objective": objective}),
+                         extra={"designs_evaluated": evaluated, "options_per_model": [len(o) for o in options]})
+    return SolveResult(best, report)

@@ -1,0 +1,786 @@
+"""CP-SAT model of the whole design space of one scenario (formulations/*.md has the mathematics).
+
+One method per constraint family; each carries the family's ID from `formulations/`. Every cost
+coefficient is an integer taken from the shared cost tables (`CostModel`) and speculation tables
+(`speculation`), linked by linear equalities enforced on one-hot Booleans, so the model prices a
+design with exactly the evaluator's integers.
+
+Decision variables (all Boolean one-hots):
+  x[j][a]      model j uses architecture a (memory type, PIM units per group, device count)
+  y[j][o][p]   operator o of model j takes placement p (host with a tensor layout, or PIM on a share)
+  z[c]         speculation choice c (draft and staging of every drafter, pipeline on/off)
+Derived integer variables: operator, all-reduce and embedding durations and energies, one layer's
+schedule, pass times and energies, drafter cycles, drafting phases per outcome, round time T (ns) and
+energy per round (nJ).
+
+Families (formulations/*.md), one `add_*` method each, called per model where the family is per model:
+ARCH add_architecture, MAP add_placement, SPEC add_speculation_choice, DUR add_durations,
+SCH add_layer_schedule, CAP add_capacity, PASS add_passes, CUT add_cuts, CYC add_cycles,
+RND add_round, EN add_energy.
+"""
+
+from __future__ import annotations
+
+import itertools
+
+import networkx as nx
+import numpy as np
+from ortools.sat.python import cp_model
+
+from specpim_cp.catalog import Catalog, ModelSpec
+from specpim_cp.errors import ScenarioError
+from specpim_cp.physics import speculation as spec
+from specpim_cp.physics.evaluate import Evaluator
+from specpim_cp.physics.rounds import RoundStats, pass_tokens, round_stats, tree_pass_tokens
+from specpim_cp.problem.design import (
+    HOST,
+    ArchConfig,
+    Design,
+    DrafterChoice,
+    ModelDesign,
+    Placement,
+    SpecChoice,
+    Staging,
+)
+from specpim_cp.problem.operators import LAYER_OPS, PLACEABLE_OPS, is_chain, layer_graph, layer_order
+from specpim_cp.problem.scenario import Scenario
+from specpim_cp.problem.space import DesignSpace, ModelOptions
+
+
+def ub(var: cp_model.IntVar) -> int:
+    """Upper bound of a variable's domain (positive index: negative indexing is broken in 9.15, G1)."""
+    dom = list(var.proto.domain)
+    return dom[len(dom) - 1]
+
+
+def add_ceil(m: cp_model.CpModel, target, numerator, denominator: int, enforce) -> None:
+    """target == ceil(numerator / denominator), enforced: two-sided rows leave no slack to shave."""
+    m.add(denominator * target >= numerator).only_enforce_if(enforce)
+    m.add(denominator * target <= numerator + denominator - 1).only_enforce_if(enforce)
+
+
+def _pareto3(points) -> list[tuple[int, int, int]]:
+    """The points that no other point of the set matches or beats in every coordinate (sorted, no duplicates)."""
+    front: list[tuple[int, int, int]] = []
+    for p in sorted(set(points)):  # a dominating point sorts first
+        if not any(q[1] <= p[1] and q[2] <= p[2] for q in front):
+            front.append(p)
+    return front
+
+
+class SpecModel:
+    """Builds the CP-SAT model; `solve.py` drives it (Dinkelbach, epsilon-constraint)."""
+
+    def __init__(self, scenario: Scenario, catalog: Catalog, evaluator: Evaluator | None = None, *,
+                 model: cp_model.CpModel | None = None, shared_x: list[dict] | None = None, tag: str = "",
+                 capacity: bool = True):
+        """The defaults build one scenario's model. A workload mix (exact/mix.py) builds one copy per cell
+        into one `model`: `shared_x` are the architecture one-hots of the first copy (ARCH is then that
+        copy's), `tag` suffixes this copy's variable names, `capacity=False` leaves CAP to the mix."""
+        self.scenario = scenario
+        self.catalog = catalog
+        self.ev = evaluator or Evaluator(scenario, catalog)
+        self.costs = self.ev.costs
+        self.space = DesignSpace(scenario, catalog)
+        self.m = model if model is not None else cp_model.CpModel()
+        self.shared_x = shared_x
+        self.tag = tag
+        self.with_capacity = capacity
+        first_var = len(self.m.proto.variables)
+        self.n_drafters = len(scenario.drafters)
+        self.data: list[ModelOptions] = self.space.models
+        self.choices: tuple[SpecChoice, ...] = self.space.choice_list
+        if not self.choices:
+            raise ScenarioError("space: no speculation choice is left (draft lengths, staging, pipeline)")
+        self.stats: list[RoundStats] = [round_stats(c, self.ev.acceptance) for c in self.choices]
+        self.assumption_families: dict[str, cp_model.IntVar] = {}
+        self.energy_rows: list[int] = []  # rows that only define energies (`drop_energy_rows`)
+        self.build()
+        self._tag_names(first_var)
+
+    def places(self, j: int, op: str) -> list[Placement]:
+        """Every placement of model j's operator `op` over all its architectures (the y literals)."""
+        d = self.data[j]
+        return list(dict.fromkeys(p for a in d.archs for p in d.allowed(a, op)))
+
+    def valid(self, j: int, a: ArchConfig, op: str, p: Placement) -> bool:
+        return p in self.data[j].placements[a][op]
+
+    # ------------------------------------------------------------------------------------------
+    # model
+    # ------------------------------------------------------------------------------------------
+    def build(self) -> None:
+        m = self.m
+        self.x = self.shared_x if self.shared_x is not None else [
+            {a: m.new_bool_var(f"x[{j}][{a.label()}]") for a in d.archs} for j, d in enumerate(self.data)]
+        self.y = [{op: {p: m.new_bool_var(f"y[{j}][{op}][{p.engine}{p.share}{p.layout}]") for p in self.places(j, op)}
+                   for op in PLACEABLE_OPS} for j in range(len(self.data))]
+        self.z = [m.new_bool_var(f"z[{k}]") for k in range(len(self.choices))]
+        self._layout_lits: dict[tuple[int, str, str], cp_model.IntVar] = {}
+        if self.shared_x is None:
+            self.add_architecture()
+        self.add_placement()
+        self.add_speculation_choice()
+        self.pass_time, self.pass_energy = [], []
+        self.tree_pass: list[dict[int, tuple[cp_model.IntVar, cp_model.IntVar]]] = []
+        for j in range(len(self.data)):
+            if self.with_capacity:
+                self.add_capacity(j)
+            pt, pe = self._pass_block(j, self.kb[j], "")
+            self.pass_time.append(pt)
+            self.pass_energy.append(pe)
+            self.tree_pass.append(self.add_tree_passes(j))
+        self.add_cycles()
+        self.add_round()
+        self.add_energy()
+        self.add_choice_cuts()
+
+    def add_architecture(self) -> None:
+        """[ARCH] ARCH-1 exactly one architecture per model; ARCH-2 the device budget."""
+        m = self.m
+        for xs in self.x:
+            m.add_exactly_one(xs.values())
+        if self.scenario.device_budget is not None:
+            lit = m.new_bool_var("assume[ARCH-2]")
+            self.assumption_families["ARCH-2 device budget"] = lit
+            m.add(sum(a.devices * v for xs in self.x for a, v in xs.items())
+                  <= self.scenario.device_budget).only_enforce_if(lit)
+
+    def add_placement(self) -> None:
+        """[MAP] MAP-1 one placement per operator; MAP-2 the placement exists on the chosen architecture."""
+        m = self.m
+        for j, d in enumerate(self.data):
+            for op in PLACEABLE_OPS:
+                m.add_exactly_one(self.y[j][op].values())
+                for a, xa in self.x[j].items():
+                    for p, yp in self.y[j][op].items():
+                        if not self.valid(j, a, op, p):
+                            m.add_bool_or([~xa, ~yp])
+
+    def add_speculation_choice(self) -> None:
+        """[SPEC] SPEC-1 one speculation choice; SPEC-2 each model's pass token count and each drafter's
+        staging follow from it."""
+        m = self.m
+        m.add_exactly_one(self.z)
+        self.tokens_micro = sum(st.tokens_micro * z for st, z in zip(self.stats, self.z))
+        self.kb: list[dict[int, cp_model.IntVar]] = []
+        for j in range(len(self.data)):
+            groups: dict[int, list[cp_model.IntVar]] = {}
+            for c, z in zip(self.choices, self.z):
+                groups.setdefault(pass_tokens(self.scenario.batch_size, c, j), []).append(z)
+            kb = {}
+            for tokens, zs in sorted(groups.items()):
+                b = m.new_bool_var(f"tokens[{j}]={tokens}")
+                m.add(b == sum(zs))
+                kb[tokens] = b
+            self.kb.append(kb)
+        # staging literal per drafter and option
+        self.stage_lit: list[dict[Staging | None, cp_model.IntVar]] = []
+        for i in range(self.n_drafters):
+            groups2: dict = {}
+            for c, z in zip(self.choices, self.z):
+                groups2.setdefault(c.staging[i], []).append(z)
+            lits = {}
+            for st, zs in groups2.items():
+                b = m.new_bool_var(f"stage[{i}]={st}")
+                m.add(b == sum(zs))
+                lits[st] = b
+            self.stage_lit.append(lits)
+        # draft literal per drafter and kind of cycle: (staging, tree) -- chains unstaged or staged, trees
+        self.draft_lit: list[dict[tuple, cp_model.IntVar]] = []
+        for i in range(self.n_drafters):
+            groups3: dict = {}
+            for c, z in zip(self.choices, self.z):
+                groups3.setdefault((c.drafters[i].staging, c.drafters[i].tree), []).append(z)
+            self.draft_lit.append({key: self._lit_sum(f"draft[{i}]={key}", zs) for key, zs in groups3.items()})
+
+    def _pass_block(self, j: int, kb: dict, tag: str) -> tuple[cp_model.IntVar, cp_model.IntVar]:
+        """Model j's pass at the token count `kb` selects (a literal per count, or one count at 1):
+        durations, layer schedule, pass time and energy, cuts."""
+        dur, energy, ar, emb = self.add_durations(j, kb, tag)
+        mk = self.add_layer_schedule(j, dur, ar[0], tag)
+        pt, pe = self.add_passes(j, dur, energy, ar, emb, mk, tag)
+        self.add_cuts(j, pt, pe, kb)
+        return pt, pe
+
+    def add_tree_passes(self, j: int) -> dict[int, tuple[cp_model.IntVar, cp_model.IntVar]]:
+        """[TREE] TREE-3 a token tree's drafting passes: for every token count t = batch x (1, w_1, ..,
+        w_{D-1}) some tree of model j's options needs, one pass block at exactly t tokens (durations,
+        schedule, pass time and energy, cuts, on the model's one placement); CYC-1 sums them per tree."""
+        return {t: self._pass_block(j, {t: 1}, f"@{t}") for t in self._tree_tokens(j)}
+
+    def _tree_tokens(self, j: int) -> list[int]:
+        """Token counts of model j's tree-drafting passes over every speculation choice (none for the
+        verifier and for drafters without trees)."""
+        if j == 0:
+            return []
+        b = self.scenario.batch_size
+        return sorted({t for c in self.choices if c.drafters[j - 1].tree is not None
+                       for t in tree_pass_tokens(b, c.drafters[j - 1])})
+
+    def _lit_sum(self, name: str, lits: list) -> cp_model.IntVar:
+        """A Boolean equal to the sum of mutually exclusive literals (0 when there are none)."""
+        b = self.m.new_bool_var(name)
+        self.m.add(b == sum(lits)) if lits else self.m.add(b == 0)
+        return b
+
+    def _energy_row(self, row, enforce=None) -> None:
+        """Add a row that only defines an energy (enforced on `enforce`) and remember it."""
+        ct = self.m.add(row)
+        if enforce is not None:
+            ct.only_enforce_if(enforce)
+        self.energy_rows.append(ct.index)
+
+    def drop_energy_rows(self, model: cp_model.CpModel) -> None:
+        """Empty, in a clone of the model, every row that only defines an energy (DUR-1..3 energies, PASS-2,
+        CUT-1..3 energy bounds, CYC-1 cycle energies, EN-1..3). Each such row fixes or bounds an energy
+        variable from the decisions and T, within a domain wide enough for every design, so it never
+        restricts a non-energy variable: a latency solve without energy caps keeps its optimum and
+        loses about half its rows (formulations/objectives.md, [OBJ-1] "Latency solves")."""
+        for i in self.energy_rows:
+            model.proto.constraints[i].clear_linear()
+
+    def layout_literal(self, j: int, op: str, layout: str) -> cp_model.IntVar:
+        """1 iff model j's operator `op` keeps its tensor with `layout` (cached)."""
+        key = (j, op, layout)
+        if key not in self._layout_lits:
+            first_var = len(self.m.proto.variables)
+            self._layout_lits[key] = self._lit_sum(f"layout[{j}][{op}]={layout}",
+                                                   [v for p, v in self.y[j][op].items() if p.layout == layout])
+            self._tag_names(first_var)
+        return self._layout_lits[key]
+
+    def _tag_names(self, first: int) -> None:
+        """Suffix `tag` to the names of the variables from index `first` on (a mix cell's copy)."""
+        if self.tag:
+            variables = self.m.proto.variables
+            for i in range(first, len(variables)):
+                variables[i].name += self.tag
+
+    def add_durations(self, j: int, kb: dict, tag: str = ""):
+        """[DUR] DUR-1 operator durations and energies from the cost tables, enforced on (architecture,
+        placement) at the token count `kb` selects; DUR-2 the all-reduce's; DUR-3 the embedding lookup's
+        (on the LM head's layout)."""
+        m = self.m
+        d = self.data[j]
+        model = d.spec
+        c = self.costs
+        tokens = sorted(kb)
+        dur, energy = {}, {}
+        for op in PLACEABLE_OPS:
+            table = {(a, p): {t: c.placement_cost(model, op, p, a, t) for t in tokens}
+                     for a in d.archs for p in d.allowed(a, op)}
+            dv = m.new_int_var(0, max(oc.time_ns for v in table.values() for oc in v.values()), f"dur{tag}[{j}][{op}]")
+            ev = m.new_int_var(0, max(oc.energy_nj for v in table.values() for oc in v.values()), f"en{tag}[{j}][{op}]")
+            for (a, p), costs_t in table.items():
+                lits = [self.x[j][a], self.y[j][op][p]]
+                m.add(dv == sum(costs_t[t].time_ns * kb[t] for t in tokens)).only_enforce_if(lits)
+                self._energy_row(ev == sum(costs_t[t].energy_nj * kb[t] for t in tokens), lits)
+            dur[op], energy[op] = dv, ev
+        ar_t = {(a, t): c.allreduce_cost(model, a, t) for a in d.archs for t in tokens}
+        ar_d = m.new_int_var(0, max(v.time_ns for v in ar_t.values()), f"ar{tag}[{j}]")
+        ar_e = m.new_int_var(0, max(v.energy_nj for v in ar_t.values()), f"ar_en{tag}[{j}]")
+        for a, xa in self.x[j].items():
+            m.add(ar_d == sum(ar_t[(a, t)].time_ns * kb[t] for t in tokens)).only_enforce_if(xa)
+            self._energy_row(ar_e == sum(ar_t[(a, t)].energy_nj * kb[t] for t in tokens), xa)
+        layouts = sorted({p.layout for p in self.y[j]["lm_head"]})
+        emb_t = {(a, lay, t): c.embedding_cost(model, a, lay, t) for a in d.archs for lay in layouts for t in tokens}
+        em_d = m.new_int_var(0, max(v.time_ns for v in emb_t.values()), f"emb{tag}[{j}]")
+        em_e = m.new_int_var(0, max(v.energy_nj for v in emb_t.values()), f"emb_en{tag}[{j}]")
+        for a, xa in self.x[j].items():
+            for lay in layouts:
+                lits = [xa, self.layout_literal(j, "lm_head", lay)]
+                m.add(em_d == sum(emb_t[(a, lay, t)].time_ns * kb[t] for t in tokens)).only_enforce_if(lits)
+                self._energy_row(em_e == sum(emb_t[(a, lay, t)].energy_nj * kb[t] for t in tokens), lits)
+        return dur, energy, (ar_d, ar_e), (em_d, em_e)
+
+    def add_layer_schedule(self, j: int, dur: dict, ar_d, tag: str = "") -> cp_model.IntVar:
+        """[SCH] one layer's makespan: SCH-0 a sequential block is the sum of its nodes; a parallel block
+        is scheduled exactly by SCH-1..4 (`_add_schedule`)."""
+        m = self.m
+        model = self.data[j].spec
+        horizon = sum(ub(dur[op]) for op in LAYER_OPS) + 2 * ub(ar_d)
+        mk = m.new_int_var(0, horizon, f"makespan{tag}[{j}]")
+        if is_chain(model.parallel_block):  # SCH-0: a chain runs its nodes one after another
+            n_ar_nodes = sum(1 for n in layer_order(model.parallel_block) if n.startswith("allreduce"))
+            m.add(mk == sum(dur[op] for op in LAYER_OPS) + n_ar_nodes * ar_d)
+        else:
+            self._add_schedule(j, model, dur, ar_d, mk, horizon, self.costs.share_levels, tag)
+        return mk
+
+    def add_capacity(self, j: int) -> None:
+        """[CAP] CAP-1 the PIM units hold what the layouts put there; CAP-2 the normal units likewise
+        (weights and KV cache at the maximum context; an untied embedding beside the LM head; a draft2
+        model by `CostModel.draft2_layout`). Every coefficient is the evaluator's: `CapacityTable.tensor_split`
+        and `Evaluator.draft2_split`, so both count the same KiB."""
+        m = self.m
+        d = self.data[j]
+        model = d.spec
+        cap_lit = m.new_bool_var(f"assume[CAP][{j}]")
+        self.assumption_families[f"CAP capacity of {d.label} ({model.name})"] = cap_lit
+        for a, xa in self.x[j].items():
+            tab = self.ev.capacity_table(model.name, a)
+            pim_need, normal_need = [], []
+            for o, op in enumerate(PLACEABLE_OPS):
+                for p, yp in self.y[j][op].items():
+                    if self.valid(j, a, op, p):
+                        pk, nk = tab.tensor_split(o, p.layout)
+                        pim_need.append(pk * yp)
+                        normal_need.append(nk * yp)
+            if j > 0:
+                for st, lit in self.stage_lit[j - 1].items():
+                    if st is not None and st.draft2 in self.catalog.models:
+                        try:
+                            pk, nk = self.ev.draft2_split(model.name, a, st.draft2)
+                        except ScenarioError:  # the host may use no memory: CYC-2 excludes the pair
+                            continue
+                        pim_need.append(pk * lit)
+                        normal_need.append(nk * lit)
+            pim_cap, normal_cap = tab.capacity_kib
+            m.add(sum(pim_need) <= pim_cap).only_enforce_if([xa, cap_lit])        # CAP-1
+            m.add(sum(normal_need) <= normal_cap).only_enforce_if([xa, cap_lit])  # CAP-2
+
+    def add_passes(self, j: int, dur: dict, energy: dict, ar, emb, mk,
+                   tag: str = "") -> tuple[cp_model.IntVar, cp_model.IntVar]:
+        """[PASS] PASS-1 pass time = embedding lookup + layers x makespan + LM head; PASS-2 pass energy."""
+        m = self.m
+        model = self.data[j].spec
+        ar_e, (em_d, em_e) = ar[1], emb
+        layers = model.layers
+        n_ar = 1 if model.parallel_block else 2
+        pt_ub = ub(em_d) + layers * ub(mk) + ub(dur["lm_head"])
+        pe_ub = ub(em_e) + layers * (sum(ub(energy[op]) for op in LAYER_OPS) + n_ar * ub(ar_e)) + ub(energy["lm_head"])
+        pt = m.new_int_var(0, pt_ub, f"pass_ns{tag}[{j}]")
+        pe = m.new_int_var(0, pe_ub, f"pass_nj{tag}[{j}]")
+        m.add(pt == em_d + layers * mk + dur["lm_head"])
+        self._energy_row(pe == em_e + layers * (sum(energy[op] for op in LAYER_OPS) + n_ar * ar_e)
+                         + energy["lm_head"])
+        return pt, pe
+
+    def add_cuts(self, j: int, pt, pe, kb: dict) -> None:
+        """[CUT] valid redundant bounds: CUT-1 per architecture and token count a pass is no faster (no
+        cheaper) than its critical path at every operator's fastest (cheapest) placement; CUT-2 the same
+        at the best architecture, unconditional (visible to the LP relaxation)."""
+        m = self.m
+        d = self.data[j]
+        tokens = sorted(kb)
+        pt_cut, pe_cut = self._bound_cuts(j, tokens)
+        for a, xa in self.x[j].items():  # CUT-1
+            m.add(pt >= sum(pt_cut[a][t] * kb[t] for t in tokens)).only_enforce_if(xa)
+            self._energy_row(pe >= sum(pe_cut[a][t] * kb[t] for t in tokens), xa)
+        m.add(pt >= sum(min(pt_cut[a][t] for a in d.archs) * kb[t] for t in tokens))  # CUT-2
+        self._energy_row(pe >= sum(min(pe_cut[a][t] for a in d.archs) * kb[t] for t in tokens))
+
+    def _add_schedule(self, j: int, model: ModelSpec, dur, ar_d, mk, horizon: int, levels: int,
+                      tag: str = "") -> None:
+        """One layer of a parallel block, with no free start times (so no slack to shave).
+
+        At most two operators of the layer can run at once (the graph's width is 2: one per branch), so
+        the host's unary resource and the PIM units' cumulative resource reduce exactly to pairwise
+        conflicts between incomparable operators u, v: both on the host, or both on PIM with shares
+        summing above `levels`. [SCH-1]/[SCH-2] a conflicting pair is ordered by a Boolean o[u,v] or
+        o[v,u]; a non-conflicting pair is not ordered. [SCH-3] every start is the earliest one: the
+        maximum of its predecessors' ends and the ends of operators ordered before it. [SCH-4] the
+        makespan is the latest end. Every feasible schedule induces such orders and the earliest-start
+        schedule of those orders is no longer, so the minimum over orders is the optimal makespan.
+        """
+        m = self.m
+        g = layer_graph(model)
+        order = layer_order(model.parallel_block)
+        ops = [n for n in order if not n.startswith("allreduce")]
+        reach = {u: nx.descendants(g, u) for u in g.nodes}
+        pairs = [(u, v) for a, u in enumerate(ops) for v in ops[a + 1:] if v not in reach[u] and u not in reach[v]]
+        assert all(len(c) <= 2 for c in nx.antichains(g.subgraph(ops))), "pairwise reduction needs width <= 2"
+        before: dict[str, list] = {n: [] for n in order}  # (order literal, earlier node)
+        for u, v in pairs:
+            o_uv = m.new_bool_var(f"order{tag}[{j}][{u}<{v}]")
+            o_vu = m.new_bool_var(f"order{tag}[{j}][{v}<{u}]")
+            m.add_bool_or([~o_uv, ~o_vu])
+            for pu, yu in self.y[j][u].items():
+                for pv, yv in self.y[j][v].items():
+                    conflict = self._conflict_literal(j, pu, pv, levels)
+                    if conflict is True:
+                        m.add_bool_or([~yu, ~yv, o_uv, o_vu])
+                    elif conflict is False:
+                        m.add_bool_or([~yu, ~yv, ~o_uv])
+                        m.add_bool_or([~yu, ~yv, ~o_vu])
+                    else:  # a host operator that contends with PIM on some architectures only
+                        m.add_bool_or([~yu, ~yv, ~conflict, o_uv, o_vu])
+                        m.add_bool_or([~yu, ~yv, conflict, ~o_uv])
+                        m.add_bool_or([~yu, ~yv, conflict, ~o_vu])
+            before[v].append((o_uv, u))
+            before[u].append((o_vu, v))
+        start, end = {}, {}
+        for node in order:  # topological: predecessors' ends exist; ordered partners get their own vars
+            end[node] = m.new_int_var(0, horizon, f"e{tag}[{j}][{node}]")
+        for node in order:
+            terms = [end[p] for p in g.predecessors(node)]
+            for lit, u in before[node]:
+                w = m.new_int_var(0, horizon, f"w{tag}[{j}][{u}<{node}]")
+                m.add(w == end[u]).only_enforce_if(lit)
+                m.add(w == 0).only_enforce_if(~lit)
+                terms.append(w)
+            s_node = m.new_int_var(0, horizon, f"s{tag}[{j}][{node}]")
+            if terms:
+                m.add_max_equality(s_node, terms)
+            else:
+                m.add(s_node == 0)
+            m.add(end[node] == s_node + (ar_d if node.startswith("allreduce") else dur[node]))
+            start[node] = s_node
+        m.add_max_equality(mk, list(end.values()))
+        # the same schedule as interval variables: host no-overlap and cumulative PIM shares. They are
+        # implied by the orders above (redundant) and let CP-SAT's scheduling propagators reason on it.
+        # A host operator that contends with the PIM units takes every PIM slot (as in the evaluator).
+        host_iv, pim_iv, pim_dem = [], [], []
+        for node in ops:
+            for p, yp in self.y[j][node].items():
+                iv = m.new_optional_interval_var(start[node], dur[node], end[node], yp, f"iv{tag}[{j}][{node}]{p}")
+                if p.engine == "pim":
+                    pim_iv.append(iv)
+                    pim_dem.append(p.share)
+                    continue
+                host_iv.append(iv)
+                contends = self._conflict_literal(j, p, Placement(engine="pim", share=levels), levels)
+                if contends is False:
+                    continue
+                if contends is not True:
+                    present = m.new_bool_var(f"contending{tag}[{j}][{node}]{p}")
+                    m.add_bool_and([yp, contends]).only_enforce_if(present)
+                    m.add_bool_or([~yp, ~contends, present])
+                    iv = m.new_optional_interval_var(start[node], dur[node], end[node], present,
+                                                     f"iv_c{tag}[{j}][{node}]{p}")
+                pim_iv.append(iv)
+                pim_dem.append(levels)
+        m.add_no_overlap(host_iv)                    # SCH-1
+        if pim_iv:
+            m.add_cumulative(pim_iv, pim_dem, levels)  # SCH-2
+
+    def _conflict_literal(self, j: int, pu: Placement, pv: Placement, levels: int):
+        """Whether two concurrent operators of model j conflict: True, False, or a literal that is 1
+        exactly on the architectures where they do (a host operator whose layout shares channels with
+        the PIM units, `CostModel.host_contends_with_pim`, against a PIM operator)."""
+        if pu.engine == pv.engine:
+            return pu.engine == "host" or pu.share + pv.share > levels
+        host = pu if pu.engine == "host" else pv
+        archs = self.data[j].archs
+        contends = [a for a in archs if self.costs.host_contends_with_pim(a, host.layout)]
+        if not contends:
+            return False
+        if len(contends) == len(archs):
+            return True
+        key = (j, "contends", host.layout)
+        if key not in self._layout_lits:
+            self._layout_lits[key] = self._lit_sum(f"contends[{j}][{host.layout}]", [self.x[j][a] for a in contends])
+        return self._layout_lits[key]
+
+    def _parallel_layer_bound(self, j: int, a: ArchConfig, t: int) -> int:
+        """A parallel-block layer (without its all-reduce) is no shorter than the least, over every
+        placement of its operators, of the largest of four loads: the attention branch's durations
+        (qkv, score, context, o_proj run one after another), the FFN branch's (ffn_up, ffn_down), the
+        host's busy time (one operator at a time) and the PIM slots' busy area / S (a PIM operator on s
+        of S slots covers s/S of its time, a host operator that contends with PIM all of it, one that does
+        not none). Each load bounds every schedule of a fixed placement, so their maximum does, and the
+        least over placements bounds the layer on architecture a (every placement is enumerated, with
+        numpy, after dropping options that another option of the same operator beats in all three)."""
+        c = self.costs
+        levels = c.share_levels
+        model = self.data[j].spec
+
+        def options(op: str) -> list[tuple[int, int, int]]:
+            out = []
+            for p in self.data[j].allowed(a, op):
+                d = c.placement_cost(model, op, p, a, t).time_ns
+                if p.engine == "pim":
+                    out.append((d, 0, d * p.share))
+                else:
+                    out.append((d, d, d * levels if c.host_contends_with_pim(a, p.layout) else 0))
+            return out
+
+        def branch(ops: tuple[str, ...]) -> np.ndarray:
+            """(branch time, host time, PIM area) of every placement of the branch (per-op dominated options
+            dropped first: they cannot lower the minimum of a nondecreasing function of the sums)."""
+            front = np.zeros((1, 3), dtype=np.int64)
+            for op in ops:
+                opts = np.array(_pareto3(options(op)) or [(0, 0, 0)], dtype=np.int64)  # none: as CUT-1's 0
+                front = (front[:, None, :] + opts[None, :, :]).reshape(-1, 3)
+            return front
+
+        attn = branch(("qkv", "score", "context", "o_proj"))
+        ffn = branch(("ffn_up", "ffn_down"))
+        loads = np.maximum(np.maximum(attn[:, None, 0], ffn[None, :, 0]),
+                           np.maximum(attn[:, None, 1] + ffn[None, :, 1],
+                                      -(-(attn[:, None, 2] + ffn[None, :, 2]) // levels)))
+        return int(loads.min())
+
+    def add_choice_cuts(self) -> None:
+        """[CUT] CUT-3 valid redundant bounds per speculation choice: the round time (energy) of choice c
+        is at least its round formula evaluated at every pass's CUT-1 bound, minimised over the device
+        counts the budget allows (the formulas are nondecreasing in every pass time and energy); summed
+        over the choice literals it gives the LP relaxation the price of long drafts."""
+        m = self.m
+        b = self.scenario.batch_size
+        sync = self.costs.host.sync_latency_ns if self.n_drafters else 0
+        per_n = [self._min_pass_bounds(j) for j in range(len(self.data))]
+        budget = self.scenario.device_budget
+        counts = [sorted(pn) for pn in per_n]
+        tuples = [t for t in itertools.product(*counts) if budget is None or sum(t) <= budget]
+        d2_min = [self._min_draft2_steps(i) for i in range(self.n_drafters)]
+        lb_t, lb_e = [], []
+        for c, st in zip(self.choices, self.stats):
+            best_t = best_e = None
+            for tup in tuples:
+                bound = self._choice_bound(c, st, tup, per_n, d2_min, b, sync)
+                if bound is None:
+                    continue
+                best_t = bound[0] if best_t is None else min(best_t, bound[0])
+                best_e = bound[1] if best_e is None else min(best_e, bound[1])
+            lb_t.append(best_t or 0)
+            lb_e.append(best_e or 0)
+        m.add(self.T >= sum(v * z for v, z in zip(lb_t, self.z) if v))      # CUT-3
+        self._energy_row(self.energy >= sum(v * z for v, z in zip(lb_e, self.z) if v))
+        self.choice_bounds = (tuple(lb_t), tuple(lb_e))  # (round ns, energy nJ) bound per choice, for OBJ-1
+
+    def _min_pass_bounds(self, j: int) -> dict[int, dict[int, tuple[int, int, int]]]:
+        """Per device count n and token count t of model j: (least CUT-1 time bound, least energy bound,
+        least idle power in mW) over its architectures with n devices."""
+        d = self.data[j]
+        tokens = set(self.kb[j]) | set(self.tree_pass[j])
+        pt_cut, pe_cut = self._bound_cuts(j, sorted(tokens))
+        out: dict[int, dict[int, tuple[int, int, int]]] = {}
+        for a in d.archs:
+            row = out.setdefault(a.devices, {})
+            power = self.costs.idle_power_mw(a)
+            for t in tokens:
+                cur = row.get(t)
+                new = (pt_cut[a][t], pe_cut[a][t], power)
+                row[t] = new if cur is None else tuple(min(x, y) for x, y in zip(cur, new))
+        return out
+
+    def _min_draft2_steps(self, i: int) -> dict[tuple[int, Staging], tuple[int, int]]:
+        """Per device count and staging of drafter i: the least draft2 step (time, energy) over its
+        architectures with that many devices (a draft2 model that cannot run is left out)."""
+        out: dict[tuple[int, Staging], tuple[int, int]] = {}
+        j = i + 1
+        for st in self.stage_lit[i]:
+            if st is None:
+                continue
+            for a in self.data[j].archs:
+                try:
+                    step = self.ev.draft2_step(self._probe_design(j, a, st))
+                except ScenarioError:
+                    continue
+                key = (a.devices, st)
+                cur = out.get(key)
+                new = (step.time_ns, step.energy_nj)
+                out[key] = new if cur is None else (min(cur[0], new[0]), min(cur[1], new[1]))
+        return out
+
+    def _choice_bound(self, c: SpecChoice, st: RoundStats, devices: tuple[int, ...], per_n, d2_min, b: int,
+                      sync: int) -> tuple[int, int] | None:
+        """CUT-3's (round time, energy per round) bound of choice c on device counts `devices`."""
+        row0 = per_n[0][devices[0]]
+        v_t, v_e, power = row0[pass_tokens(b, c, 0)]
+        cyc_t, cyc_e = [], []
+        for i, dc in enumerate(c.drafters):
+            row = per_n[i + 1][devices[i + 1]]
+            if dc.tree is not None:
+                parts = [row[t] for t in tree_pass_tokens(b, dc)]
+                ct, ce = sum(p[0] for p in parts), sum(p[1] for p in parts)
+            else:
+                ct, ce = row[pass_tokens(b, c, i + 1)][:2]
+                if dc.staging is not None:
+                    step = d2_min[i].get((devices[i + 1], dc.staging))
+                    if step is None:
+                        return None
+                    ct += dc.staging.draft_length * step[0]
+                    ce += dc.staging.draft_length * step[1]
+            cyc_t.append(ct)
+            cyc_e.append(ce)
+            power += row[pass_tokens(b, c, i + 1)][2]
+        t_lb = spec.round_time_ns(st.outcomes, cyc_t, v_t, sync, c.pipeline, st.q)
+        e_lb = v_e + sum(st.rounds_scaled[i] * e * (spec.Q_SCALE + st.drafter_q[i])
+                         // (spec.OUTCOME_SCALE * spec.Q_SCALE) for i, e in enumerate(cyc_e))
+        return t_lb, e_lb + power * t_lb // 1000
+
+    def _bound_cuts(self, j: int, tokens: list[int]) -> tuple[dict, dict]:
+        """[CUT-1] per architecture and token count, a pass is no faster (no cheaper) than its critical
+        path with every operator at its fastest (cheapest) placement: valid and redundant; it gives the
+        LP relaxation the scale of each architecture's pass time."""
+        d = self.data[j]
+        model = d.spec
+        c = self.costs
+        pt_cut, pe_cut = {}, {}
+        n_ar = 1 if model.parallel_block else 2
+        cache = self.__dict__.setdefault("_bound_cache", {})  # (j, arch, t) -> (time, energy) bound
+        for a in d.archs:
+            lb_t, lb_e = {}, {}
+            for t in tokens:
+                hit = cache.get((j, a, t))
+                if hit is not None:
+                    lb_t[t], lb_e[t] = hit
+                    continue
+                bt, be = {}, {}
+                for op in PLACEABLE_OPS:
+                    opts = [c.placement_cost(model, op, p, a, t) for p in d.allowed(a, op)]
+                    bt[op] = min((o.time_ns for o in opts), default=0)
+                    be[op] = min((o.energy_nj for o in opts), default=0)
+                ar = c.allreduce_cost(model, a, t)
+                embs = [c.embedding_cost(model, a, lay, t) for lay in {p.layout for p in d.allowed(a, "lm_head")}]
+                emb_t, emb_e = min(e.time_ns for e in embs), min(e.energy_nj for e in embs)
+                if model.parallel_block:
+                    path = self._parallel_layer_bound(j, a, t)
+                else:
+                    path = sum(bt[op] for op in LAYER_OPS)
+                lb_t[t] = emb_t + model.layers * (path + n_ar * ar.time_ns) + bt["lm_head"]
+                lb_e[t] = emb_e + model.layers * (sum(be[op] for op in LAYER_OPS) + n_ar * ar.energy_nj) + be["lm_head"]
+                cache[(j, a, t)] = (lb_t[t], lb_e[t])
+            pt_cut[a], pe_cut[a] = lb_t, lb_e
+        return pt_cut, pe_cut
+
+    def add_cycles(self) -> None:
+        """[CYC] CYC-1 a drafter's cycle is one pass (unstaged chain), gamma2 draft2 steps + one pass
+        (staged chain) or the passes that build a token tree depth by depth (one cycle per round);
+        CYC-2 a staged option whose draft2 cannot run on an architecture excludes the pair."""
+        m = self.m
+        b = self.scenario.batch_size
+        self.cycle_t, self.cycle_e = [], []
+        for i in range(self.n_drafters):
+            j = i + 1
+            steps = {}
+            for st in self.stage_lit[i]:
+                for a, xa in self.x[j].items():
+                    if st is None:
+                        continue
+                    try:
+                        steps[(st, a)] = self.ev.draft2_step(self._probe_design(j, a, st))
+                    except ScenarioError:  # CYC-2: a draft2 model cannot run on this host
+                        m.add_bool_or([~xa, ~self.stage_lit[i][st]])
+            trees = {tree: [self.tree_pass[j][t] for t in tree_pass_tokens(b, DrafterChoice(len(tree), None, tree))]
+                     for (_, tree) in self.draft_lit[i] if tree is not None}
+            extra_t = max((st.draft_length * v.time_ns for (st, _), v in steps.items()), default=0)
+            extra_e = max((st.draft_length * v.energy_nj for (st, _), v in steps.items()), default=0)
+            ct_ub = max([ub(self.pass_time[j]) + extra_t] + [sum(ub(p[0]) for p in ps) for ps in trees.values()])
+            ce_ub = max([ub(self.pass_energy[j]) + extra_e] + [sum(ub(p[1]) for p in ps) for ps in trees.values()])
+            ct = m.new_int_var(0, ct_ub, f"cycle_ns[{i}]")
+            ce = m.new_int_var(0, ce_ub, f"cycle_nj[{i}]")
+            for (st, tree), lit in self.draft_lit[i].items():
+                if tree is not None:
+                    m.add(ct == sum(p[0] for p in trees[tree])).only_enforce_if(lit)
+                    self._energy_row(ce == sum(p[1] for p in trees[tree]), lit)
+                    continue
+                if st is None:
+                    m.add(ct == self.pass_time[j]).only_enforce_if(lit)
+                    self._energy_row(ce == self.pass_energy[j], lit)
+                    continue
+                for a, xa in self.x[j].items():
+                    if (st, a) not in steps:
+                        continue
+                    step = steps[(st, a)]
+                    m.add(ct == self.pass_time[j] + st.draft_length * step.time_ns).only_enforce_if([lit, xa])
+                    self._energy_row(ce == self.pass_energy[j] + st.draft_length * step.energy_nj, [lit, xa])
+            self.cycle_t.append(ct)
+            self.cycle_e.append(ce)
+
+    def _probe_design(self, j: int, a: ArchConfig, st: Staging) -> ModelDesign:
+        """A ModelDesign carrying arch + staging, to price a draft2 step (independent of placement)."""
+        return ModelDesign(model=self.data[j].spec.name, memory_type=a.memory_type, pim_units=a.pim_units,
+                           devices=a.devices, placement={op: HOST for op in PLACEABLE_OPS}, draft_length=1,
+                           staging=st)
+
+    def add_round(self) -> None:
+        """[RND] RND-1 drafting phase per outcome slot; RND-2 outcome round time (vanilla or pipelined);
+        RND-3 expected round time; RND-4 every round holds one verification pass (a valid floor)."""
+        m = self.m
+        V = self.pass_time[0]
+        sync = self.costs.host.sync_latency_ns if self.n_drafters else 0
+        n_slots = max(len(st.outcomes) for st in self.stats)
+        max_r = max((r for st in self.stats for rs, _ in st.outcomes for r in rs), default=0)
+        d_ub = max_r * max((ub(ct) for ct in self.cycle_t), default=0)
+        r_ub = d_ub + ub(V)
+        self.T = m.new_int_var(0, r_ub + sync, "round_ns")
+        D = [m.new_int_var(0, d_ub, f"D[{k}]") for k in range(n_slots)]
+        MX = [m.new_int_var(0, r_ub, f"maxDV[{k}]") for k in range(n_slots)]
+        R = [m.new_int_var(0, r_ub, f"R[{k}]") for k in range(n_slots)]
+        for k in range(n_slots):
+            m.add_max_equality(MX[k], [D[k], V])
+        m.add(self.T >= V + sync)  # RND-4
+        for c, st, z in zip(self.choices, self.stats, self.z):
+            for k, (rs, _prob) in enumerate(st.outcomes):
+                if rs:  # RND-1
+                    m.add_max_equality(D[k], [r * self.cycle_t[i] for i, r in enumerate(rs)]).only_enforce_if(z)
+                else:  # no drafters: autoregressive rounds
+                    m.add(D[k] == 0).only_enforce_if(z)
+                if c.pipeline:  # RND-2
+                    add_ceil(m, R[k], (spec.Q_SCALE - st.q) * MX[k] + st.q * (D[k] + V), spec.Q_SCALE, z)
+                else:
+                    m.add(R[k] == D[k] + V).only_enforce_if(z)
+            add_ceil(m, self.T - sync, sum(prob * R[k] for k, (_rs, prob) in enumerate(st.outcomes)),  # RND-3
+                     spec.OUTCOME_SCALE, z)
+
+    def add_energy(self) -> None:
+        """[EN] EN-1 drafting energy per round (+ wasted optimistic drafts); EN-2 idle energy of every
+        model's devices for the round (0 under dynamic accounting) with its unconditional floor;
+        EN-3 energy per round."""
+        m = self.m
+        first_row = len(m.proto.constraints)
+        parts = [self.pass_energy[0]]
+        for i in range(self.n_drafters):
+            max_rounds = max(st.rounds_scaled[i] for st in self.stats)
+            e_ub = -(-max_rounds * ub(self.cycle_e[i]) // spec.OUTCOME_SCALE)
+            expected = m.new_int_var(0, e_ub, f"draft_expected_nj[{i}]")
+            total = m.new_int_var(0, 2 * e_ub, f"draft_nj[{i}]")
+            for st, z in zip(self.stats, self.z):
+                add_ceil(m, expected, st.rounds_scaled[i] * self.cycle_e[i], spec.OUTCOME_SCALE, z)
+                waste = st.drafter_q[i]
+                add_ceil(m, total, (spec.Q_SCALE + waste) * expected, spec.Q_SCALE, z)
+            parts.append(total)
+        for j in range(len(self.data)):  # EN-2
+            power = {a: self.costs.idle_power_mw(a) for a in self.x[j]}
+            if max(power.values()) == 0:
+                continue
+            idle = m.new_int_var(0, -(-max(power.values()) * ub(self.T) // 1000), f"idle_nj[{j}]")
+            for a, xa in self.x[j].items():
+                add_ceil(m, idle, power[a] * self.T, 1000, xa)
+            m.add(1000 * idle >= min(power.values()) * self.T)
+            parts.append(idle)
+        self.energy = m.new_int_var(0, sum(ub(p) for p in parts), "energy_nj")
+        m.add(self.energy == sum(parts))
+        self.energy_rows.extend(range(first_row, len(m.proto.constraints)))
+
+    # ------------------------------------------------------------------------------------------
+    # solutions
+    # ------------------------------------------------------------------------------------------
+    def decode(self, value) -> Design:
+        """Design from a solution (`value(var) -> int`)."""
+        archs, places = [], []
+        for j in range(len(self.data)):
+            archs.append(next(a for a, v in self.x[j].items() if value(v)))
+            places.append({op: next(p for p, v in self.y[j][op].items() if value(v)) for op in PLACEABLE_OPS})
+        c = next(c for c, z in zip(self.choices, self.z) if value(z))
+        return self.space.build(archs, places, c)
+
+    def choice_index(self, design: Design) -> int:
+        return self.choices.index(design.choice)
+
+    def decision_literals(self, design: Design) -> list[tuple[cp_model.IntVar, int]]:
+        """(variable, value) for every decision Boolean; raises if the design is outside the space."""
+        bad = self.space.violations(design)
+        if bad:
+            raise ScenarioError(f"hint: {bad[0]}")
+        out = []
+        for j, (_, md) in enumerate(design.models()):
+            out += [(v, int(b == md.arch)) for b, v in self.x[j].items()]
+            for op in PLACEABLE_OPS:
+                key = md.placement[op].key
+                out += [(v, int(q.key == key)) for q, v in self.y[j][op].items()]
+        k = self.choice_index(design)
+        out += [(z, int(i == k)) for i, z in enumerate(self.z)]
+        return out
+
+    def enforce_families(self, model: cp_model.CpModel) -> None:
+        """Switch on every constraint family that carries an assumption literal (all but diagnosis)."""
+        for v in self.assumption_families.values():
+            model.add(model.get_bool_var_from_proto_index(v.index) == 1)
+
+    def min_tokens_micro(self) -> int:
+        return min(st.tokens_micro for st in self.stats)

@@ -1,0 +1,636 @@
+"""Drivers of the CP-SAT model: Dinkelbach for ratio objectives, epsilon-constraint Pareto front, EDP.
+
+Every result is re-priced by the evaluator, and the claimed objective (recomputed tightly by CP-SAT
+with the design's decisions fixed) must equal the evaluator's exactly; a mismatch raises
+`ModelMismatch`, which is a bug in one of the two, never something to round away.
+"""
+
+from __future__ import annotations
+
+import time
+from collections.abc import Callable
+from dataclasses import dataclass
+from fractions import Fraction
+
+from ortools.sat.python import cp_model
+
+from specpim_cp.catalog import Catalog
+from specpim_cp.errors import ScenarioError
+from specpim_cp.physics import speculation as spec
+from specpim_cp.physics.evaluate import Evaluation, Evaluator
+from specpim_cp.problem.design import Design
+from specpim_cp.problem.scenario import Scenario, scenario_catalog
+from specpim_cp.solvers.exact.model import SpecModel, ub
+from specpim_cp.solvers.result import SolveReport, SolveResult, inputs_hash, solver_version
+
+
+class ModelMismatch(AssertionError):
+    """The CP-SAT model and the evaluator price a design differently (a bug)."""
+
+
+# -- integer range (input guards) -----------------------------------------------------------------
+#: CP-SAT rejects a linear row (or objective) when the sum of its positive terms, or of its negative
+#: terms, each |coefficient| x the variable's domain bound, can exceed int64max / 2 = 2^62 - 1
+#: (cp_model_checker.cc, PossibleIntegerOverflow). The rows closest to it, per unit of input:
+#:   [EN-1]  Q_SCALE * draft_nj[i] >= (Q_SCALE + waste) * draft_expected_nj[i]: 2 * 10^6 x the drafting
+#:           energy bound per round (nJ) -> at most 2.3e12 nJ;
+#:   [RND-2] Q_SCALE * R[k] >= (Q_SCALE - q) * maxDV[k] + q * (D[k] + V): 10^6 x the round-time bound
+#:           (ns) -> at most 4.6e12 ns;
+#:   [RND-3] OUTCOME_SCALE x the round-time bound; [EN-2] idle power (mW) x the round-time bound;
+#:   [OBJ-1/2] Dinkelbach and epsilon rows d_prev * N - n_prev * D and N * d <= n * D: an incumbent's
+#:           round ns (or nJ) x the largest expected tokens per round x TOKENS_SCALE (up to 17 x 10^6)
+#:           -> at most 2.7e11 ns (or nJ) per round at max_draft_length 16.
+INT_LIMIT = ((1 << 63) - 1) // 2
+
+_VARIABLE_MEANING = {  # variable name prefix -> (family, what it is, unit)
+    "draft_nj": ("EN-1", "drafting energy per round", "nJ"),
+    "draft_expected_nj": ("EN-1", "expected drafting energy per round", "nJ"),
+    "R": ("RND-2", "round time of a drafting outcome", "ns"),
+    "maxDV": ("RND-2", "round time of a drafting outcome", "ns"),
+    "D": ("RND-1", "drafting time of an outcome", "ns"),
+    "round_ns": ("RND-3", "round time", "ns"),
+    "idle_nj": ("EN-2", "idle energy per round", "nJ"),
+    "energy_nj": ("EN-3", "energy per round", "nJ"),
+    "cycle_ns": ("CYC-1", "drafter cycle time", "ns"),
+    "cycle_nj": ("CYC-1", "drafter cycle energy", "nJ"),
+    "pass_ns": ("PASS-1", "pass time", "ns"),
+    "pass_nj": ("PASS-2", "pass energy", "nJ"),
+}
+
+
+def _too_large(scenario: Scenario, what: str) -> ScenarioError:
+    return ScenarioError(
+        f"scenario too large for the exact model's 64-bit integers: {what}; CP-SAT rejects rows beyond 2^62 = "
+        f"{INT_LIMIT:.3g}. Shorten the context (prompt_tokens + generated_tokens = {scenario.max_context}), the "
+        f"batch ({scenario.batch_size}) or max_draft_length ({scenario.max_draft_length}), or use --method "
+        "brute-force or the heuristic")
+
+
+def check_integer_range(sm: SpecModel) -> None:
+    """Raise ScenarioError, naming the row's family and bound, when a linear row of the model could
+    overflow CP-SAT's integer check (exactly CP-SAT's rule, on the base model every solve clones)."""
+    proto = sm.m.proto
+    variables = proto.variables
+    bounds: dict[int, tuple[int, int]] = {}
+    worst = (0, None)
+    for c in proto.constraints:
+        if not c.has_linear():
+            continue
+        pos = neg = 0
+        big = (0, 0, 0)
+        for ref, coeff in zip(c.linear.vars, c.linear.coeffs):
+            idx = ref if ref >= 0 else -ref - 1
+            if idx not in bounds:
+                dom = list(variables[idx].domain)
+                bounds[idx] = (dom[0], dom[len(dom) - 1])
+            lo, hi = bounds[idx]
+            k = coeff if ref >= 0 else -coeff
+            terms = (k * lo, k * hi)
+            pos += max(0, *terms)
+            neg += min(0, *terms)
+            if abs(k) * max(abs(lo), abs(hi)) > big[0]:
+                big = (abs(k) * max(abs(lo), abs(hi)), idx, k)
+        part = max(pos, -neg)
+        if part > worst[0]:
+            worst = (part, big)
+    part, big = worst
+    if part <= INT_LIMIT:
+        return
+    _, idx, k = big
+    name = variables[idx].name
+    family, what, unit = _VARIABLE_MEANING.get(name.split("[")[0], ("?", f"variable {name}", ""))
+    raise _too_large(sm.scenario, f"[{family}] the {what} ({name}) can reach {bounds[idx][1]:.3g} {unit}, and its "
+                                  f"row multiplies it by {abs(k):,}, summing to {part:.3g}")
+
+
+def check_capacity(sm: SpecModel) -> None:
+    """Raise the capacity shortfall when some model's tensors exceed every allowed architecture's total
+    memory (PIM + normal units): infeasible whatever the placement, named before any solve."""
+    for j, d in enumerate(sm.data):
+        if all(sm.costs.tensor_bytes(d.spec, a.devices).total_kib() > sum(sm.costs.capacity_kib(a)) for a in d.archs):
+            raise ScenarioError("infeasible: " + _cap_detail(sm, j, f"CAP capacity of {d.label} ({d.spec.name})"))
+
+
+def _cap_detail(sm: SpecModel, j: int, name: str) -> str:
+    archs = sm.data[j].archs
+    need = min(sm.costs.tensor_bytes(sm.data[j].spec, a.devices).total_kib() for a in archs)
+    pim = max(sm.costs.capacity_kib(a)[0] for a in archs)
+    normal = max(sm.costs.capacity_kib(a)[1] for a in archs)
+    return (f"[{name}]: no allowed architecture holds its weights and KV cache ({need / (1 << 20):.2f} "
+            f"GiB) with the placements the space allows (PIM units hold at most {pim / (1 << 20):.2f} "
+            f"GiB, normal units at most {normal / (1 << 20):.2f} GiB)")
+
+
+@dataclass(frozen=True)
+class SolveProgress:
+    """A progress event of a solve (for a CLI status line; nothing below the CLI prints): the stage,
+    the incumbent's objective and the proven bound in evaluator units (ns/token, nJ/token)."""
+
+    stage: str  # "latency" | "energy" | "pareto point N: latency" ...
+    objective_name: str  # latency | energy
+    incumbent: Fraction | None
+    bound: Fraction | None
+    iterations: int
+    wall_s: float
+
+    @property
+    def gap(self) -> float | None:
+        if self.incumbent is None or self.bound is None or self.incumbent == 0:
+            return None
+        return float((self.incumbent - self.bound) / self.incumbent)
+
+
+ProgressHook = Callable[[SolveProgress], None]
+
+
+@dataclass
+class SolverOptions:
+    time_limit_s: float = 60.0
+    workers: int = 1
+    seed: int = 0
+    deterministic: bool = False
+
+    def as_dict(self) -> dict:
+        return {"time_limit_s": self.time_limit_s, "workers": self.workers, "seed": self.seed,
+                "deterministic": self.deterministic}
+
+
+@dataclass
+class TimeBudget:
+    """Remaining time (wall seconds, or deterministic time units in deterministic mode)."""
+
+    opts: SolverOptions
+    used: float = 0.0
+
+    def remaining(self) -> float:
+        return max(0.0, self.opts.time_limit_s - self.used)
+
+    def configure(self, solver: cp_model.CpSolver) -> None:
+        p = solver.parameters
+        p.random_seed = self.opts.seed
+        p.presolve_inclusion_work_limit = 0  # workaround for the 9.15 presolve bug #5293
+        # one presolve pass with light probing: each Dinkelbach iteration re-presolves a clone, and on the
+        # large spaces the default effort costs more than it saves (paper-full palm-62b-b1, proof from the
+        # optimum as hint: 50 s -> 11 s; measured with benchmarks/bench_solver.py, formulations/objectives.md)
+        p.max_presolve_iterations = 1
+        p.cp_model_probing_level = 1
+        p.log_search_progress = False
+        rem = max(self.remaining(), 0.05)
+        if self.opts.deterministic:
+            p.num_workers = 1
+            p.max_deterministic_time = rem
+            p.max_time_in_seconds = max(10.0 * rem, 60.0)  # safety net only
+        else:
+            p.num_workers = self.opts.workers
+            p.max_time_in_seconds = rem
+
+    def charge(self, solver: cp_model.CpSolver) -> None:
+        self.used += solver.deterministic_time if self.opts.deterministic else solver.wall_time
+
+
+class RatioObjective:
+    """A ratio objective N(x)/D(x) over the model: latency = T/E, energy = energy/E (per round)."""
+
+    def __init__(self, sm: SpecModel, name: str):
+        self.sm = sm
+        self.name = name
+        self.num = sm.T if name == "latency" else sm.energy
+        self.den = sm.tokens_micro
+        self.num_bounds = sm.choice_bounds[0 if name == "latency" else 1]  # CUT-3, per choice
+        self.scale = Fraction(spec.TOKENS_SCALE, 1 if name == "latency" else sm.scenario.batch_size)
+
+    def value(self, num: int, den: int) -> Fraction:
+        """Objective in the evaluator's units (ns or nJ per token)."""
+        return Fraction(num, den) * self.scale
+
+
+class SolveSession:
+    """One solve session over a SpecModel: incumbent, hints, budget, statistics."""
+
+    def __init__(self, sm: SpecModel, opts: SolverOptions):
+        self.sm = sm
+        self.opts = opts
+        self.budget = TimeBudget(opts)
+        self.iterations = 0
+        self.hint: list[tuple[cp_model.IntVar, int]] | None = None
+        self.t0 = time.perf_counter()
+        self.trajectory: list[tuple[float, float]] = []  # (wall s, objective) of every new incumbent
+        self.deterministic_time = 0.0  # CP-SAT deterministic time summed over the optimisation solves
+        self.solve_log: list[dict] = []  # per solve: stage, status, deterministic and wall time (profiling)
+        self.on_progress: ProgressHook | None = None
+        self.stage = ""
+
+    def progress(self, ratio: RatioObjective, incumbent: Fraction | None, bound: Fraction | None) -> None:
+        if self.on_progress is not None:
+            self.on_progress(SolveProgress(self.stage or ratio.name, ratio.name, incumbent, bound, self.iterations,
+                                           time.perf_counter() - self.t0))
+
+    def solve(self, model: cp_model.CpModel, first_solution: bool = False,
+              cautious: bool = False) -> tuple[int, cp_model.CpSolver]:
+        """One CP-SAT solve on the budget; `cautious` uses CP-SAT's own presolve and LP settings (the
+        re-solve after a contradiction, `_contradicts`)."""
+        invalid = model.validate()
+        if invalid:
+            raise ModelMismatch(f"CP-SAT rejects the model: {invalid}")
+        if self.hint is not None:
+            model.clear_hints()
+            for v, val in self.hint:
+                model.add_hint(model.get_bool_var_from_proto_index(v.index), val)
+        solver = cp_model.CpSolver()
+        self.budget.configure(solver)
+        if cautious:
+            default = cp_model.CpSolver().parameters
+            for name in ("max_presolve_iterations", "cp_model_probing_level", "linearization_level"):
+                setattr(solver.parameters, name, getattr(default, name))
+        if first_solution:
+            solver.parameters.stop_after_first_solution = True
+        status = solver.solve(model)
+        self.budget.charge(solver)
+        self.iterations += 1
+        self.deterministic_time += solver.deterministic_time
+        self.solve_log.append({"stage": self.stage + (" (cautious)" if cautious else ""),
+                               "status": solver.status_name(status),
+                               "deterministic_time": round(solver.deterministic_time, 3),
+                               "wall_s": round(solver.wall_time, 3)})
+        return status, solver
+
+    def remember(self, solver: cp_model.CpSolver) -> Design:
+        design = self.sm.decode(solver.boolean_value)
+        self.hint = self.sm.decision_literals(design)
+        return design
+
+
+def _capped(sm: SpecModel, var, cap: int, name: str) -> tuple[cp_model.CpModel, cp_model.IntVar]:
+    """A clone of the model with a copy of `var` whose domain is [0, cap] (keeps objectives in int64)."""
+    model = sm.m.clone()
+    sm.enforce_families(model)
+    return model, cap_copy(model, var, cap, name)
+
+
+def cap_copy(model: cp_model.CpModel, var, cap: int, name: str) -> cp_model.IntVar:
+    """A variable equal to `var` (of the original model) with domain [0, cap]: products with it stay in int64."""
+    capped = model.new_int_var(0, max(0, cap), name)
+    model.add(capped == model.get_int_var_from_proto_index(var.index))
+    return capped
+
+
+def _measure(run: SolveSession, ratio: RatioObjective, design: Design) -> tuple[int, int, Design]:
+    """(numerator, denominator, design) of a solution, taken from the evaluator (tight, exact)."""
+    mt = run.sm.ev.evaluate(design).metrics
+    n = mt.round_time_ns if ratio.name == "latency" else mt.energy_nj_per_round
+    d_max = max(st.tokens_micro for st in run.sm.stats)
+    if n * d_max + d_max > INT_LIMIT:  # input guard of the Dinkelbach / epsilon rows that use n
+        unit = "ns" if ratio.name == "latency" else "nJ"
+        raise _too_large(run.sm.scenario, f"[OBJ-1] a design's {'round time' if unit == 'ns' else 'energy per round'} "
+                                          f"({n:.3g} {unit}) times the largest expected tokens per round x "
+                                          f"TOKENS_SCALE ({d_max:,}) is {n * d_max:.3g}")
+    run.trajectory.append((time.perf_counter() - run.t0, float(ratio.value(n, mt.tokens_per_round_micro))))
+    return n, mt.tokens_per_round_micro, design
+
+
+def _expr_in(model: cp_model.CpModel, sm: SpecModel) -> cp_model.IntVar:
+    """Expected tokens (x TOKENS_SCALE) as one bounded variable of a clone: multiplying the sum over
+    every choice by a large constant would fail CP-SAT's overflow check (it bounds each term)."""
+    toks = [st.tokens_micro for st in sm.stats]
+    v = model.new_int_var(min(toks), max(toks), "tokens_micro")
+    model.add(v == sum(t * model.get_bool_var_from_proto_index(z.index) for t, z in zip(toks, sm.z)))
+    return v
+
+
+#: OBJ-1 focus: the first Dinkelbach solves see only the choices whose CUT-3 bound ratio is at most
+#: (1 + FOCUS_SLACK) x the least one (formulations/objectives.md).
+FOCUS_SLACK = Fraction(1, 50)
+
+
+def minimize_ratio(run: SolveSession, ratio: RatioObjective, extra=None, start: Evaluation | None = None
+                   ) -> tuple[str, Design | None, Fraction | None, Fraction]:
+    """Dinkelbach iterations [OBJ-1]: min N(x)/D(x) (+ optional extra constraints on a clone).
+
+    Returns (status, design, objective, bound) in evaluator units; status OPTIMAL, FEASIBLE,
+    INFEASIBLE or UNKNOWN.
+    """
+    sm = run.sm
+    d_min = sm.min_tokens_micro()
+    d_max = max(st.tokens_micro for st in sm.stats)
+    # a latency solve with no extra rows never reads an energy: drop the rows that only define them
+    latency_only = ratio.name == "latency" and extra is None
+
+    def prepare(model: cp_model.CpModel) -> None:
+        if extra is not None:
+            extra(model)
+        if latency_only:
+            sm.drop_energy_rows(model)
+
+    # starting point: the hint if feasible under `extra`, else minimise N alone
+    if start is not None:  # a known feasible design: the evaluator's integers are the model's
+        incumbent = _measure(run, ratio, start.design)
+        run.hint = sm.decision_literals(start.design)
+    else:  # find a first solution (any), then improve it
+        model, nvar = _capped(sm, ratio.num, ub(ratio.num), "N")
+        prepare(model)
+        model.minimize(nvar)
+        status, solver = run.solve(model, first_solution=True)
+        if status == cp_model.INFEASIBLE:
+            return "INFEASIBLE", None, None, Fraction(0)
+        if status not in (cp_model.OPTIMAL, cp_model.FEASIBLE):
+            return "UNKNOWN", None, None, Fraction(0)
+        incumbent = _measure(run, ratio, run.remember(solver))
+    bound = Fraction(0)
+    # OBJ-1 focus: search first only the choices whose CUT-3 bound ratio is within FOCUS_SLACK of the least
+    bound_ratio = [Fraction(lb, st.tokens_micro) for lb, st in zip(ratio.num_bounds, sm.stats)]
+    focus = min(bound_ratio) * (1 + FOCUS_SLACK) if extra is None else None
+    # Dinkelbach: F(lambda) = min D_prev * N(x) - N_prev * D(x); zero at the optimum
+    while True:
+        n_prev, d_prev, _ = incumbent
+        focused = focus is not None and focus < Fraction(n_prev, d_prev)  # narrower than the pruning below
+        cap = -(-n_prev * d_max // d_prev)  # any x with ratio <= lambda has N <= lambda * D_max
+        model, nvar = _capped(sm, ratio.num, cap, "N")
+        prepare(model)
+        # OBJ-1 pruning: a choice whose CUT-3 bound ratio exceeds lambda cannot give F < 0 (the
+        # incumbent's own choice stays: its bound is at most its ratio)
+        for z, num_lb, st, br in zip(sm.z, ratio.num_bounds, sm.stats, bound_ratio):
+            if num_lb * d_prev > n_prev * st.tokens_micro or (focused and br > focus):
+                model.add(model.get_bool_var_from_proto_index(z.index) == 0)
+        den = _expr_in(model, sm)
+        model.minimize(d_prev * nvar - n_prev * den)
+        if run.budget.remaining() <= 0:
+            return "FEASIBLE", incumbent[2], ratio.value(n_prev, d_prev), bound
+        status, solver = run.solve(model)
+        if not focused and _contradicts(status, solver):
+            status, solver = run.solve(model, cautious=True)
+            if _contradicts(status, solver):
+                said = ("INFEASIBLE" if status == cp_model.INFEASIBLE else
+                        f"OPTIMAL with F = {solver.objective_value:.6g}")
+                raise ModelMismatch(
+                    f"CP-SAT reports {said} for a Dinkelbach step whose incumbent has F = 0, also with its default "
+                    "presolve: a solver fault (formulations/objectives.md, 'A CP-SAT 9.15 fault'); no optimum is "
+                    "claimed")
+        if focused and (status == cp_model.INFEASIBLE or
+                        (status == cp_model.OPTIMAL and solver.objective_value >= 0)):
+            focus = None  # nothing better among the focused choices: search every choice the pruning leaves
+            continue
+        if status not in (cp_model.OPTIMAL, cp_model.FEASIBLE):
+            return "FEASIBLE", incumbent[2], ratio.value(n_prev, d_prev), bound
+        f_val = int(solver.objective_value)
+        f_lb = int(solver.best_objective_bound)
+        lam = Fraction(n_prev, d_prev)
+        if not focused:  # a focused solve bounds only its choices
+            lb = lam + (Fraction(min(f_lb, 0), d_prev * d_min))
+            bound = max(bound, lb * ratio.scale, Fraction(0))
+        run.progress(ratio, ratio.value(n_prev, d_prev), bound)
+        if f_val < 0:
+            incumbent = _measure(run, ratio, run.remember(solver))
+            if status != cp_model.OPTIMAL and run.budget.remaining() <= 0:
+                n1, d1, design = incumbent
+                return "FEASIBLE", design, ratio.value(n1, d1), bound
+            continue
+        obj = ratio.value(n_prev, d_prev)
+        if focused:  # stopped early with no improvement among the focused choices (budget spent)
+            return "FEASIBLE", incumbent[2], obj, min(bound, obj)
+        if status == cp_model.OPTIMAL and f_lb >= 0:
+            return "OPTIMAL", incumbent[2], obj, obj
+        return "FEASIBLE", incumbent[2], obj, min(bound, obj)
+
+
+def _contradicts(status: int, solver: cp_model.CpSolver) -> bool:
+    """Whether an unfocused Dinkelbach solve contradicts its incumbent, a design the step keeps (the cap
+    and the OBJ-1 pruning keep it, the extra rows hold for it) with F = 0: INFEASIBLE, or OPTIMAL above 0.
+    OR-Tools 9.15 does this on some models with large coefficients (objectives.md)."""
+    return status == cp_model.INFEASIBLE or (status == cp_model.OPTIMAL and solver.objective_value > 0)
+
+
+def tight_claim(sm: SpecModel, design: Design, opts: SolverOptions) -> tuple[int, int, int]:
+    """(round ns, energy nJ, tokens micro) that CP-SAT computes for `design` with every decision fixed."""
+    model = sm.m.clone()
+    sm.enforce_families(model)
+    for v, val in sm.decision_literals(design):
+        model.add(model.get_bool_var_from_proto_index(v.index) == val)
+    T = model.get_int_var_from_proto_index(sm.T.index)
+    E = model.get_int_var_from_proto_index(sm.energy.index)
+    # lexicographic in one objective: T first, then energy (T's weight exceeds any energy value)
+    model.minimize(T * (ub(sm.energy) + 1) + E) if ub(sm.energy) * ub(sm.T) < (1 << 61) else model.minimize(T)
+    solver = cp_model.CpSolver()
+    solver.parameters.num_workers = 1
+    solver.parameters.random_seed = opts.seed
+    solver.parameters.presolve_inclusion_work_limit = 0
+    solver.parameters.max_time_in_seconds = 60.0
+    status = solver.solve(model)
+    if status != cp_model.OPTIMAL:
+        raise ModelMismatch(f"the CP-SAT model rejects its own design ({solver.status_name(status)})")
+    t, e = solver.value(T), solver.value(E)
+    if ub(sm.energy) * ub(sm.T) >= (1 << 61):  # energy not minimised above: minimise it with T fixed
+        model.add(T == t)
+        model.minimize(E)
+        status = solver.solve(model)
+        e = solver.value(E)
+    k = sm.choice_index(design)
+    return t, e, sm.stats[k].tokens_micro
+
+
+def verify(sm: SpecModel, ev: Evaluator, design: Design, opts: SolverOptions) -> tuple[Evaluation, dict]:
+    """Re-price with the evaluator and require exact agreement with the CP-SAT model."""
+    evaluation = ev.evaluate(design)
+    t, e, tok = tight_claim(sm, design, opts)
+    m = evaluation.metrics
+    claim = {"round_time_ns": t, "energy_nj_per_round": e, "tokens_per_round_micro": tok}
+    actual = {"round_time_ns": m.round_time_ns, "energy_nj_per_round": m.energy_nj_per_round,
+              "tokens_per_round_micro": m.tokens_per_round_micro}
+    if claim != actual:
+        raise ModelMismatch(f"CP-SAT claims {claim} but the evaluator prices {actual} for {design.key()}")
+    return evaluation, claim
+
+
+def explain_infeasible(sm: SpecModel, opts: SolverOptions) -> str:
+    """Name the constraint families that make the scenario infeasible (CP-SAT assumptions)."""
+    model = sm.m.clone()
+    lits = {name: model.get_bool_var_from_proto_index(v.index) for name, v in sm.assumption_families.items()}
+    model.add_assumptions(list(lits.values()))
+    solver = cp_model.CpSolver()
+    solver.parameters.num_workers = 1
+    solver.parameters.presolve_inclusion_work_limit = 0  # workaround for the 9.15 presolve bug #5293
+    solver.parameters.max_time_in_seconds = max(10.0, opts.time_limit_s)
+    status = solver.solve(model)
+    if status != cp_model.INFEASIBLE:
+        return "no design satisfies the scenario within the time limit"
+    core = set(solver.sufficient_assumptions_for_infeasibility())
+    names = [name for name, v in lits.items() if v.index in core]
+    if not names:
+        return "the [space] restrictions leave no valid design (mapping rule vs PIM units)"
+    details = []
+    for name in names:
+        if name.startswith("CAP "):
+            j = next(j for j, d in enumerate(sm.data) if f"{d.label} ({d.spec.name})" in name)
+            details.append(_cap_detail(sm, j, name))
+        else:
+            details.append(f"[{name}]")
+    return "infeasible: " + "; ".join(details)
+
+
+def best_start(sm: SpecModel, ev: Evaluator, objective: str, hint: Design | None) -> Evaluation | None:
+    """The best feasible design among the hint and the baselines that lies in the (restricted) space."""
+    from specpim_cp.solvers.baselines import run_baselines
+
+    candidates = [hint] if hint is not None else []
+    candidates += [b.evaluation.design for b in run_baselines(sm.scenario, sm.catalog)
+                   if b.evaluation is not None and len(b.evaluation.design.drafters) == sm.n_drafters]
+    best = None
+    for d in candidates:
+        try:
+            sm.decision_literals(d)
+            e = ev.evaluate(d)
+        except ScenarioError:
+            continue
+        if best is None or e.metrics.objective(objective) < best.metrics.objective(objective):
+            best = e
+    return None if best is None else _best_choice_for(sm, ev, objective, best)
+
+
+#: Most speculation choices `_best_choice_for` prices one by one.
+MAX_START_CHOICES = 20_000
+
+
+def _best_choice_for(sm: SpecModel, ev: Evaluator, objective: str, start: Evaluation) -> Evaluation:
+    """The start design's hardware and placements with the best speculation choice of the space (every
+    choice priced by the evaluator): a closer first incumbent saves Dinkelbach iterations."""
+    if len(sm.choices) > MAX_START_CHOICES:
+        return start
+    d = start.design
+    archs = [md.arch for _, md in d.models()]
+    places = [md.placement for _, md in d.models()]
+    best, best_value = d, start.metrics.objective(objective)
+    for c in sm.choices:
+        cand = sm.space.build(archs, places, c)
+        try:
+            value = ev.metrics(cand, check=False).objective(objective)
+        except ScenarioError:  # e.g. a draft2 model that cannot run on this drafter's host
+            continue
+        if value < best_value:
+            best, best_value = cand, value
+    return start if best is d else ev.evaluate(best)
+
+
+def _report(method: str, objective: str, status: str, obj: Fraction, bound: Fraction | None, t0: float,
+            run: SolveSession, scenario: Scenario, opts: SolverOptions, extra: dict) -> SolveReport:
+    return SolveReport(method=method, objective_name=objective, status=status, objective=obj, bound=bound,
+                       wall_s=time.perf_counter() - t0, iterations=run.iterations, seed=opts.seed,
+                       solver_version=solver_version(), inputs_hash=inputs_hash(scenario, opts.as_dict()),
+                       extra=extra)
+
+
+def _check_options(time_limit_s: float, workers: int) -> None:
+    """Input guards of the entry points: a finite positive time limit, at least one worker."""
+    if not time_limit_s > 0 or time_limit_s == float("inf"):
+        raise ScenarioError(f"time_limit_s: must be a finite number above 0, got {time_limit_s}")
+    if workers < 1:
+        raise ScenarioError(f"workers: must be at least 1, got {workers}")
+
+
+def solve(scenario: Scenario, *, objective: str | None = None, time_limit_s: float = 60.0, workers: int = 1,
+          seed: int = 0, deterministic: bool = False, hint: Design | None = None,
+          catalog: Catalog | None = None, on_progress: ProgressHook | None = None) -> SolveResult:
+    """The optimum of the scenario's (restricted) space for `objective`, with its proof or gap.
+
+    `on_progress` is called with a SolveProgress after every Dinkelbach iteration (incumbent, bound).
+    """
+    t0 = time.perf_counter()
+    _check_options(time_limit_s, workers)
+    catalog = catalog or scenario_catalog(scenario)
+    objective = objective or scenario.objective
+    opts = SolverOptions(time_limit_s, workers, seed, deterministic)
+    ev = Evaluator(scenario, catalog)
+    sm = SpecModel(scenario, catalog, ev)
+    check_capacity(sm)
+    check_integer_range(sm)
+    run = SolveSession(sm, opts)
+    run.t0 = t0  # progress and trajectory times count from the call, model building included
+    run.on_progress = on_progress
+    start = best_start(sm, ev, objective, hint)
+    if objective == "edp":
+        front, status = _epsilon_front(sm, run)
+        if status == "INFEASIBLE":
+            raise ScenarioError(explain_infeasible(sm, opts))
+        if not front:
+            raise ScenarioError(f"no design found within the time limit ({time_limit_s} s)")
+        best = min(front, key=lambda e: e.metrics.objective("edp"))
+        obj = best.metrics.objective("edp")
+        verify(sm, ev, best.design, opts)
+        bound = obj if status == "OPTIMAL" else None
+        rep = _report("cp-sat", "edp", "OPTIMAL" if status == "OPTIMAL" else "FEASIBLE", obj, bound, t0, run,
+                      scenario, opts, {"pareto_points": len(front),
+                                       "deterministic_time": round(run.deterministic_time, 3)})
+        return SolveResult(best, rep)
+    status, design, obj, bound = minimize_ratio(run, RatioObjective(sm, objective), start=start)
+    if status == "INFEASIBLE":
+        raise ScenarioError(explain_infeasible(sm, opts))
+    if design is None:
+        raise ScenarioError(f"no design found within the time limit ({time_limit_s} s)")
+    evaluation, claim = verify(sm, ev, design, opts)
+    assert evaluation.metrics.objective(objective) == obj, "claimed objective differs from the evaluator's"
+    rep = _report("cp-sat", objective, status, obj, bound, t0, run, scenario, opts,
+                  {"claimed": claim, "model_size": {"variables": len(sm.m.proto.variables),
+                                                    "constraints": len(sm.m.proto.constraints)},
+                   "trajectory": run.trajectory, "deterministic_time": round(run.deterministic_time, 3),
+                   "solves": run.solve_log})
+    return SolveResult(evaluation, rep)
+
+
+def _epsilon_front(sm: SpecModel, run: SolveSession) -> tuple[list[Evaluation], str]:
+    """Exact latency-energy (per token) Pareto front by epsilon-constraint [OBJ-2]."""
+    lat, en = RatioObjective(sm, "latency"), RatioObjective(sm, "energy")
+    d_max = max(st.tokens_micro for st in sm.stats)
+    ev = sm.ev
+    front: list[Evaluation] = []
+    energy_cap: tuple[int, int] | None = None  # (energy numerator, tokens) of the last point: go strictly below
+    proven = True
+    while True:
+        run.stage = f"pareto point {len(front) + 1}: latency"
+
+        def below_energy(model, cap=energy_cap):
+            if cap is not None:  # strictly less energy per token than the last point
+                e_n, e_d = cap
+                E = cap_copy(model, sm.energy, -(-e_n * d_max // e_d), "E_eps")
+                model.add(E * e_d <= e_n * _expr_in(model, sm) - 1)
+
+        st1, d1, _o1, _ = minimize_ratio(run, lat, below_energy)
+        if st1 == "INFEASIBLE":
+            return front, ("INFEASIBLE" if not front else ("OPTIMAL" if proven else "FEASIBLE"))
+        if d1 is None:
+            return front, "FEASIBLE"
+        proven &= st1 == "OPTIMAL"
+        e1 = ev.evaluate(d1)
+        t_n, t_d = e1.metrics.round_time_ns, e1.metrics.tokens_per_round_micro
+
+        def within_latency(model, t_n=t_n, t_d=t_d, cap=energy_cap):
+            below_energy(model, cap)
+            T = cap_copy(model, sm.T, -(-t_n * d_max // t_d), "T_eps")
+            model.add(T * t_d <= t_n * _expr_in(model, sm))
+
+        # the latency stage's point satisfies both epsilon rows: a close starting ratio for Dinkelbach
+        run.stage = f"pareto point {len(front) + 1}: energy"
+        st2, d2, _o2, _ = minimize_ratio(run, en, within_latency, start=e1)
+        if d2 is None:
+            return front, "FEASIBLE"
+        proven &= st2 == "OPTIMAL"
+        point = ev.evaluate(d2)
+        front.append(point)
+        energy_cap = (point.metrics.energy_nj_per_round, point.metrics.tokens_per_round_micro)
+        if run.budget.remaining() <= 0:
+            return front, "FEASIBLE"
+
+
+def pareto_front(scenario: Scenario, *, time_limit_s: float = 300.0, workers: int = 1, seed: int = 0,
+                 deterministic: bool = False, catalog: Catalog | None = None,
+                 on_progress: ProgressHook | None = None) -> list[Evaluation]:
+    """Non-dominated (latency per token, energy per token) designs, sorted by latency."""
+    _check_options(time_limit_s, workers)
+    catalog = catalog or scenario_catalog(scenario)
+    opts = SolverOptions(time_limit_s, workers, seed, deterministic)
+    sm = SpecModel(scenario, catalog, Evaluator(scenario, catalog))
+    check_capacity(sm)
+    check_integer_range(sm)
+    run = SolveSession(sm, opts)
+    run.on_progress = on_progress
+    front, status = _epsilon_front(sm, run)
+    if status == "INFEASIBLE":
+        raise ScenarioError(explain_infeasible(sm, opts))
+    return sorted(front, key=lambda e: e.metrics.latency_fraction())

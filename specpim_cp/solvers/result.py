@@ -1,0 +1,95 @@
+"""Solve results are values: a Design, its Evaluation (the evaluator's price) and a SolveReport."""
+
+from __future__ import annotations
+
+import hashlib
+import json
+from dataclasses import asdict, dataclass, field
+from fractions import Fraction
+from typing import ClassVar
+
+from specpim_cp.physics.evaluate import Evaluation
+
+#: Unit of SolveReport.objective and .bound (the evaluator's exact units) and of `objective` in JSON.
+OBJECTIVE_UNITS = {"latency": "ns/token", "energy": "nJ/token", "edp": "ns*nJ/token^2"}
+
+
+def solver_version() -> str:
+    import ortools
+
+    return f"ortools {ortools.__version__}"
+
+
+@dataclass(frozen=True, kw_only=True)
+class ObjectiveReport:
+    """What every solve reports about its answer: the objective, a proven bound and the gap between
+    them, time, seed, solver version and inputs hash. `UNITS` names the objective's unit per name."""
+
+    UNITS: ClassVar[dict[str, str]] = OBJECTIVE_UNITS
+
+    objective_name: str
+    status: str
+    objective: Fraction  # exact, in the evaluator's units
+    bound: Fraction | None  # a proven lower bound on the optimum (None: none proven)
+    wall_s: float
+    seed: int | None
+    solver_version: str
+    inputs_hash: str
+    extra: dict = field(default_factory=dict)
+
+    @property
+    def gap(self) -> float | None:
+        """(objective - bound) / objective; 0 for a zero objective, None without a bound."""
+        if self.bound is None:
+            return None
+        if self.objective == 0:
+            return 0.0
+        return float((self.objective - self.bound) / self.objective)
+
+    def objective_fields(self) -> dict:
+        """The objective and bound as JSON: floats, the exact fraction, the unit and the gap."""
+        return {"objective": float(self.objective),
+                "objective_exact": f"{self.objective.numerator}/{self.objective.denominator}",
+                "objective_unit": self.UNITS.get(self.objective_name, ""),
+                "bound": None if self.bound is None else float(self.bound), "gap": self.gap}
+
+
+@dataclass(frozen=True, kw_only=True)
+class SolveReport(ObjectiveReport):
+    method: str  # "cp-sat" | "brute-force" | "heuristic" | "baseline"
+    # status: OPTIMAL (objective == proven bound) | FEASIBLE | HEURISTIC | INFEASIBLE
+    iterations: int
+
+    def as_dict(self) -> dict:
+        d = asdict(self)  # `extra` converted as dataclasses.asdict does
+        num = self.objective_fields()
+        return {"method": self.method, "objective_name": self.objective_name, "status": self.status,
+                "objective": num["objective"], "bound": num["bound"], "wall_s": self.wall_s,
+                "iterations": self.iterations, "seed": self.seed, "solver_version": self.solver_version,
+                "inputs_hash": self.inputs_hash, "extra": d["extra"], "objective_unit": num["objective_unit"],
+                "objective_exact": num["objective_exact"], "gap": num["gap"]}
+
+
+@dataclass(frozen=True)
+class SolveResult:
+    evaluation: Evaluation
+    report: SolveReport
+
+    @property
+    def design(self):
+        return self.evaluation.design
+
+    def as_dict(self) -> dict:
+        metrics = self.evaluation.as_dict()
+        design = metrics.pop("design")
+        return {"design": design, "host_kernel_model": metrics.pop("host_kernel_model"),
+                "catalog_files": metrics.pop("catalog_files"), "metrics": metrics, "solve": self.report.as_dict()}
+
+    def to_json(self) -> str:
+        return json.dumps(self.as_dict(), indent=2)
+
+
+def inputs_hash(scenario, options: dict) -> str:
+    """The scenario's fields, the content of its catalog files (`Scenario.hash_data`) and the options."""
+    blob = json.dumps({"scenario": scenario.hash_data(), "options": options}, sort_keys=True)
+    return hashlib.sha256(blob.encode()).hexdigest()[:16]

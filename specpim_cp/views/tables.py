@@ -1,0 +1,166 @@
+"""Plain-text formatting of designs, metrics and baselines for the terminal (no printing here)."""
+
+from __future__ import annotations
+
+from collections.abc import Sequence
+
+from specpim_cp.physics.evaluate import GIB_IN_KIB
+from specpim_cp.problem.design import Design, ModelDesign
+from specpim_cp.problem.operators import PLACEABLE_OPS
+from specpim_cp.problem.scenario import Scenario
+from specpim_cp.problem.trees import render_tree
+
+#: Human units of the objectives: (unit, factor from the evaluator's unit); metrics print the same units.
+HUMAN_UNITS = {"latency": ("us/token", 1e-3), "energy": ("mJ/token", 1e-6), "edp": ("us*mJ/token^2", 1e-9)}
+
+
+def human_objective(name: str, value) -> str:
+    """An objective value (evaluator units: ns/token, nJ/token, ns*nJ/token^2) in human units, with the unit."""
+    unit, factor = HUMAN_UNITS[name]
+    return f"{float(value) * factor:,.6g} {unit}"
+
+
+def table(headers: Sequence[str], rows: Sequence[Sequence[object]]) -> str:
+    def fmt(v: object) -> str:
+        if isinstance(v, float):
+            return f"{v:,.3g}" if abs(v) < 1000 else f"{v:,.0f}"
+        return str(v)
+
+    cells = [[fmt(v) for v in r] for r in rows]
+    widths = [max(len(h), *(len(r[i]) for r in cells)) if cells else len(h) for i, h in enumerate(headers)]
+    line = "  ".join(h.ljust(w) for h, w in zip(headers, widths))
+    sep = "  ".join("-" * w for w in widths)
+    body = ["  ".join(c.rjust(w) if _numeric(c) else c.ljust(w) for c, w in zip(r, widths)) for r in cells]
+    return "\n".join([line, sep, *body])
+
+
+def _numeric(s: str) -> bool:
+    return s.replace(",", "").replace(".", "").replace("-", "").replace("e", "").replace("%", "").isdigit()
+
+
+def placement_summary(md: ModelDesign, share_levels: int) -> str:
+    pim = [f"{op}" + (f"@{md.placement[op].share}/{share_levels}" if md.placement[op].share != share_levels else "")
+           for op in PLACEABLE_OPS if md.placement[op].engine == "pim"]
+    return "PIM: " + (", ".join(pim) if pim else "none")
+
+
+def design_lines(sc: Scenario, design: Design) -> list[str]:
+    out = []
+    for label, md in design.models():
+        extra = ""
+        if md.tree is not None:
+            extra = f", token tree {tree_text(md.tree)} ({sum(md.tree)} nodes, depth {len(md.tree)})"
+        elif md.draft_length is not None:
+            extra = f", draft length {md.draft_length}"
+            if md.staging is not None:
+                extra += f", staged by {md.staging.draft2} (draft length {md.staging.draft_length})"
+        out.append(f"  {label:12s} {md.model:12s} {md.devices} x {md.memory_type} k={md.pim_units}{extra}; "
+                   f"{placement_summary(md, sc.space.share_levels)}")
+    if design.drafters:
+        out.append(f"  pipeline: {'on' if design.pipeline else 'off'}")
+    return out
+
+
+def format_metrics(m) -> str:
+    return (f"latency {m.latency_ns_per_token / 1e3:,.1f} us/token | throughput {m.throughput_tokens_per_s:,.1f} "
+            f"tokens/s | energy {m.energy_pj_per_token / 1e9:,.3f} mJ/token | round {m.round_time_ns / 1e3:,.1f} us, "
+            f"{m.tokens_per_round:.3f} tokens/round")
+
+
+def host_line(sc: Scenario, ev) -> str:
+    """The host, how its kernels were priced (fitted to measurements or a derated roofline), and the user
+    catalog files the price used."""
+    files = f"; catalog files: {', '.join(ev.catalog_files)}" if ev.catalog_files else ""
+    return f"host {sc.host}: kernels {ev.host_kernel_model}{files}"
+
+
+def format_evaluation(sc: Scenario, ev) -> str:
+    lines = [f"scenario {sc.name}: batch {sc.batch_size}, context {sc.prompt_tokens}+{sc.generated_tokens}",
+             host_line(sc, ev), "design:", *design_lines(sc, ev.design), "metrics: " + format_metrics(ev.metrics), "breakdown:"]
+    b = ev.breakdown
+    rows = []
+    for label, mb in b.models():
+        cap = mb.capacity
+        rows.append([label, mb.model, mb.pass_tokens, mb.pass_time_ns / 1e3, mb.layer_makespan_ns / 1e3,
+                     mb.pass_energy_nj / 1e6, f"{cap.pim_need_kib / GIB_IN_KIB:.2f}/{cap.pim_capacity_kib / GIB_IN_KIB:.1f}",
+                     f"{cap.normal_need_kib / GIB_IN_KIB:.2f}/{cap.normal_capacity_kib / GIB_IN_KIB:.1f}"])
+    lines.append(table(["model", "name", "tokens", "pass us", "layer us", "pass mJ", "PIM GiB used/cap",
+                        "normal GiB used/cap"], rows))
+    op_rows = []
+    for label, mb in b.models():
+        for op, o in mb.operators.items():
+            where = f" {o.share}/{sc.space.share_levels}" if o.share else f" ({o.layout})"
+            op_rows.append([label, op, o.engine + where, o.time_ns / 1e3, o.energy_nj / 1e3])
+    lines.append(table(["model", "operator", "engine", "time us", "energy uJ"], op_rows))
+    r = b.round
+    lines.append(f"round: verify {r.verify_ns / 1e3:,.1f} us, sync {r.sync_ns / 1e3:,.1f} us, "
+                 f"P(pipelined round does not continue) {r.fail_probability:.4f}")
+    lines.append("energy per round by component (mJ): " + ", ".join(
+        f"{k} {v / 1e6:,.3f}" for k, v in r.energy_nj_by_component.items()))
+    for i, d in enumerate(b.drafters):
+        if d.tree is not None:
+            lines.append(f"token tree of drafters[{i}] ({d.model}), top-ranked candidates per node:")
+            lines += ["  " + line for line in render_tree(d.tree_vector, d.tree).splitlines()]
+    return "\n".join(lines)
+
+
+def tree_text(widths) -> str:
+    """A width profile as text: nodes per depth joined by dashes (2-3-3)."""
+    return "-".join(str(w) for w in widths)
+
+
+def draft_text(md: ModelDesign) -> str:
+    """A drafter's draft in a few characters: its chain length, or `tree 2-3-3`."""
+    return str(md.draft_length) if md.tree is None else f"tree {tree_text(md.tree)}"
+
+
+def format_baselines(sc: Scenario, results) -> str:
+    rows = []
+    for r in results:
+        if r.evaluation is None:
+            rows.append([r.name, "infeasible", "", "", "", r.error])
+            continue
+        m = r.evaluation.metrics
+        gam = ",".join(str(d.draft_length) if d.tree is None else f"tree {tree_text(d.tree)}"
+                       for d in r.evaluation.design.drafters) or "-"
+        rows.append([r.name, m.latency_ns_per_token / 1e3, m.throughput_tokens_per_s, m.energy_pj_per_token / 1e9,
+                     gam, r.description])
+    priced = next((r.evaluation for r in results if r.evaluation is not None), None)
+    host = "" if priced is None else host_line(sc, priced) + "\n"
+    return f"scenario {sc.name} (objective {sc.objective})\n{host}" + table(
+        ["baseline", "us/token", "tokens/s", "mJ/token", "draft len", "recipe"], rows)
+
+
+def design_summary(sc: Scenario, design: Design) -> str:
+    """One line: per model memory type, PIM units, devices, PIM operators, draft length; pipeline."""
+    parts = []
+    for label, md in design.models():
+        pim = [op for op in PLACEABLE_OPS if md.placement[op].engine == "pim"]
+        s = f"{md.model}:{md.devices}x{md.memory_type}-k{md.pim_units}[{'+'.join(pim) or 'host'}]"
+        if md.tree is not None:
+            s += f" tree={tree_text(md.tree)}"
+        elif md.draft_length is not None:
+            s += f" g={md.draft_length}" + (f"/{md.staging.draft2}:{md.staging.draft_length}" if md.staging else "")
+        parts.append(s)
+    return " | ".join(parts) + (f" | pipeline={'on' if design.pipeline else 'off'}" if design.drafters else "")
+
+
+def format_solve(sc: Scenario, res) -> str:
+    r = res.report
+    gap = "n/a" if r.gap is None else f"{100 * r.gap:.3g}%"
+    bound = "n/a" if r.bound is None else human_objective(r.objective_name, r.bound)
+    head = (f"scenario {sc.name}: {r.method} {r.status}, objective {r.objective_name} = "
+            f"{human_objective(r.objective_name, r.objective)}, bound {bound}, gap {gap}, {r.wall_s:.2f} s, "
+            f"{r.iterations} iterations, seed {r.seed}, {r.solver_version}")
+    lines = [head, host_line(sc, res.evaluation), "design:", *design_lines(sc, res.design),
+             "metrics: " + format_metrics(res.evaluation.metrics)]
+    return "\n".join(lines)
+
+
+def md_table(headers: Sequence[str], rows: Sequence[Sequence[str]]) -> str:
+    def esc(c: str) -> str:
+        return str(c).replace("|", "\\|")
+
+    lines = ["| " + " | ".join(esc(h) for h in headers) + " |", "|" + "---|" * len(headers)]
+    lines += ["| " + " | ".join(esc(c) for c in r) + " |" for r in rows]
+    return "\n".join(lines)
