@@ -11,7 +11,7 @@ kernels are priced by the plain roofline, each bound derated by the host's sourc
 
 with ``M`` tokens, ``K`` in_features, ``N`` out_features of the per-device shard. GB/s is bytes per ns
 and one TFLOPS is 1e3 FLOPs per ns. The host's attention kernels and embedding lookups use the same
-bound and efficiencies for every host (``costs.py``), so a roofline host is priced by one consistent
+bound and efficiencies for every host (``physics/costs.py``), so a roofline host is priced by one consistent
 model. It has no wave quantization and no memory/compute overlap term: near the ridge point it is
 optimistic by up to the fitted models' overlap penalty (8-25 % on the measured GPUs, ``linear.py``).
 Every report labels such a host ``derated roofline (no measurements)`` (`kernel_model_label`).

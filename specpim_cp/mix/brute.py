@@ -3,7 +3,7 @@ against on small mixes).
 
 Every shared architecture tuple (one architecture per model, the same in every cell) is tried:
 
-1. Per cell, its best design on that hardware, by `brute.py`'s enumeration: per model and architecture
+1. Per cell, its best design on that hardware, by `solvers/brute.py`'s enumeration: per model and architecture
    every placement, an option dropped only when another of the same (architecture, draft2) class is at
    least as good in every quantity the round depends on (`brute.pareto_filter`), combined with every
    speculation choice and priced by the evaluator. Leaving out the tensor-copy coupling of the cells
@@ -47,7 +47,7 @@ class _Option:
     arch: ArchConfig
     draft2: str | None
     md: ModelDesign
-    perf: tuple  # pass time and energy per token count, draft2 step, idle power, devices (brute.py's vector)
+    perf: tuple  # pass time and energy per token count, draft2 step, idle power, devices (solvers/brute.py's vector)
     weights: tuple[str, ...]  # layouts of the weight operators (which copies the model stores)
     kib: tuple[int, int]  # (PIM-side, normal-side) KiB of the model alone
 

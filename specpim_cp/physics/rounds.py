@@ -120,7 +120,7 @@ class Acceptance:
 # -- round statistics ------------------------------------------------------------------------
 @dataclass(frozen=True)
 class RoundStats:
-    """The integer statistics of a speculation choice (the contract of `speculation.py`).
+    """The integer statistics of a speculation choice (the contract of `physics/speculation.py`).
 
     tokens_micro: expected committed tokens per round per sequence x TOKENS_SCALE (pipelined rounds
     that continue drop the bonus token, BONUS-1); q: P(a pipelined round does not continue) x Q_SCALE

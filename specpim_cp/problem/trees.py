@@ -1,6 +1,6 @@
 """Token trees: positional acceptance, top-ranked trees of a width profile, and their depth masses.
 
-Pure functions (standard library only), below `speculation.py`, which turns depth masses into the
+Pure functions (standard library only), below `physics/speculation.py`, which turns depth masses into the
 round formulas (formulations/speculation_rounds.md, "Token trees [TREE]").
 
 Model. A drafter proposes, at every node of its tree, its top-ranked candidates. ``p = (p_1, ..., p_R)``

@@ -1,6 +1,6 @@
 """Reports of a batch directory: tables (terminal and `summary.md`), CSV files and PNG plots.
 
-Everything is derived from `results.jsonl` (see `batch.py`), so `specpim-cp report DIR` can be re-run
+Everything is derived from `results.jsonl` (see `runs/store.py`), so `specpim-cp report DIR` can be re-run
 at any time, also on a batch that is still running or was killed. Sections:
 
 - latency and energy per token of GPU-AR, GPU-SI, FC-offload, attention-offload, heuristic and exact per
@@ -10,8 +10,8 @@ at any time, also on a batch that is still running or was killed. Sections:
 - the ablation ladder per model family as factors (each step's optimum over the previous step's);
 - where the PIM goes: per scenario and model, the fraction of memory units that are PIM units;
 - plots (matplotlib Agg, no pyplot state): speedup, energy efficiency, ladder, PIM allocation, Pareto fronts,
-  and one schedule picture per family (the exact design of its smallest batch, `show.schedule_figure`);
-- workload mixes (records of method `mix`): the regret table, rule views and heatmaps of `report_mix.py`.
+  and one schedule picture per family (the exact design of its smallest batch, `views/schedule_picture.schedule_figure`);
+- workload mixes (records of method `mix`): the regret table, rule views and heatmaps of `report/mix.py`.
 """
 
 from __future__ import annotations
@@ -357,7 +357,7 @@ def plot_pareto(groups: Sequence[ScenarioResults], path: Path) -> Path | None:
 # The report
 # ------------------------------------------------------------------------------------------------
 def plot_schedules(groups: Sequence[ScenarioResults], out: Path) -> tuple[list[Path], list[str]]:
-    """One schedule picture per family: the exact design of its smallest batch (`show.schedule_figure`).
+    """One schedule picture per family: the exact design of its smallest batch (`views/schedule_picture.schedule_figure`).
     A scenario file that moved or changed since the run is skipped with a note (the picture would not be
     the recorded design's)."""
     made, notes = [], []
@@ -380,13 +380,13 @@ def plot_schedules(groups: Sequence[ScenarioResults], out: Path) -> tuple[list[P
 
 def build_report(out: str | Path, plots: bool = True) -> Report:
     """Regenerate results.csv, pareto/*.csv, summary.md and the plots of a batch directory (a grid
-    directory, detected from its records, gets the grid report of `report_grid.py`)."""
+    directory, detected from its records, gets the grid report of `report/grid.py`)."""
     out = Path(out)
     records = read_records(out)
     if any(r.cell is not None for r in records):
         return build_grid_report(out, records, plots)
     files = write_derived_files(out, records)
-    groups = group([r for r in records if r.method != "mix"])  # workload mixes: report_mix.py
+    groups = group([r for r in records if r.method != "mix"])  # workload mixes: report/mix.py
     tables = [*latency_energy_tables(groups), speedup_table(groups)] if groups else []
     tables += [t for t in (ladder_table(groups), pim_table(groups), pareto_table(groups)) if t is not None]
     mix_tables, mix_plots, mix_lines = [], [], []

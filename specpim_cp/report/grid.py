@@ -1,4 +1,4 @@
-"""Reports of a grid directory (`grid.py`): heatmaps over the grid's first two axes and a table per cell.
+"""Reports of a grid directory (`runs/grid.py`): heatmaps over the grid's first two axes and a table per cell.
 
 `report.build_report` hands a directory here when its records carry grid cells. Heatmaps put the first
 axis on x and the second on y; a grid with more axes gets one panel per combination of the other axes'

@@ -1,4 +1,4 @@
-"""The workload-mix part of a batch report (records of method `mix`, `batch_mix.py`).
+"""The workload-mix part of a batch report (records of method `mix`, `runs/mixes.py`).
 
 - the regret table: per mix (one per family in the built-in `mix` set) the mix optimum, the per-cell
   optima's value, what one hardware loses against them, the worst cell's regret, and what the mix

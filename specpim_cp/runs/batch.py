@@ -1,21 +1,12 @@
-"""Benchmark-set runner: (scenario x method) instances in worker processes, resumable result records.
+"""Benchmark-set runner: the instances of a plan (`instances.py`) run through an executor, resumable.
 
-An *instance* is one scenario solved by one method (`exact`, `heuristic`, `baselines`, one step of the
-ablation `ladder`, or the latency-energy `pareto` front of one scenario per model family), or one workload
-mix file solved by `solve-mix` (method `mix`, `mixes.py`). Its key is
-the sha256 of the (possibly restricted) scenario content, the method and the options that change the
-answer. Every finished instance appends its records to `OUT/results.jsonl` in one write, flushed and
-fsynced: one record per result (one per baseline, one per ladder step), each carrying the instance key,
-its `part` name, the instance's record count `parts` and the id of the write (`attempt`). Only a key's
-latest attempt counts; it is done when all its parts are there and none is an ERROR, so a re-run skips
-what is done, retries what failed or was cut off, and a killed run loses nothing that had finished.
-`OUT/results.csv` is regenerated from the JSONL.
-
-Instances run through an executor (`executors.py`: this process, a local process pool, or Ray tasks);
+The instances not yet done in the folder's `results.jsonl` (`store.py`) run through an executor
+(`executors.py`: this process, a local process pool, or Ray tasks), each by its method (`methods.py`);
 this module keeps the scheduling, the one JSONL writer and the resume, so a run can move between
 executors. One run at a time writes a folder (`folder_lock.py`). An instance can wait for another: an
 aliased ladder step copies its source's record, and a grid cell (`grid.py`) is warm-started with the
 design of its neighbour cell (`hint_of`), which makes its result independent of the executor's timing.
+Workload-mix files are one instance each (`mixes.py`).
 
 Nothing here prints: progress goes to an optional `BatchProgress` hook (the CLI draws a tqdm bar).
 """
@@ -73,7 +64,7 @@ def run_batch(files: Sequence[Path], out: str | Path, options: BatchOptions | No
     """Run every missing instance of the scenario files into `out`, then regenerate the CSV files.
     `extra_catalogs` (--catalog) are merged over each scenario's own catalog files; the workers price
     every scenario with its own merged catalog. Mix files (a `[mix]` table) are one `mix` instance each
-    (`batch_mix.plan_mixes`); the methods apply to the scenario files."""
+    (`mixes.plan_mixes`); the methods apply to the scenario files."""
     options = (options or BatchOptions()).validate()
     name = name or batch_name(files)
     mix_files = [f for f in files if is_mix_file(f)]

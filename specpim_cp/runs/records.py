@@ -82,7 +82,7 @@ class FrontPoint:
 
 @dataclass(frozen=True)
 class GridCell:
-    """Where a record sits in a grid (`grid.py`): the axes in the grid file's order, the cell's index
+    """Where a record sits in a grid (`runs/grid.py`): the axes in the grid file's order, the cell's index
     along each, the axis lengths, and the cell's values (JSON) with their labels for tables and plots."""
 
     grid: str
@@ -131,7 +131,7 @@ class MixCellRecord:
 
 @dataclass(frozen=True)
 class MixComparisonRecord:
-    """A reference design of a mix ((a)-(d), `mix_compare`): its mix objective and regret, or why it has none."""
+    """A reference design of a mix ((a)-(d), `mix/compare.py`): its mix objective and regret, or why it has none."""
 
     name: str
     objective: float | None
