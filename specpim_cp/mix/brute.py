@@ -30,11 +30,11 @@ from specpim_cp.errors import ScenarioError
 from specpim_cp.mix.spec import MIX_OBJECTIVES, Mix, cell_metric, check_mix_capacity
 from specpim_cp.physics.evaluate import Evaluator, Metrics
 from specpim_cp.physics.rounds import drafter_cycle_tokens, tree_pass_tokens, verifier_tokens
-from specpim_cp.problem.design import ArchConfig, Design, ModelDesign, Staging
+from specpim_cp.problem.design import ArchConfig, Design, ModelDesign
 from specpim_cp.problem.operators import FC_OPS
 from specpim_cp.problem.scenario import scenario_catalog
 from specpim_cp.problem.space import DesignSpace
-from specpim_cp.solvers.brute import pareto_filter, placement_combinations
+from specpim_cp.solvers.brute import pareto_filter, priced_options
 
 #: Most designs one cell may list on one hardware in the exact (capacity-coupled) step.
 MAX_CELL_DESIGNS = 200_000
@@ -64,31 +64,9 @@ class BruteMixResult:
 
 
 def _options(ev: Evaluator, space: DesignSpace, j: int, tokens: Sequence[int], draft2s: Sequence[str]) -> list[_Option]:
-    opts = space.models[j]
-    out = []
-    for a in opts.archs:
-        for pl in placement_combinations(opts, a):
-            for d2 in [None, *draft2s]:
-                md = ModelDesign(model=opts.entry.model, memory_type=a.memory_type, pim_units=a.pim_units,
-                                 devices=a.devices, placement=pl, draft_length=None if j == 0 else 1,
-                                 staging=None if d2 is None else Staging(draft2=d2, draft_length=1))
-                cap = ev.capacity(md)
-                if not cap.holds:
-                    continue
-                vec = []
-                for t in tokens:
-                    p = ev.pass_price(md, t)
-                    vec += [p.time_ns, p.energy_nj]
-                if d2 is not None:
-                    try:
-                        step = ev.draft2_step(md)
-                    except ScenarioError:  # the draft2 model cannot run on this host
-                        continue
-                    vec += [step.time_ns, step.energy_nj]
-                vec += [ev.costs.idle_power_mw(a), a.devices]
-                out.append(_Option(a, d2, md, tuple(vec), tuple(pl[op].layout for op in FC_OPS),
-                                   (cap.pim_need_kib, cap.normal_need_kib)))
-    return out
+    return [_Option(o.arch, o.draft2, o.md, o.perf, tuple(o.md.placement[op].layout for op in FC_OPS),
+                    (o.capacity.pim_need_kib, o.capacity.normal_need_kib))
+            for o in priced_options(ev, space.models[j], j, tokens, draft2s)]
 
 
 def _prune(options: Sequence[_Option], coupled: bool) -> dict[ArchConfig, list[_Option]]:

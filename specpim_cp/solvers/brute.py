@@ -12,13 +12,15 @@ from __future__ import annotations
 
 import itertools
 import time
+from collections.abc import Iterator, Sequence
+from dataclasses import dataclass
 from fractions import Fraction
 
 from specpim_cp.catalog import Catalog
 from specpim_cp.errors import ScenarioError
-from specpim_cp.physics.evaluate import Evaluation, Evaluator
+from specpim_cp.physics.evaluate import CapacityUse, Evaluation, Evaluator
 from specpim_cp.physics.rounds import drafter_cycle_tokens, tree_pass_tokens, verifier_tokens
-from specpim_cp.problem.design import ModelDesign, Staging
+from specpim_cp.problem.design import ArchConfig, ModelDesign, Staging
 from specpim_cp.problem.operators import PLACEABLE_OPS
 from specpim_cp.problem.scenario import Scenario, scenario_catalog
 from specpim_cp.problem.space import DesignSpace, ModelOptions
@@ -31,6 +33,51 @@ MAX_DESIGNS = 400_000
 def placement_combinations(opts: ModelOptions, arch) -> list[dict]:
     per_op = [opts.allowed(arch, op) for op in PLACEABLE_OPS]
     return [dict(zip(PLACEABLE_OPS, combo)) for combo in itertools.product(*per_op)]
+
+
+@dataclass(frozen=True)
+class PricedOption:
+    """One model's (architecture, placement, draft2) option that fits its devices, with the vector that
+    dominance compares: pass time and energy per token count, draft2 step, idle power, device count."""
+
+    arch: ArchConfig
+    draft2: str | None
+    md: ModelDesign
+    capacity: CapacityUse
+    perf: tuple[int, ...]
+
+
+def priced_options(ev: Evaluator, opts: ModelOptions, j: int, tokens: Sequence[int], draft2s: Sequence[str],
+                   limit: int | None = None) -> Iterator[PricedOption]:
+    """Every option of model j (index in the design) whose tensors fit, priced at `tokens`; ScenarioError
+    once more than `limit` options would be listed."""
+    listed = 0
+    for a in opts.archs:
+        places = placement_combinations(opts, a)
+        if limit is not None and listed + len(places) > limit:
+            raise ScenarioError(f"brute force: {opts.label} has more than {limit} options; "
+                                "restrict the space ([space] memory_type, pim_units, mapping, share_levels)")
+        for pl in places:
+            for d2 in [None, *draft2s]:
+                md = ModelDesign(model=opts.entry.model, memory_type=a.memory_type, pim_units=a.pim_units,
+                                 devices=a.devices, placement=pl, draft_length=None if j == 0 else 1,
+                                 staging=None if d2 is None else Staging(draft2=d2, draft_length=1))
+                cap = ev.capacity(md)
+                if not cap.holds:
+                    continue
+                vec = []
+                for t in tokens:
+                    p = ev.pass_price(md, t)
+                    vec += [p.time_ns, p.energy_nj]
+                if d2 is not None:
+                    try:
+                        step = ev.draft2_step(md)
+                    except ScenarioError:  # the draft2 model cannot run on this host
+                        continue
+                    vec += [step.time_ns, step.energy_nj]
+                vec += [ev.costs.idle_power_mw(a), a.devices]
+                listed += 1
+                yield PricedOption(a, d2, md, cap, tuple(vec))
 
 
 def _dominates(u: tuple, v: tuple) -> bool:
@@ -67,32 +114,9 @@ def brute_force(scenario: Scenario, *, objective: str | None = None, catalog: Ca
                      for i in range(space.n_drafters)]
     options: list[list[ModelDesign]] = []
     for j, opts in enumerate(space.models):
-        raw = []
-        for a in opts.archs:
-            places = placement_combinations(opts, a)
-            if len(raw) + len(places) > MAX_OPTIONS_PER_MODEL:
-                raise ScenarioError(f"brute force: {opts.label} has more than {MAX_OPTIONS_PER_MODEL} options; "
-                                    "restrict the space ([space] memory_type, pim_units, mapping, share_levels)")
-            for pl in places:
-                stagings = [None] + (draft2_models[j - 1] if j else [])
-                for d2 in stagings:
-                    md = ModelDesign(model=opts.entry.model, memory_type=a.memory_type, pim_units=a.pim_units,
-                                     devices=a.devices, placement=pl, draft_length=None if j == 0 else 1,
-                                     staging=None if d2 is None else Staging(draft2=d2, draft_length=1))
-                    if not ev.capacity(md).holds:
-                        continue
-                    vec = []
-                    for t in sorted(tokens[j]):
-                        p = ev.pass_price(md, t)
-                        vec += [p.time_ns, p.energy_nj]
-                    if d2 is not None:
-                        try:
-                            step = ev.draft2_step(md)
-                        except ScenarioError:  # the draft2 model cannot run on this host
-                            continue
-                        vec += [step.time_ns, step.energy_nj]
-                    vec += [ev.costs.idle_power_mw(a), a.devices]
-                    raw.append(((d2,) + tuple(vec), (md, d2)))
+        draft2s = draft2_models[j - 1] if j else []
+        raw = [((o.draft2,) + o.perf, (o.md, o.draft2))
+               for o in priced_options(ev, opts, j, sorted(tokens[j]), draft2s, MAX_OPTIONS_PER_MODEL)]
         # prune within each draft2 class (capacity depends on it)
         kept = []
         for d2 in {k[0] for k, _ in raw}:
