@@ -8,7 +8,7 @@ import math
 
 import pytest
 
-from specpim_cp.check.simulate import format_simulation, simulate_rounds
+from specpim_cp.check.simulate import SimDrafter, format_simulation, simulate_rounds
 from specpim_cp.physics.speculation import (
     OUTCOME_SCALE,
     Q_SCALE,
@@ -343,6 +343,10 @@ MC_CASES = {
 }
 
 
+def _drafters(alphas, gammas, staging, cycles):
+    return [SimDrafter(a, g, c, staging=st) for a, g, st, c in zip(alphas, gammas, staging, cycles, strict=True)]
+
+
 def _mc_check(res):
     text = format_simulation(res)
     assert res.tokens_agree(), text
@@ -356,7 +360,8 @@ def _mc_check(res):
 @pytest.mark.parametrize("case", sorted(MC_CASES))
 def test_mc_agrees_on_token_identities(case, pipeline):
     alphas, gammas, staging, cycles, verify, sync = MC_CASES[case]
-    res = simulate_rounds(alphas, gammas, staging, cycles, verify, sync, pipeline, MC_ROUNDS, seed=11)
+    drafters = _drafters(alphas, gammas, staging, cycles)
+    res = simulate_rounds(drafters, verify, sync, pipeline, MC_ROUNDS, seed=11)
     _mc_check(res)
     assert res.closed_form_tokens == expected_tokens(alphas, gammas, pipeline=pipeline)
     p = continue_probability(alphas, gammas) if pipeline else 0.0
@@ -372,7 +377,7 @@ def test_mc_agrees_on_token_identities(case, pipeline):
 
 
 def test_mc_one_drafter_vanilla_time_is_exact():
-    res = simulate_rounds([0.8], [5], [None], [40], 500, 10, False, 20_000, seed=11)
+    res = simulate_rounds([SimDrafter(0.8, 5, 40)], 500, 10, False, 20_000, seed=11)
     assert res.mean_time_ns == res.closed_form_time_ns == pytest.approx(5 * 40 + 500 + 10)
     assert res.continue_rate == 0.0 and res.waste_rates == (0.0,)
 
@@ -382,7 +387,7 @@ def test_mc_staged_pipelined_d_close_to_v():
     dist = staged_rounds_distribution(0.65, 3, 8)
     mean_d = sum(r * p for r, p in dist.items()) * 262
     assert abs(mean_d - 1000) < 5
-    res = simulate_rounds([0.92], [8], [(0.65, 3)], [262], 1000, 5, True, MC_ROUNDS, seed=13)
+    res = simulate_rounds([SimDrafter(0.92, 8, 262, staging=(0.65, 3))], 1000, 5, True, MC_ROUNDS, seed=13)
     _mc_check(res)
     # plugging E[D] into the formula is measurably wrong, so the test exercises the nonlinearity
     naive = max(mean_d, 1000) + (1 - continue_probability([0.92], [8])) * min(mean_d, 1000) + 5
@@ -391,7 +396,7 @@ def test_mc_staged_pipelined_d_close_to_v():
 
 def test_mc_no_drafters():
     for pipeline in (False, True):
-        res = simulate_rounds([], [], [], [], 300, 0, pipeline, 1000, seed=3)
+        res = simulate_rounds([], 300, 0, pipeline, 1000, seed=3)
         assert res.mean_tokens == 1.0 and res.mean_time_ns == 300.0 and res.stream_verified
         _mc_check(res)
 
@@ -401,7 +406,8 @@ def test_naive_policy_breaks_the_stream_and_the_detector_sees_it(case):
     """Keeping the bonus token and continuing anyway (SpecPIM) commits tokens that the verifier
     produced for another context: the committed stream leaves the verifier's greedy sequence."""
     alphas, gammas, staging, cycles, verify, sync = MC_CASES[case]
-    naive = simulate_rounds(alphas, gammas, staging, cycles, verify, sync, True, 20_000, seed=5, policy="naive")
+    drafters = _drafters(alphas, gammas, staging, cycles)
+    naive = simulate_rounds(drafters, verify, sync, True, 20_000, seed=5, policy="naive")
     assert not naive.stream_verified
     assert naive.diverged_rounds > 0.05 * naive.rounds, format_simulation(naive)
     assert "NO" in format_simulation(naive)
@@ -409,26 +415,55 @@ def test_naive_policy_breaks_the_stream_and_the_detector_sees_it(case):
     if case == "one":
         # every continued round is followed by a diverged one (ids collide with probability 1/32000)
         assert naive.diverged_rounds >= 0.95 * naive.continue_rate * naive.rounds
-    rule = simulate_rounds(alphas, gammas, staging, cycles, verify, sync, True, 20_000, seed=5)
+    rule = simulate_rounds(drafters, verify, sync, True, 20_000, seed=5)
     assert rule.stream_verified and rule.diverged_rounds == 0
 
 
 def test_mc_depends_only_on_the_seed():
-    args = ([0.7, 0.5], [4, 2], [(0.6, 2), None], [60, 90], 280, 8, True, 5000)
+    args = ([SimDrafter(0.7, 4, 60, staging=(0.6, 2)), SimDrafter(0.5, 2, 90)], 280, 8, True, 5000)
     a, b = simulate_rounds(*args, seed=7), simulate_rounds(*args, seed=7)
     assert a == b
     assert simulate_rounds(*args, seed=8) != a
 
 
 def test_mc_rejects_bad_arguments():
-    with pytest.raises(ValueError):
-        simulate_rounds([0.5], [2], [None], [10], 100, 0, True, 100, seed=1, policy="specpim")  # type: ignore[arg-type]
-    with pytest.raises(ValueError):
-        simulate_rounds([0.5], [2, 3], [None], [10], 100, 0, True, 100, seed=1)
+    one = [SimDrafter(0.5, 2, 10)]
+    with pytest.raises(ValueError, match="policy"):
+        simulate_rounds(one, 100, 0, True, 100, seed=1, policy="specpim")  # type: ignore[arg-type]
+    with pytest.raises(ValueError, match="rounds"):
+        simulate_rounds(one, 100, 0, True, 1, seed=1)
+    with pytest.raises(TypeError, match=r"drafters\[0\]"):
+        simulate_rounds([(0.5, 2)], 100, 0, True, 100, seed=1)  # type: ignore[list-item]
+
+
+@pytest.mark.parametrize(
+    "alpha,draft_length,cycle_ns,staging,needle",
+    [
+        (1.0, 2, 10, None, "alpha"),
+        (-0.1, 2, 10, None, "alpha"),
+        ("high", 2, 10, None, "alpha must be a number"),
+        (0.5, 0, 10, None, "draft lengths must be >= 1"),
+        (0.5, 2.5, 10, None, "draft_length must be an integer"),
+        (0.5, 2, -1, None, "cycle_ns"),
+        (0.5, 2, math.inf, None, "cycle_ns"),
+        (0.5, 2, 10, (0.6, 0), "gamma2 must be >= 1"),
+        (0.5, 2, 10, (1.5, 2), "alpha2"),
+        (0.5, 2, 10, (0.6,), "staging must be"),
+    ],
+)
+def test_sim_drafter_rejects_bad_fields(alpha, draft_length, cycle_ns, staging, needle):
+    with pytest.raises(ValueError, match=needle):
+        SimDrafter(alpha, draft_length, cycle_ns, staging=staging)
+
+
+def test_sim_drafter_normalizes_its_fields():
+    d = SimDrafter(0.5, 2, 10, staging=(1, 3))
+    assert d == SimDrafter(0.5, 2, 10.0, staging=(1.0, 3))
+    assert type(d.cycle_ns) is float and d.staging == (1.0, 3) and type(d.staging[0]) is float
 
 
 def test_format_simulation():
-    res = simulate_rounds([0.8, 0.6], [3, 2], [None, None], [40, 30], 300, 0, True, 1000, seed=1)
+    res = simulate_rounds([SimDrafter(0.8, 3, 40), SimDrafter(0.6, 2, 30)], 300, 0, True, 1000, seed=1)
     text = format_simulation(res)
     for row in ("tokens/round", "time/round ns", "continue rate", "waste[0]", "waste[1]", "closed form",
                 "committed stream = verifier's greedy sequence: yes", "policy bonus1"):

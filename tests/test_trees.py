@@ -12,7 +12,7 @@ import random
 import pytest
 from sequoia_dp import sequoia_best_tree, sequoia_table, sequoia_values, sequoia_widths
 
-from specpim_cp.check.simulate import format_simulation, simulate_rounds
+from specpim_cp.check.simulate import SimDrafter, format_simulation, simulate_rounds
 from specpim_cp.physics.speculation import (
     Q_SCALE,
     TOKENS_SCALE,
@@ -423,20 +423,17 @@ MC_CASES = {
 
 def _mc_args(case):
     spec, verify, sync = MC_CASES[case]
-    alphas = [s[0] for s in spec]
-    gammas = [s[1] for s in spec]
-    staging = [s[2] for s in spec]
-    cycles = [s[3] for s in spec]
-    trees = [s[4] for s in spec]
-    drafts = [(a, g) if t is None else TreeDraft(*t) for a, g, t in zip(alphas, gammas, trees)]
-    return (alphas, gammas, staging, cycles, verify, sync), trees, drafts
+    drafters = [SimDrafter(a, g, c, staging=st, tree=None if t is None else TreeDraft(*t))
+                for a, g, st, c, t in spec]
+    drafts = [(d.alpha, d.draft_length) if d.tree is None else d.tree for d in drafters]
+    return (drafters, verify, sync), drafts
 
 
 @pytest.mark.parametrize("pipeline", [False, True])
 @pytest.mark.parametrize("case", sorted(MC_CASES))
 def test_mc_trees_agree_on_token_identities(case, pipeline):
-    args, trees, drafts = _mc_args(case)
-    res = simulate_rounds(*args, pipeline, MC_ROUNDS, seed=17, trees=trees)
+    args, drafts = _mc_args(case)
+    res = simulate_rounds(*args, pipeline, MC_ROUNDS, seed=17)
     text = format_simulation(res)
     assert res.tokens_agree(), text
     assert res.time_agree(), text
@@ -461,13 +458,10 @@ def test_mc_trees_agree_on_token_identities(case, pipeline):
     assert continue_probability_drafts(wrong) - res.continue_rate > 8 * res.continue_ci95, text
 
 
-def test_mc_tree_path_with_chains_only_and_no_trees():
-    args = ([0.7, 0.5], [4, 2], [(0.6, 2), None], [60, 90], 280, 8)
-    base = simulate_rounds(*args, True, 5000, seed=7)
-    assert simulate_rounds(*args, True, 5000, seed=7, trees=[None, None]) == base  # the chain path
+def test_mc_width_one_tree_has_the_chain_closed_forms():
     # a width-1 tree goes through the tree walk; its closed forms are the chain functions
-    res = simulate_rounds([0.8, 0.6], [3, 2], [None, None], [40, 30], 300, 0, True, 50_000, seed=2,
-                          trees=[((0.8, 0.1), (1, 1, 1)), None])
+    tree = SimDrafter(0.8, 3, 40, tree=TreeDraft((0.8, 0.1), (1, 1, 1)))
+    res = simulate_rounds([tree, SimDrafter(0.6, 2, 30)], 300, 0, True, 50_000, seed=2)
     assert res.closed_form_tokens == expected_tokens([0.8, 0.6], [3, 2], True)
     assert res.closed_form_continue == continue_probability([0.8, 0.6], [3, 2])
     assert res.tokens_agree() and res.continue_agree() and res.waste_agree() and res.time_agree()
@@ -475,25 +469,25 @@ def test_mc_tree_path_with_chains_only_and_no_trees():
 
 
 def test_mc_trees_depend_only_on_the_seed():
-    args, trees, _ = _mc_args("tree+chains")
-    a = simulate_rounds(*args, True, 3000, seed=5, trees=trees)
-    assert simulate_rounds(*args, True, 3000, seed=5, trees=trees) == a
-    assert simulate_rounds(*args, True, 3000, seed=6, trees=trees) != a
+    args, _ = _mc_args("tree+chains")
+    a = simulate_rounds(*args, True, 3000, seed=5)
+    assert simulate_rounds(*args, True, 3000, seed=5) == a
+    assert simulate_rounds(*args, True, 3000, seed=6) != a
 
 
 def test_mc_trees_reject_bad_arguments():
-    tree = (P3, (2, 2))
-    ok = ([P3[0]], [2], [None], [100], 300, 0, True, 100)
-    simulate_rounds(*ok, seed=1, trees=[tree])
+    tree = TreeDraft(P3, (2, 2))
+    ok = ([SimDrafter(P3[0], 2, 100, tree=tree)], 300, 0, True, 100)
+    simulate_rounds(*ok, seed=1)
     with pytest.raises(ValueError, match="bonus1"):
-        simulate_rounds(*ok, seed=1, policy="naive", trees=[tree])
-    with pytest.raises(ValueError, match="entries"):
-        simulate_rounds(*ok, seed=1, trees=[tree, None])
+        simulate_rounds(*ok, seed=1, policy="naive")
     with pytest.raises(ValueError, match="depth"):
-        simulate_rounds([P3[0]], [3], [None], [100], 300, 0, True, 100, seed=1, trees=[tree])
+        SimDrafter(P3[0], 3, 100, tree=tree)
     with pytest.raises(ValueError, match="p\\[0\\]"):
-        simulate_rounds([0.5], [2], [None], [100], 300, 0, True, 100, seed=1, trees=[tree])
+        SimDrafter(0.5, 2, 100, tree=tree)
     with pytest.raises(ValueError, match="chains only"):
-        simulate_rounds([P3[0]], [2], [(0.6, 2)], [100], 300, 0, True, 100, seed=1, trees=[tree])
+        SimDrafter(P3[0], 2, 100, staging=(0.6, 2), tree=tree)
+    with pytest.raises(TypeError, match="TreeDraft"):
+        SimDrafter(P3[0], 2, 100, tree=(P3, (2, 2)))  # type: ignore[arg-type]
     with pytest.raises(ValueError):
-        simulate_rounds(*ok, seed=1, trees=[((0.3, 0.5), (1,))])
+        TreeDraft((0.3, 0.5), (1,))

@@ -3,8 +3,8 @@
 The simulator keeps what a speculative decoder keeps: the committed output stream and every
 drafter's context, as token ids, round after round. The verifier's greedy token at each output
 position is an id drawn once per position from a VOCAB_SIZE vocabulary (the *reference*, seeded).
-A drafter whose context is a prefix of the reference proposes the verifier's token with probability
-alpha_i, else a different id; once its context is wrong it proposes arbitrary ids. (The run of
+A drafter (a `SimDrafter`) whose context is a prefix of the reference proposes the verifier's token
+with probability alpha, else a different id; once its context is wrong it proposes arbitrary ids. (The run of
 leading matches is drawn at once, a truncated geometric: the law of per-position draws up to the
 first miss, after which the context is wrong.) The verifier compares each draft with its own tokens
 after the draft's context, position by position, takes the longest accepted prefix a* and commits
@@ -27,7 +27,7 @@ continuation of what was actually emitted), so later rounds are checked again. O
 policy ever verifies a draft whose context is not a prefix of the reference; the verifier's tokens
 after such a context are arbitrary ids.
 
-Round time: D_r = max_i R_i * cycle_ns[i] for the drafts verified in round r (R_i = gamma_i steps, or
+Round time: D_r = max_i R_i * cycle_ns_i for the drafts verified in round r (R_i = gamma_i steps, or
 the staged drafter's random cycle count, drawn per drafting phase as the exact law in
 `speculation.staged_rounds_distribution`). Vanilla: D_r + V. Pipeline: drafting of round r's drafts
 overlapped verification r - 1 iff round r - 1 continued, so T_r = max(D_r, V) if it did, else
@@ -43,36 +43,40 @@ to catch a wrong formula at the sample sizes used in the tests. A tiny relative 
 quantities with zero variance (e.g. the time of a vanilla unstaged round); rates use the larger of
 the sample and the closed-form binomial standard error. Results depend only on the seed.
 
-Token trees ([TREE], ``trees=``): a tree drafter (p, widths) drafts the top-ranked tree of its profile
-from the committed output. At each accepted node the verifier's next token is the drafter's rank-r
-candidate with probability p_r (mutually exclusive), else a token none of its candidates has (drawn
-per node, a block of rounds at a time); the verifier walks the tree, moving to the child that holds
-its token if the tree has that rank, else stopping. The accepted ids are the verifier's tokens. A
+Token trees ([TREE], `SimDrafter.tree`): a tree drafter (p, widths) drafts the top-ranked tree of its
+profile from the committed output. At each accepted node the verifier's next token is the drafter's
+rank-r candidate with probability p_r (mutually exclusive), else a token none of its candidates has
+(drawn per node, a block of rounds at a time); the verifier walks the tree, moving to the child that
+holds its token if the tree has that rank, else stopping. The accepted ids are the verifier's tokens. A
 drafter's optimistic context is its rank-1 path, whose ids are the verifier's tokens while it is
 accepted, then a candidate that is not the verifier's token, then arbitrary ids (its context is
 wrong). The round continues iff some drafter's rank-1 path equals the accepted output id by id
 (BONUS-1). Chains in a run with trees are the trees p = (alpha,), widths = (1,)*gamma, walked the
-same way (and may be staged). A tree's drafting time is one cycle, cycle_ns[i], per round. The closed
+same way (and may be staged). A tree's drafting time is one cycle, its cycle_ns, per round. The closed
 forms are the tree-aware `speculation.*_drafts` functions.
+
+One round loop (`_play`) serves both: it keeps the reference and the committed stream, counts
+divergence and the statistics; the drafting (`_ChainDrafting`, whose draws come from `_phases`, or
+`_TreeDrafting`, whose draws come from `_TreeWalker`) verifies each round's drafts and says what it
+commits. Random streams: SeedSequence(seed).spawn(3 + n) gives the reference, the arbitrary-id pool,
+the naive policy's miscellany and one generator per drafter, in that order.
 """
 
 from __future__ import annotations
 
 import itertools
 import math
+import operator
 from collections.abc import Iterator, Sequence
-from dataclasses import dataclass
-from typing import Literal
+from dataclasses import dataclass, field
+from typing import Literal, NamedTuple, Protocol
 
 import numpy as np
 
 from specpim_cp.physics.speculation import (
     Draft,
-    continue_probability,
     continue_probability_drafts,
-    drafter_valid_probability,
     drafter_valid_probability_drafts,
-    expected_tokens,
     expected_tokens_drafts,
     round_time_expected,
     staged_rounds_distribution,
@@ -88,7 +92,75 @@ _REL_EPS = 1e-9
 
 Policy = Literal["bonus1", "naive"]
 
-__all__ = ["VOCAB_SIZE", "Policy", "SimulationResult", "format_simulation", "simulate_rounds"]
+__all__ = ["VOCAB_SIZE", "Policy", "SimDrafter", "SimulationResult", "format_simulation", "simulate_rounds"]
+
+
+@dataclass(frozen=True)
+class SimDrafter:
+    """One simulated drafter: a chain (alpha, draft_length) or a token tree, its staging, its drafting time.
+
+    staging None: unstaged, cycle_ns is the per-token step time and a drafting phase takes draft_length
+    steps; staging (alpha2, gamma2): staged, cycle_ns is the staged cycle time and the cycle count is
+    random. tree ([TREE]): the drafter drafts that top-ranked tree; alpha must be its p[0], draft_length
+    its depth, staging None, and cycle_ns is its whole drafting time per round.
+    """
+
+    alpha: float
+    draft_length: int
+    cycle_ns: float
+    staging: tuple[float, int] | None = None  # (alpha2, gamma2)
+    tree: TreeDraft | None = None
+
+    def __post_init__(self) -> None:
+        alpha = _number(self.alpha, "alpha")
+        if not 0.0 <= alpha < 1.0:  # also rejects NaN
+            raise ValueError(f"alpha must be in [0, 1), got {self.alpha!r}")
+        try:
+            gamma = operator.index(self.draft_length)
+        except TypeError:
+            raise ValueError(f"draft_length must be an integer, got {self.draft_length!r}") from None
+        if gamma < 1:
+            raise ValueError(f"draft lengths must be >= 1, got {gamma}")
+        cycle_ns = _number(self.cycle_ns, "cycle_ns")
+        if not 0.0 <= cycle_ns < math.inf:
+            raise ValueError(f"cycle_ns must be a finite time >= 0, got {self.cycle_ns!r}")
+        object.__setattr__(self, "alpha", alpha)
+        object.__setattr__(self, "draft_length", gamma)
+        object.__setattr__(self, "cycle_ns", cycle_ns)
+        if self.staging is not None:
+            object.__setattr__(self, "staging", _check_staging(self.staging))
+        if self.tree is None:
+            return
+        if not isinstance(self.tree, TreeDraft):
+            raise TypeError(f"tree must be a TreeDraft (p, widths) or None, got {self.tree!r}")
+        if self.staging is not None:
+            raise ValueError("staging: staged drafting applies to chains only, this drafter is a tree")
+        if alpha != self.tree.p[0] or gamma != self.tree.depth:
+            raise ValueError(
+                f"a tree drafter's alpha must be its p[0] ({self.tree.p[0]}) and its draft_length its depth "
+                f"({self.tree.depth}), got {self.alpha} and {self.draft_length}"
+            )
+
+
+def _check_staging(staging: tuple[float, int]) -> tuple[float, int]:
+    """(alpha2, gamma2) with alpha2 in [0, 1] and gamma2 >= 1, as (float, int)."""
+    try:
+        alpha2_raw, gamma2_raw = staging
+        alpha2, gamma2 = float(alpha2_raw), operator.index(gamma2_raw)
+    except (TypeError, ValueError):
+        raise ValueError(f"staging must be (alpha2, gamma2) or None, got {staging!r}") from None
+    if not 0.0 <= alpha2 <= 1.0:
+        raise ValueError(f"staging: alpha2 must be in [0, 1], got {alpha2_raw!r}")
+    if gamma2 < 1:
+        raise ValueError(f"staging: gamma2 must be >= 1, got {gamma2}")
+    return alpha2, gamma2
+
+
+def _number(value: float, name: str) -> float:
+    try:
+        return float(value)
+    except (TypeError, ValueError):
+        raise ValueError(f"{name} must be a number, got {value!r}") from None
 
 
 @dataclass(frozen=True)
@@ -182,85 +254,180 @@ def _phases(
     return itertools.chain.from_iterable(block() for _ in itertools.count())
 
 
-def _specpim_pass_probability(alphas: Sequence[float], gammas: Sequence[int]) -> float:
+def _specpim_pass_probability(drafters: Sequence[SimDrafter]) -> float:
     """Superseded (SpecPIM): P(some drafter's whole draft accepted) = 1 - prod_i (1 - alpha_i^gamma_i).
 
     The closed form the naive policy claims; kept here only to report it next to that policy.
     """
-    return 1.0 - math.prod(1.0 - float(a) ** int(g) for a, g in zip(alphas, gammas))
+    return 1.0 - math.prod(1.0 - d.alpha**d.draft_length for d in drafters)
 
 
 def simulate_rounds(
-    alphas: Sequence[float],
-    gammas: Sequence[int],
-    staging: Sequence[tuple[float, int] | None],
-    cycle_ns: Sequence[float],
+    drafters: Sequence[SimDrafter],
     verify_ns: float,
     sync_ns: float,
     pipeline: bool,
     rounds: int,
     seed: int,
     policy: Policy = "bonus1",
-    *,
-    trees: Sequence[tuple[Sequence[float], Sequence[int]] | None] | None = None,
 ) -> SimulationResult:
     """Simulate `rounds` speculation rounds on token identities and compare with the closed forms.
 
-    staging[i] is None (unstaged: cycle_ns[i] is the per-token step time, R_i = gamma_i) or
-    (alpha2, gamma2) (cycle_ns[i] is the staged cycle time, R_i random). The closed forms are
-    `expected_tokens(.., pipeline)`, `round_time_expected(.., p_cont)`, p_cont and 1 - P(valid_i)
-    for "bonus1"; SpecPIM's (vanilla E, p_pass, 1 - alpha_i^gamma_i) for "naive" (pipeline only).
-
-    trees[i] = (p, widths) makes drafter i a token tree ([TREE]; None: the chain (alphas[i],
-    gammas[i])). For a tree drafter alphas[i] must be p[0], gammas[i] the depth len(widths),
-    staging[i] None, and cycle_ns[i] is its whole drafting time per round. Trees need policy
-    "bonus1"; the closed forms are then the tree-aware `*_drafts` functions.
+    The closed forms are `expected_tokens_drafts(.., pipeline)`, `round_time_expected(.., p_cont)`,
+    p_cont and 1 - P(valid_i) for "bonus1"; SpecPIM's (vanilla E, p_pass, 1 - alpha_i^gamma_i) for
+    "naive" (pipeline only). Token trees need policy "bonus1"; a run with a tree walks every drafter
+    as a tree (a chain as the tree p = (alpha,), widths = (1,) * draft_length).
     """
-    n = len(alphas)
-    if not (len(gammas) == len(staging) == len(cycle_ns) == n):
-        raise ValueError("alphas, gammas, staging and cycle_ns must have the same length")
+    drafters = tuple(drafters)
+    for i, d in enumerate(drafters):
+        if not isinstance(d, SimDrafter):
+            raise TypeError(f"drafters[{i}] must be a SimDrafter, got {d!r}")
     if rounds < 2:
         raise ValueError(f"rounds must be >= 2, got {rounds}")
     if policy not in ("bonus1", "naive"):
         raise ValueError(f"policy must be 'bonus1' or 'naive', got {policy!r}")
-    gam = [int(g) for g in gammas]
-    if any(g < 1 for g in gam):
-        raise ValueError("draft lengths must be >= 1")
-    for i, st in enumerate(staging):
-        if st is not None and int(st[1]) < 1:
-            raise ValueError(f"staging[{i}]: gamma2 must be >= 1")
-    if trees is not None:
-        if len(trees) != n:
-            raise ValueError(f"trees has {len(trees)} entries for {n} drafters")
-        if any(t is not None for t in trees):
-            if policy != "bonus1":
-                raise ValueError("token trees are simulated under policy 'bonus1' only")
-            return _simulate_with_trees(
-                alphas, gam, staging, trees, cycle_ns, verify_ns, sync_ns, pipeline, rounds, seed
-            )
+    trees = any(d.tree is not None for d in drafters)
+    if trees and policy != "bonus1":
+        raise ValueError("token trees are simulated under policy 'bonus1' only")
 
-    ref_seq, pool_seq, misc_seq, *drafter_seqs = np.random.SeedSequence(seed).spawn(3 + n)
-    ref_rng = np.random.default_rng(ref_seq)
-    misc_rng = np.random.default_rng(misc_seq)
-    gmax = max(gam, default=0)
-    pool: list[int] = np.random.default_rng(pool_seq).integers(0, VOCAB_SIZE, _POOL + gmax + 1).tolist()
-    phases = [
-        _phases(np.random.default_rng(s), float(alphas[i]), gam[i],
-                None if staging[i] is None else (float(staging[i][0]), int(staging[i][1])))
-        for i, s in enumerate(drafter_seqs)
-    ]
-    take = [ph.__next__ for ph in phases]
-    cyc_ns = [float(c) for c in cycle_ns]
+    tape = _Tape(seed, drafters)
+    drafting: _Drafting = (
+        _TreeDrafting(drafters, tape, pipeline) if trees
+        else _ChainDrafting(drafters, tape, pipeline, bonus1=policy == "bonus1")
+    )
+    tally = _play(drafting, tape, len(drafters), rounds, pipeline, verify_ns, sync_ns)
+    closed = _closed_forms(drafters, verify_ns, sync_ns, pipeline, policy)
+    return _result(rounds, seed, policy, tally, closed)
+
+
+# --------------------------------------------------------------------------- the round loop
+
+
+class _Tape:
+    """The run's token state (reference, committed output, arbitrary-id pool) and random streams."""
+
+    def __init__(self, seed: int, drafters: Sequence[SimDrafter]) -> None:
+        ref_seq, pool_seq, misc_seq, *drafter_seqs = np.random.SeedSequence(seed).spawn(3 + len(drafters))
+        self.ref_rng = np.random.default_rng(ref_seq)
+        self.misc_rng = np.random.default_rng(misc_seq)  # the naive policy's off-reference verifications
+        dmax = max((d.draft_length for d in drafters), default=0)
+        pool_rng = np.random.default_rng(pool_seq)
+        self.pool: list[int] = pool_rng.integers(0, VOCAB_SIZE, _POOL + dmax + 1).tolist()
+        self.drafter_rngs = [np.random.default_rng(s) for s in drafter_seqs]
+        self.ref: list[int] = []  # the verifier's greedy token at each output position
+        self.stream: list[int] = []  # the committed output
+        self.extend_ref()
+
+    def extend_ref(self) -> None:
+        self.ref.extend(self.ref_rng.integers(0, VOCAB_SIZE, _REF_BLOCK).tolist())
+
+
+class _Verdict(NamedTuple):
+    """One round's verification: its drafting time D_r, the tokens it commits, which drafters continue."""
+
+    drafting_ns: float
+    commit: list[int]
+    valid: list[bool]
+
+
+class _Drafting(Protocol):
+    """What the round loop asks of the drafters (chains, or trees): they supply the round's draws."""
+
+    def ref_needed(self, committed: int) -> int:
+        """Reference ids needed before the round that starts after `committed` tokens."""
+        ...
+
+    def verify(self, committed: int) -> _Verdict:
+        """Verify this round's drafts against the reference after `committed` tokens."""
+        ...
+
+    def advance(self) -> None:
+        """Prepare the next round's drafts, once the verdict's tokens are committed."""
+        ...
+
+
+@dataclass
+class _Tally:
+    """Per-round statistics of the counted rounds (the warm-up round excluded)."""
+
+    wasted: list[int]  # per drafter: rounds whose optimistic drafting was wasted (pipeline)
+    tokens: list[int] = field(default_factory=list)
+    times: list[float] = field(default_factory=list)
+    continued_rounds: int = 0
+    diverged: int = 0
+
+
+def _play(
+    drafting: _Drafting, tape: _Tape, n: int, rounds: int, pipeline: bool, verify_ns: float, sync_ns: float
+) -> _Tally:
+    """The round loop, shared by chains and trees: verify, commit (checked against the reference), count.
+
+    Round 0 is the warm-up; T_r = max(D_r, V) after a continued round (pipeline), else D_r + V; plus sync.
+    """
     v, sync = float(verify_ns), float(sync_ns)
-    bonus1 = policy == "bonus1"
-    drafters = range(n)
+    ref, stream = tape.ref, tape.stream
+    tally = _Tally(wasted=[0] * n)
+    prev_continued = False
+    for rnd in range(rounds + 1):
+        c = len(stream)
+        while drafting.ref_needed(c) > len(ref):
+            tape.extend_ref()
+        d, commit, valid = drafting.verify(c)
+        continued = any(valid)
+        if commit != ref[c : c + len(commit)]:
+            tally.diverged += 1
+            ref[c : c + len(commit)] = commit  # re-anchor on what was emitted
+        stream.extend(commit)
+        drafting.advance()
+        if rnd:
+            tally.tokens.append(len(commit))
+            if pipeline:
+                tally.times.append((max(d, v) if prev_continued else d + v) + sync)
+                tally.continued_rounds += continued
+                for i in range(n):
+                    tally.wasted[i] += not valid[i]
+            else:
+                tally.times.append(d + v + sync)
+        prev_continued = continued
+    return tally
 
-    ref: list[int] = []  # the verifier's greedy token at each output position
-    stream: list[int] = []  # the committed output
-    margin = 2 * gmax + 2  # reference ids needed beyond a context: a draft, its continuation, one more
 
-    def draft_from(p: int, ok: bool, phase: tuple[int, int, int, int], g: int) -> list[int]:
+# --------------------------------------------------------------------------- chains
+
+
+class _ChainDrafting:
+    """Chain drafters under either policy. Each keeps its own context, which the naive policy can lead
+    off the reference; its drafting phases (`_phases`) supply its draws."""
+
+    def __init__(self, drafters: Sequence[SimDrafter], tape: _Tape, pipeline: bool, bonus1: bool) -> None:
+        self.tape, self.pipeline, self.bonus1 = tape, pipeline, bonus1
+        self.gam = [d.draft_length for d in drafters]
+        self.cyc_ns = [d.cycle_ns for d in drafters]
+        self.take = [
+            _phases(rng, d.alpha, d.draft_length, d.staging).__next__
+            for d, rng in zip(drafters, tape.drafter_rngs, strict=True)
+        ]
+        n = len(drafters)
+        # reference ids needed beyond a context: a draft, its continuation, one more
+        self.margin = 2 * max(self.gam, default=0) + 2
+        # drafter i's context is stream[:base[i]] + tail[i], of length ctx[i]; ok[i]: it is a prefix of
+        # the reference. draft[i] was drafted after it in dtime[i] ns.
+        self.base, self.ctx, self.ok = [0] * n, [0] * n, [True] * n
+        self.tail: list[list[int]] = [[] for _ in range(n)]
+        self.draft: list[list[int]] = []
+        self.dtime: list[float] = []
+        for i in range(n):
+            ph = self.take[i]()
+            self.draft.append(self._draft_from(0, True, ph, self.gam[i]))
+            self.dtime.append(ph[3] * self.cyc_ns[i])
+        # this round's optimistic continuations (drafted when the whole draft matched) and verdict
+        self.cont: list[list[int]] = [[] for _ in range(n)]
+        self.cont_time = [0.0] * n
+        self.valid = [False] * n
+
+    def _draft_from(self, p: int, ok: bool, phase: tuple[int, int, int, int], g: int) -> list[int]:
         """g ids drafted after a context of length p (ok: the context is a prefix of the reference)."""
+        ref, pool = self.tape.ref, self.tape.pool
         lead, shift, off, _ = phase
         if not ok:
             return pool[off : off + g]
@@ -268,43 +435,23 @@ def simulate_rounds(
             return ref[p : p + g]
         return ref[p : p + lead] + [(ref[p + lead] + shift) % VOCAB_SIZE] + pool[off : off + g - lead - 1]
 
-    # drafter i's context is stream[:base[i]] + tail[i], of length ctx[i]; ok[i]: it is a prefix of
-    # the reference. draft[i] was drafted after it in dtime[i] ns.
-    ref.extend(ref_rng.integers(0, VOCAB_SIZE, _REF_BLOCK).tolist())
-    base, ctx, ok = [0] * n, [0] * n, [True] * n
-    tail: list[list[int]] = [[] for _ in drafters]
-    draft: list[list[int]] = []
-    dtime: list[float] = []
-    for i in drafters:
-        ph = take[i]()
-        draft.append(draft_from(0, True, ph, gam[i]))
-        dtime.append(ph[3] * cyc_ns[i])
-    acc = [0] * n
-    cont: list[list[int]] = [[] for _ in drafters]
-    cont_time = [0.0] * n
+    def ref_needed(self, committed: int) -> int:
+        return max(committed, max(self.ctx, default=0)) + self.margin  # a context may lead the stream (naive)
 
-    tokens: list[int] = []
-    times: list[float] = []
-    continued_rounds = 0
-    wasted = [0] * n
-    diverged = 0
-    prev_continued = False
-    for rnd in range(rounds + 1):  # round 0 is the warm-up
-        c = len(stream)
-        while max(c, max(ctx, default=0)) + margin > len(ref):  # a context may lead the stream (naive)
-            ref.extend(ref_rng.integers(0, VOCAB_SIZE, _REF_BLOCK).tolist())
-        d = max(dtime, default=0.0)
-
-        # verification: each draft against the verifier's tokens after the draft's own context;
-        # meanwhile (pipeline) every drafter drafts on from the end of its own draft
+    def verify(self, committed: int) -> _Verdict:
+        """Each draft against the verifier's tokens after the draft's own context; meanwhile (pipeline)
+        every drafter drafts on from the end of its own draft."""
+        c, ref, gam, n = committed, self.tape.ref, self.gam, len(self.gam)
+        d = max(self.dtime, default=0.0)
         a_star, ver = 0, ref[c : c + 1]
-        for i in drafters:
-            p, g, dr = ctx[i], gam[i], draft[i]
-            if ok[i]:
+        acc = [0] * n
+        for i in range(n):
+            p, g, dr = self.ctx[i], gam[i], self.draft[i]
+            if self.ok[i]:
                 vi = ref[p : p + g + 1]
             else:
-                off = int(misc_rng.integers(0, _POOL))
-                vi = pool[off : off + g + 1]
+                off = int(self.tape.misc_rng.integers(0, _POOL))
+                vi = self.tape.pool[off : off + g + 1]
             a = 0
             for x, y in zip(dr, vi):
                 if x != y:
@@ -315,75 +462,49 @@ def simulate_rounds(
                 a_star, ver = a, vi
             # only a draft that matched the verifier all the way can be kept (by either policy);
             # the other continuations are discarded unseen, so their ids are not drawn
-            if pipeline and a == g:
-                ph = take[i]()
-                cont[i] = draft_from(p + g, ok[i], ph, g)
-                cont_time[i] = ph[3] * cyc_ns[i]
+            if self.pipeline and a == g:
+                ph = self.take[i]()
+                self.cont[i] = self._draft_from(p + g, self.ok[i], ph, g)
+                self.cont_time[i] = ph[3] * self.cyc_ns[i]
             else:
-                cont[i] = []
+                self.cont[i] = []
 
-        # commit
         accepted = ver[:a_star]
         valid = [False] * n
-        if pipeline and bonus1:
+        if self.pipeline and self.bonus1:
             # BONUS-1: a drafter's optimistic context must be the committed output, id by id
-            end = c + a_star
-            for i in drafters:
-                if ctx[i] + gam[i] == end:
-                    valid[i] = stream[base[i] :] + accepted == tail[i] + draft[i]
-        elif pipeline:
-            valid = [acc[i] == gam[i] for i in drafters]
-        continued = any(valid)
-        commit = accepted if continued and bonus1 else ver[: a_star + 1]
-        if commit != ref[c : c + len(commit)]:
-            diverged += 1
-            ref[c : c + len(commit)] = commit  # re-anchor on what was emitted
-        stream.extend(commit)
+            end, stream = c + a_star, self.tape.stream
+            for i in range(n):
+                if self.ctx[i] + gam[i] == end:
+                    valid[i] = stream[self.base[i] :] + accepted == self.tail[i] + self.draft[i]
+        elif self.pipeline:
+            valid = [acc[i] == gam[i] for i in range(n)]
+        commit = accepted if any(valid) and self.bonus1 else ver[: a_star + 1]
+        self.valid = valid
+        return _Verdict(d, commit, valid)
 
-        # next drafts: a valid continuation, or a resync to the committed output
+    def advance(self) -> None:
+        """Next drafts: a valid continuation, or a resync to the committed output."""
+        stream, ref = self.tape.stream, self.tape.ref
         length = len(stream)
-        for i in drafters:
-            if valid[i]:
-                if not cont[i]:
+        for i in range(len(self.gam)):
+            if self.valid[i]:
+                if not self.cont[i]:
                     raise AssertionError(f"drafter {i}: kept a continuation that was not drafted")
-                b, t = base[i], tail[i] + draft[i]
+                b, t = self.base[i], self.tail[i] + self.draft[i]
                 if b + len(t) == length and stream[b:] == t:  # it is the committed output
-                    base[i], ctx[i], tail[i], ok[i] = length, length, [], True
+                    self.base[i], self.ctx[i], self.tail[i], self.ok[i] = length, length, [], True
                 else:
-                    ctx[i], tail[i], ok[i] = b + len(t), t, t == ref[b : b + len(t)]
-                draft[i], dtime[i] = cont[i], cont_time[i]
+                    self.ctx[i], self.tail[i], self.ok[i] = b + len(t), t, t == ref[b : b + len(t)]
+                self.draft[i], self.dtime[i] = self.cont[i], self.cont_time[i]
             else:
-                ph = take[i]()
-                base[i], ctx[i], tail[i], ok[i] = length, length, [], True
-                draft[i], dtime[i] = draft_from(length, True, ph, gam[i]), ph[3] * cyc_ns[i]
+                ph = self.take[i]()
+                self.base[i], self.ctx[i], self.tail[i], self.ok[i] = length, length, [], True
+                self.draft[i] = self._draft_from(length, True, ph, self.gam[i])
+                self.dtime[i] = ph[3] * self.cyc_ns[i]
 
-        if rnd:
-            tokens.append(len(commit))
-            if pipeline:
-                times.append((max(d, v) if prev_continued else d + v) + sync)
-                continued_rounds += continued
-                for i in drafters:
-                    wasted[i] += not valid[i]
-            else:
-                times.append(d + v + sync)
-        prev_continued = continued
 
-    dists = [
-        unstaged_rounds_distribution(g) if st is None else staged_rounds_distribution(st[0], st[1], g)
-        for g, st in zip(gam, staging)
-    ]
-    if pipeline and bonus1:
-        p_cont = continue_probability(alphas, gam)
-        closed_waste = tuple(1.0 - drafter_valid_probability(alphas, gam, i) for i in drafters)
-    elif pipeline:
-        p_cont = _specpim_pass_probability(alphas, gam)
-        closed_waste = tuple(1.0 - float(alphas[i]) ** gam[i] for i in drafters)
-    else:
-        p_cont, closed_waste = 0.0, (0.0,) * n
-    closed_tokens = expected_tokens(alphas, gam, pipeline and bonus1)
-    closed_time = round_time_expected(dists, cycle_ns, verify_ns, sync_ns, pipeline, p_cont)
-    return _result(rounds, seed, policy, tokens, times, continued_rounds, wasted, diverged,
-                   closed_tokens, closed_time, p_cont, closed_waste)
+# --------------------------------------------------------------------------- trees
 
 
 class _TreeWalker:
@@ -434,145 +555,113 @@ class _TreeWalker:
         return [*ref[pos : pos + lead1], miss, *pool[off : off + d - lead1 - 1]]
 
 
-def _simulate_with_trees(
-    alphas: Sequence[float],
-    gam: list[int],
-    staging: Sequence[tuple[float, int] | None],
-    trees: Sequence[tuple[Sequence[float], Sequence[int]] | None],
-    cycle_ns: Sequence[float],
-    verify_ns: float,
-    sync_ns: float,
-    pipeline: bool,
-    rounds: int,
-    seed: int,
-) -> SimulationResult:
-    """`simulate_rounds` with token trees (policy "bonus1"): every drafter is walked as a tree."""
-    n = len(gam)
-    drafts: list[Draft] = []
-    walkers: list[_TreeWalker] = []
-    for i in range(n):
-        tr = trees[i]
-        if tr is None:
-            drafts.append((float(alphas[i]), gam[i]))
-            walkers.append(_TreeWalker((float(alphas[i]),), (1,) * gam[i]))
-            continue
-        tree = TreeDraft(tuple(tr[0]), tuple(tr[1]))
-        if staging[i] is not None:
-            raise ValueError(f"staging[{i}]: staged drafting applies to chains only, drafter {i} is a tree")
-        if float(alphas[i]) != tree.p[0] or gam[i] != tree.depth:
-            raise ValueError(
-                f"drafter {i} is a tree: alphas[{i}] must be its p[0] ({tree.p[0]}) and gammas[{i}] "
-                f"its depth ({tree.depth}), got {alphas[i]} and {gam[i]}"
-            )
-        drafts.append(tree)
-        walkers.append(_TreeWalker(tree.p, tree.widths))
+class _TreeDrafting:
+    """Every drafter walked as a tree (a chain: p = (alpha,)), policy "bonus1". Every draft verified in a
+    round was drafted from the committed output (a kept continuation was drafted from a context found
+    equal to it), so it is walked against the reference there; the walkers supply the draws."""
 
-    ref_seq, pool_seq, _, *drafter_seqs = np.random.SeedSequence(seed).spawn(3 + n)  # as the chains'
-    ref_rng = np.random.default_rng(ref_seq)
-    dmax = max(gam, default=0)
-    pool: list[int] = np.random.default_rng(pool_seq).integers(0, VOCAB_SIZE, _POOL + dmax + 1).tolist()
-    rngs = [np.random.default_rng(s) for s in drafter_seqs]
-    is_tree = [t is not None for t in trees]
-    stage = [None if staging[i] is None else (float(staging[i][0]), int(staging[i][1])) for i in range(n)]
+    def __init__(self, drafters: Sequence[SimDrafter], tape: _Tape, pipeline: bool) -> None:
+        self.tape, self.pipeline = tape, pipeline
+        self.gam = [d.draft_length for d in drafters]
+        self.cyc_ns = [d.cycle_ns for d in drafters]
+        self.walkers = [
+            _TreeWalker((d.alpha,), (1,) * d.draft_length) if d.tree is None
+            else _TreeWalker(d.tree.p, d.tree.widths)
+            for d in drafters
+        ]
+        self.take = [
+            self._draws(d, w, rng).__next__
+            for d, w, rng in zip(drafters, self.walkers, tape.drafter_rngs, strict=True)
+        ]
+        self.dmax = max(self.gam, default=0)
 
-    def draws(i: int) -> Iterator[tuple[tuple[int, int, int, int], int]]:
-        """Drafter i's verifications, each with the cycle count of the drafting before it."""
+    @staticmethod
+    def _draws(
+        drafter: SimDrafter, walker: _TreeWalker, rng: np.random.Generator
+    ) -> Iterator[tuple[tuple[int, int, int, int], int]]:
+        """The drafter's verifications, each with the cycle count of the drafting before it."""
         while True:
-            walk = walkers[i].block(rngs[i], _BLOCK)
-            cycles = [1] * _BLOCK if is_tree[i] else _cycles(rngs[i], gam[i], stage[i], _BLOCK).tolist()
+            walk = walker.block(rng, _BLOCK)
+            if drafter.tree is not None:
+                cycles = [1] * _BLOCK
+            else:
+                cycles = _cycles(rng, drafter.draft_length, drafter.staging, _BLOCK).tolist()
             yield from zip(walk, cycles)
 
-    take = [draws(i).__next__ for i in range(n)]
-    cyc_ns = [float(c) for c in cycle_ns]
-    v, sync = float(verify_ns), float(sync_ns)
-    ref: list[int] = ref_rng.integers(0, VOCAB_SIZE, _REF_BLOCK).tolist()
-    stream: list[int] = []
-    tokens: list[int] = []
-    times: list[float] = []
-    continued_rounds = 0
-    wasted = [0] * n
-    diverged = 0
-    prev_continued = False
-    for rnd in range(rounds + 1):  # round 0 is the warm-up
-        c = len(stream)
-        while c + dmax + 2 > len(ref):
-            ref.extend(ref_rng.integers(0, VOCAB_SIZE, _REF_BLOCK).tolist())
-        # every draft verified this round was drafted from the committed output (a kept continuation
-        # was drafted from a context found equal to it), so it is walked against ref[c:]
+    def ref_needed(self, committed: int) -> int:
+        return committed + self.dmax + 2
+
+    def verify(self, committed: int) -> _Verdict:
+        c, ref = committed, self.tape.ref
         d = 0.0
         outcome = []
-        for i in range(n):
-            draw, cycles = take[i]()
-            d = max(d, cycles * cyc_ns[i])
+        for i in range(len(self.gam)):
+            draw, cycles = self.take[i]()
+            d = max(d, cycles * self.cyc_ns[i])
             outcome.append(draw)
         a_star = max((o[0] for o in outcome), default=0)
         accepted = ref[c : c + a_star]  # the deepest accepted path's ids: the verifier's tokens
         # BONUS-1: drafter i continues iff its optimistic context (committed output + rank-1 path)
         # is the committed output after this round, compared id by id
         valid = [
-            pipeline
-            and gam[i] == a_star
-            and walkers[i].rank1_ids(ref, c, o[1], o[2], o[3], pool) == accepted
+            self.pipeline
+            and self.gam[i] == a_star
+            and self.walkers[i].rank1_ids(ref, c, o[1], o[2], o[3], self.tape.pool) == accepted
             for i, o in enumerate(outcome)
         ]
-        continued = any(valid)
-        commit = accepted if continued else [*accepted, ref[c + len(accepted)]]
-        if commit != ref[c : c + len(commit)]:
-            diverged += 1
-            ref[c : c + len(commit)] = commit
-        stream.extend(commit)
-        if rnd:
-            tokens.append(len(commit))
-            if pipeline:
-                times.append((max(d, v) if prev_continued else d + v) + sync)
-                continued_rounds += continued
-                for i in range(n):
-                    wasted[i] += not valid[i]
-            else:
-                times.append(d + v + sync)
-        prev_continued = continued
+        commit = accepted if any(valid) else [*accepted, ref[c + len(accepted)]]
+        return _Verdict(d, commit, valid)
 
-    dists = [
-        {1: 1.0} if is_tree[i]
-        else unstaged_rounds_distribution(gam[i]) if stage[i] is None
-        else staged_rounds_distribution(stage[i][0], stage[i][1], gam[i])  # type: ignore[index]
-        for i in range(n)
-    ]
-    if pipeline:
+    def advance(self) -> None:
+        """Nothing is kept between rounds: every drafter drafts afresh from the committed output."""
+
+
+# --------------------------------------------------------------------------- closed forms and results
+
+
+class _ClosedForms(NamedTuple):
+    tokens: float
+    time_ns: float
+    p_cont: float
+    waste: tuple[float, ...]
+
+
+def _closed_forms(
+    drafters: Sequence[SimDrafter], verify_ns: float, sync_ns: float, pipeline: bool, policy: Policy
+) -> _ClosedForms:
+    """The closed forms of the simulated policy: BONUS-1's (chains and trees), or SpecPIM's ("naive")."""
+    n = len(drafters)
+    bonus1 = policy == "bonus1"
+    drafts: list[Draft] = [(d.alpha, d.draft_length) if d.tree is None else d.tree for d in drafters]
+    if pipeline and bonus1:
         p_cont = continue_probability_drafts(drafts)
-        closed_waste = tuple(1.0 - drafter_valid_probability_drafts(drafts, i) for i in range(n))
+        waste = tuple(1.0 - drafter_valid_probability_drafts(drafts, i) for i in range(n))
+    elif pipeline:
+        p_cont = _specpim_pass_probability(drafters)
+        waste = tuple(1.0 - d.alpha**d.draft_length for d in drafters)
     else:
-        p_cont, closed_waste = 0.0, (0.0,) * n
-    closed_tokens = expected_tokens_drafts(drafts, pipeline)
-    closed_time = round_time_expected(dists, cycle_ns, verify_ns, sync_ns, pipeline, p_cont)
-    return _result(rounds, seed, "bonus1", tokens, times, continued_rounds, wasted, diverged,
-                   closed_tokens, closed_time, p_cont, closed_waste)
+        p_cont, waste = 0.0, (0.0,) * n
+    dists = [
+        {1: 1.0} if d.tree is not None  # a tree drafts in one cycle of cycle_ns
+        else unstaged_rounds_distribution(d.draft_length) if d.staging is None
+        else staged_rounds_distribution(d.staging[0], d.staging[1], d.draft_length)
+        for d in drafters
+    ]
+    time_ns = round_time_expected(dists, [d.cycle_ns for d in drafters], verify_ns, sync_ns, pipeline, p_cont)
+    return _ClosedForms(expected_tokens_drafts(drafts, pipeline and bonus1), time_ns, p_cont, waste)
 
 
-def _result(
-    rounds: int,
-    seed: int,
-    policy: str,
-    tokens: list[int],
-    times: list[float],
-    continued_rounds: int,
-    wasted: list[int],
-    diverged: int,
-    closed_tokens: float,
-    closed_time: float,
-    p_cont: float,
-    closed_waste: tuple[float, ...],
-) -> SimulationResult:
-    tok = np.asarray(tokens, dtype=np.float64)
-    tim = np.asarray(times, dtype=np.float64)
+def _result(rounds: int, seed: int, policy: str, tally: _Tally, closed: _ClosedForms) -> SimulationResult:
+    tok = np.asarray(tally.tokens, dtype=np.float64)
+    tim = np.asarray(tally.times, dtype=np.float64)
     sq = math.sqrt(rounds)
 
     def rate(count: int) -> tuple[float, float]:
         r = count / rounds
         return r, 1.96 * math.sqrt(r * (1.0 - r) / (rounds - 1))
 
-    cont_rate, cont_ci = rate(continued_rounds)
-    waste = [rate(w) for w in wasted]
+    cont_rate, cont_ci = rate(tally.continued_rounds)
+    waste = [rate(w) for w in tally.wasted]
     return SimulationResult(
         rounds=rounds,
         seed=seed,
@@ -581,16 +670,16 @@ def _result(
         tokens_ci95=float(1.96 * tok.std(ddof=1) / sq),
         mean_time_ns=float(tim.mean()),
         time_ci95=float(1.96 * tim.std(ddof=1) / sq),
-        closed_form_tokens=closed_tokens,
-        closed_form_time_ns=closed_time,
+        closed_form_tokens=closed.tokens,
+        closed_form_time_ns=closed.time_ns,
         continue_rate=cont_rate,
         continue_ci95=cont_ci,
-        closed_form_continue=p_cont,
+        closed_form_continue=closed.p_cont,
         waste_rates=tuple(r for r, _ in waste),
         waste_ci95=tuple(ci for _, ci in waste),
-        closed_form_waste=closed_waste,
-        diverged_rounds=diverged,
-        stream_verified=diverged == 0,
+        closed_form_waste=closed.waste,
+        diverged_rounds=tally.diverged,
+        stream_verified=tally.diverged == 0,
     )
 
 

@@ -5,11 +5,12 @@ from __future__ import annotations
 from dataclasses import asdict, dataclass
 
 from specpim_cp.catalog import Catalog
-from specpim_cp.check.simulate import SimulationResult, simulate_rounds
+from specpim_cp.check.simulate import SimDrafter, SimulationResult, simulate_rounds
 from specpim_cp.physics import speculation as spec
 from specpim_cp.physics.evaluate import Evaluator
 from specpim_cp.problem.design import Design
 from specpim_cp.problem.scenario import Scenario
+from specpim_cp.problem.trees import TreeDraft
 
 
 @dataclass(frozen=True)
@@ -31,13 +32,16 @@ def simulate_design(scenario: Scenario, design: Design, rounds: int, seed: int,
     ev = Evaluator(scenario, catalog)
     result = ev.evaluate(design)
     b = result.breakdown
-    alphas = [d.alpha for d in b.drafters]
-    gammas = [d.draft_length for d in b.drafters]
-    staging = [None if d.staging is None else (d.staging.alpha2, d.staging.draft_length) for d in b.drafters]
-    cycles = [d.cycle_ns for d in b.drafters]
-    # a token tree's drafter: its positional vector and width profile; cycle_ns is its whole drafting
-    trees = [None if md.tree is None else (ev.acceptance.tree(i), md.tree) for i, md in enumerate(design.drafters)]
-    sim = simulate_rounds(alphas, gammas, staging, cycles, b.round.verify_ns, b.round.sync_ns,
-                          design.pipeline, rounds, seed, trees=trees if any(trees) else None)
+    drafters = [
+        SimDrafter(
+            alpha=d.alpha,
+            draft_length=d.draft_length,
+            cycle_ns=d.cycle_ns,  # a token tree's: its whole drafting per round
+            staging=None if d.staging is None else (d.staging.alpha2, d.staging.draft_length),
+            tree=None if md.tree is None else TreeDraft(ev.acceptance.tree(i), md.tree),
+        )
+        for i, (d, md) in enumerate(zip(b.drafters, design.drafters, strict=True))
+    ]
+    sim = simulate_rounds(drafters, b.round.verify_ns, b.round.sync_ns, design.pipeline, rounds, seed)
     return DesignSimulation(sim, result.metrics.round_time_ns,
                             result.metrics.tokens_per_round_micro / spec.TOKENS_SCALE)
