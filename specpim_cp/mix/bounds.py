@@ -5,8 +5,10 @@ the critical path with every operator at its fastest placement, and the PIM area
 arithmetic (`speculation.round_time_ns`, the evaluator's energy per round) is non-decreasing in every
 pass time and energy, so plugging in these bounds, with the models whose architecture is left open at
 their best architecture, bounds the cell's round, and the minimum over speculation choices bounds its
-latency (energy) per token. Arrays over architectures are numpy integers (time) or floats (energy,
-scaled down by a relative 1e-9 so float rounding cannot lift a bound).
+latency (energy) per token. Every coefficient (CUT-1's inputs, capacities, draft2 steps, idle power, sync
+latency) is read from the cell's `PriceTable` (solvers/exact/prices.py). Arrays over architectures are
+numpy integers (time) or floats (energy, scaled down by a relative 1e-9 so float rounding cannot lift a
+bound).
 """
 
 from __future__ import annotations
@@ -15,7 +17,6 @@ from fractions import Fraction
 
 import numpy as np
 
-from specpim_cp.errors import ScenarioError
 from specpim_cp.physics import speculation as spec
 from specpim_cp.physics.rounds import pass_tokens, tree_pass_tokens
 from specpim_cp.problem.design import ArchConfig, DrafterChoice
@@ -36,27 +37,21 @@ class CellBounds:
         self.sm = sm
         self.kind = kind
         self.archs: list[list[ArchConfig]] = [list(xs) for xs in sm.x]
-        b = sm.scenario.batch_size
-        tokens: list[set[int]] = [set() for _ in sm.data]
-        for ch in sm.choices:
-            tokens[0].add(pass_tokens(b, ch, 0))
-            for i, d in enumerate(ch.drafters):
-                tokens[i + 1].add(pass_tokens(b, ch, i + 1))
-                if d.tree is not None:
-                    tokens[i + 1].update(tree_pass_tokens(b, d))
+        self.prices = sm.prices.models
         self.pt, self.pe = [], []
-        for j in range(len(sm.data)):
-            t_cut, e_cut = sm._bound_cuts(j, sorted(tokens[j]))
+        for j, pm in enumerate(self.prices):
+            tokens = pm.tokens  # every pass of model j over every choice (trees' depth passes too)
+            t_cut, e_cut = sm._bound_cuts(j, list(tokens))
             # an architecture whose whole memory cannot hold the model's tensors (weights and this cell's KV
             # cache) runs no pass at all (the necessary condition of solve.check_capacity)
-            fits = [sm.costs.tensor_bytes(sm.data[j].spec, a.devices).total_kib() <= sum(sm.costs.capacity_kib(a))
-                    for a in self.archs[j]]
+            fits = [pm.total_kib[a] <= sum(pm.capacity_kib[a]) for a in self.archs[j]]
             self.pt.append({t: np.array([t_cut[a][t] if ok else IMPOSSIBLE for a, ok in zip(self.archs[j], fits)],
-                                        dtype=np.int64) for t in tokens[j]})
+                                        dtype=np.int64) for t in tokens})
             self.pe.append({t: np.array([e_cut[a][t] if ok else IMPOSSIBLE for a, ok in zip(self.archs[j], fits)],
-                                        dtype=np.float64) for t in tokens[j]})
-        self.idle = [np.array([sm.costs.idle_power_mw(a) for a in archs], dtype=np.float64) for archs in self.archs]
-        self.sync = sm.costs.host.sync_latency_ns if sm.n_drafters else 0
+                                        dtype=np.float64) for t in tokens})
+        self.idle = [np.array([pm.idle_power_mw[a] for a in archs], dtype=np.float64)
+                     for pm, archs in zip(self.prices, self.archs, strict=True)]
+        self.sync = sm.prices.round_sync_ns
         self.per_choice = [self._choice_arrays(ch) for ch in sm.choices]
 
     def _choice_arrays(self, ch) -> tuple:
@@ -77,9 +72,8 @@ class CellBounds:
         ct, ce = self.pt[j][t].copy(), self.pe[j][t].copy()
         if d.staging is not None:
             for k, a in enumerate(self.archs[j]):
-                try:
-                    step = self.sm.ev.draft2_step(self.sm._probe_design(j, a, d.staging))
-                except ScenarioError:  # CYC-2: this draft2 model cannot run on this architecture
+                step = self.prices[j].draft2_step[(a, d.staging.draft2)]
+                if step is None:  # CYC-2: this draft2 model cannot run on this architecture
                     ct[k], ce[k] = IMPOSSIBLE, IMPOSSIBLE
                     continue
                 ct[k] += d.staging.draft_length * step.time_ns

@@ -5,7 +5,9 @@ x[j][a] are shared by every cell, and every cell has a full copy of the single-s
 (`SpecModel` built into the same CpModel with `shared_x`): placements, speculation choice, schedule,
 passes, cycles, round time and energy. Per cell, tokens per round are a constant per speculation
 choice, so the cell's latency (energy) per token is one exact integer ceiling per choice literal and
-the weighted mean is linear: no Dinkelbach iterations are needed.
+the weighted mean is linear: no Dinkelbach iterations are needed. Each cell's coefficients come from its
+`PriceTable` (solvers/exact/prices.py), built once from its evaluator and read by the cell's copy and by
+the mix's own rows (MIX-3/4).
 
 Families (formulations/mix.md), one `add_*` method each:
 MIX-1 add_shared_architecture, MIX-2 add_weight_copies, MIX-3/4 add_capacity,
@@ -25,16 +27,13 @@ from ortools.sat.python import cp_model
 from specpim_cp.catalog import Catalog
 from specpim_cp.errors import ScenarioError
 from specpim_cp.mix.bounds import ArchBounds, units
-from specpim_cp.mix.spec import (
-    KV_OPS,
-    WEIGHT_OPS,
-    Mix,
-    draft2_kib,
-)
+from specpim_cp.mix.spec import KV_OPS, WEIGHT_OPS, Mix
 from specpim_cp.physics.evaluate import Evaluator, Metrics
 from specpim_cp.problem.design import ArchConfig, Design
 from specpim_cp.problem.operators import PLACEABLE_OPS
+from specpim_cp.problem.space import DesignSpace
 from specpim_cp.solvers.exact.model import SpecModel, add_ceil, ub
+from specpim_cp.solvers.exact.prices import PriceTable
 
 #: Resolutions tried for the per-cell metric units, finest first: L_c = ceil(metric x S / 10^6), so
 #: S = 10^9 counts picoseconds (picojoules) per token; a coarser S only when 64-bit rows need it.
@@ -64,18 +63,21 @@ class ObjectivePlan:
 
 class MixModel:
     """The mix's CP-SAT base model (cells on shared architecture one-hots, weight copies, capacity);
-    objective rows are added to clones (`objective_model`)."""
+    objective rows are added to clones (`objective_model`). `prices[c]`: cell c's price table (built once
+    from `evaluators[c]`; its model copy and the mix's rows read only it)."""
 
     def __init__(self, mix: Mix, catalog: Catalog, evaluators: Sequence[Evaluator]):
         self.mix = mix
         self.catalog = catalog
         self.evaluators = list(evaluators)
         self.m = cp_model.CpModel()
+        self.prices: list[PriceTable] = []
         self.cells: list[SpecModel] = []
         for c, cell in enumerate(mix.cells):
             shared = None if c == 0 else self.cells[0].x
-            self.cells.append(SpecModel(cell.scenario, catalog, self.evaluators[c], model=self.m, shared_x=shared,
-                                        tag=f"#c{c}", capacity=False))
+            self.prices.append(PriceTable.build(self.evaluators[c], DesignSpace(cell.scenario, catalog)))
+            self.cells.append(SpecModel(cell.scenario, catalog, self.evaluators[c], model=self.m,
+                                        shared_x=shared, tag=f"#c{c}", capacity=False, prices=self.prices[c]))
         self.x = self.cells[0].x
         self.weights = mix.integer_weights()
         self.bounds: ArchBounds | None = None  # MIX-10/11 constants, when set
@@ -114,38 +116,38 @@ class MixModel:
     def add_capacity(self) -> None:
         """[MIX] per cell c, model j and architecture a (enforced on x[j][a]): MIX-3 the PIM units hold every
         weight copy (and an untied embedding beside each LM-head copy) + cell c's KV cache by its own
-        layouts + its draft2 model; MIX-4 the normal units likewise. Coefficients from the evaluator's
-        tables (`Evaluator.capacity_table`, `mix.draft2_kib`), as `mix.mix_capacity` counts them."""
+        layouts + its draft2 model; MIX-4 the normal units likewise. Coefficients from the cell's price
+        table (`Evaluator.capacity_table`'s `tensor_split`: an LM-head copy carries the untied embedding;
+        `Evaluator.draft2_split`), as `mix.mix_capacity` counts them."""
         m = self.m
         for c, sm in enumerate(self.cells):
-            ev = self.evaluators[c]
-            for j, d in enumerate(sm.data):
+            for j in range(len(sm.data)):
+                pm = self.prices[c].models[j]
                 for a, xa in self.x[j].items():
-                    tab = ev.capacity_table(d.spec.name, a)
                     pim, normal = [], []
-                    for op, split in zip(PLACEABLE_OPS, tab.ops, strict=True):
+                    for op in PLACEABLE_OPS:
                         if op in WEIGHT_OPS:
                             for lay, u in self.u[j][op].items():
-                                extra = tab.embedding[lay] if op == "lm_head" else (0, 0)
-                                pim.append((split[lay][0] + extra[0]) * u)
-                                normal.append((split[lay][1] + extra[1]) * u)
+                                pk, nk = pm.tensor_kib[(a, op, lay)]
+                                pim.append(pk * u)
+                                normal.append(nk * u)
                         else:
                             assert op in KV_OPS
                             for lay in sorted({p.layout for p in sm.y[j][op]}):
                                 lit = sm.layout_literal(j, op, lay)
-                                pim.append(split[lay][0] * lit)
-                                normal.append(split[lay][1] * lit)
+                                pk, nk = pm.tensor_kib[(a, op, lay)]
+                                pim.append(pk * lit)
+                                normal.append(nk * lit)
                     if j > 0:
                         for st, lit in sm.stage_lit[j - 1].items():
                             if st is None:
                                 continue
-                            try:
-                                p2, n2 = draft2_kib(ev, d.spec.name, a, st.draft2)
-                            except ScenarioError:  # CYC-2 excludes this (architecture, staging) pair
+                            split = pm.draft2_kib[(a, st.draft2)]  # (0, 0) for an n-gram model
+                            if split is None:  # CYC-2 excludes this (architecture, staging) pair
                                 continue
-                            pim.append(p2 * lit)
-                            normal.append(n2 * lit)
-                    pim_cap, normal_cap = tab.capacity_kib
+                            pim.append(split[0] * lit)
+                            normal.append(split[1] * lit)
+                    pim_cap, normal_cap = pm.capacity_kib[a]
                     m.add(sum(pim) <= pim_cap).only_enforce_if(xa)        # MIX-3
                     m.add(sum(normal) <= normal_cap).only_enforce_if(xa)  # MIX-4
 

@@ -1,9 +1,10 @@
 """CP-SAT model of the whole design space of one scenario (formulations/*.md has the mathematics).
 
 One method per constraint family; each carries the family's ID from `formulations/`. Every cost
-coefficient is an integer taken from the shared cost tables (`CostModel`) and speculation tables
-(`speculation`), linked by linear equalities enforced on one-hot Booleans, so the model prices a
-design with exactly the evaluator's integers.
+coefficient is an integer read from the scenario's `PriceTable` (prices.py: the evaluator's cost tables
+and round statistics, asked once before the first row), linked by linear equalities enforced on one-hot
+Booleans, so the model prices a design with exactly the evaluator's integers and never calls back into
+the evaluator while it adds constraints.
 
 Decision variables (all Boolean one-hots):
   x[j][a]      model j uses architecture a (memory type, PIM units per group, device count)
@@ -31,20 +32,12 @@ from specpim_cp.catalog import Catalog, ModelSpec
 from specpim_cp.errors import ScenarioError
 from specpim_cp.physics import speculation as spec
 from specpim_cp.physics.evaluate import Evaluator
-from specpim_cp.physics.rounds import RoundStats, pass_tokens, round_stats, tree_pass_tokens
-from specpim_cp.problem.design import (
-    HOST,
-    ArchConfig,
-    Design,
-    DrafterChoice,
-    ModelDesign,
-    Placement,
-    SpecChoice,
-    Staging,
-)
+from specpim_cp.physics.rounds import RoundStats, pass_tokens, tree_pass_tokens
+from specpim_cp.problem.design import ArchConfig, Design, DrafterChoice, Placement, SpecChoice, Staging
 from specpim_cp.problem.operators import LAYER_OPS, PLACEABLE_OPS, is_chain, layer_graph, layer_order
 from specpim_cp.problem.scenario import Scenario
 from specpim_cp.problem.space import DesignSpace, ModelOptions
+from specpim_cp.solvers.exact.prices import PriceTable
 
 
 def ub(var: cp_model.IntVar) -> int:
@@ -73,15 +66,20 @@ class SpecModel:
 
     def __init__(self, scenario: Scenario, catalog: Catalog, evaluator: Evaluator | None = None, *,
                  model: cp_model.CpModel | None = None, shared_x: list[dict] | None = None, tag: str = "",
-                 capacity: bool = True):
-        """The defaults build one scenario's model. A workload mix (exact/mix.py) builds one copy per cell
+                 capacity: bool = True, prices: PriceTable | None = None):
+        """The defaults build one scenario's model. A workload mix (mix/model.py) builds one copy per cell
         into one `model`: `shared_x` are the architecture one-hots of the first copy (ARCH is then that
-        copy's), `tag` suffixes this copy's variable names, `capacity=False` leaves CAP to the mix."""
+        copy's), `tag` suffixes this copy's variable names, `capacity=False` leaves CAP to the mix.
+        `prices`: the scenario's price table, if the caller has it (built from the evaluator otherwise);
+        every coefficient is read from it. `ev` and `costs` stay for callers that re-price designs."""
         self.scenario = scenario
         self.catalog = catalog
         self.ev = evaluator or Evaluator(scenario, catalog)
         self.costs = self.ev.costs
-        self.space = DesignSpace(scenario, catalog)
+        self.prices = prices or PriceTable.build(self.ev, DesignSpace(scenario, catalog))
+        if self.prices.space.scenario is not scenario and self.prices.space.scenario != scenario:
+            raise ValueError("SpecModel: the price table was built for another scenario")
+        self.space = self.prices.space
         self.m = model if model is not None else cp_model.CpModel()
         self.shared_x = shared_x
         self.tag = tag
@@ -89,10 +87,8 @@ class SpecModel:
         first_var = len(self.m.proto.variables)
         self.n_drafters = len(scenario.drafters)
         self.data: list[ModelOptions] = self.space.models
-        self.choices: tuple[SpecChoice, ...] = self.space.choice_list
-        if not self.choices:
-            raise ScenarioError("space: no speculation choice is left (draft lengths, staging, pipeline)")
-        self.stats: list[RoundStats] = [round_stats(c, self.ev.acceptance) for c in self.choices]
+        self.choices: tuple[SpecChoice, ...] = self.prices.choices  # never empty (`PriceTable.build`)
+        self.stats: list[RoundStats] = list(self.prices.stats)
         self.assumption_families: dict[str, cp_model.IntVar] = {}
         self.energy_rows: list[int] = []  # rows that only define energies (`drop_energy_rows`)
         self.build()
@@ -263,12 +259,11 @@ class SpecModel:
         (on the LM head's layout)."""
         m = self.m
         d = self.data[j]
-        model = d.spec
-        c = self.costs
+        pm = self.prices.models[j]
         tokens = sorted(kb)
         dur, energy = {}, {}
         for op in PLACEABLE_OPS:
-            table = {(a, p): {t: c.placement_cost(model, op, p, a, t) for t in tokens}
+            table = {(a, p): {t: pm.op_cost[(op, a, p)][t] for t in tokens}
                      for a in d.archs for p in d.allowed(a, op)}
             dv = m.new_int_var(0, max(oc.time_ns for v in table.values() for oc in v.values()), f"dur{tag}[{j}][{op}]")
             ev = m.new_int_var(0, max(oc.energy_nj for v in table.values() for oc in v.values()), f"en{tag}[{j}][{op}]")
@@ -277,14 +272,14 @@ class SpecModel:
                 m.add(dv == sum(costs_t[t].time_ns * kb[t] for t in tokens)).only_enforce_if(lits)
                 self._energy_row(ev == sum(costs_t[t].energy_nj * kb[t] for t in tokens), lits)
             dur[op], energy[op] = dv, ev
-        ar_t = {(a, t): c.allreduce_cost(model, a, t) for a in d.archs for t in tokens}
+        ar_t = {(a, t): pm.allreduce[a][t] for a in d.archs for t in tokens}
         ar_d = m.new_int_var(0, max(v.time_ns for v in ar_t.values()), f"ar{tag}[{j}]")
         ar_e = m.new_int_var(0, max(v.energy_nj for v in ar_t.values()), f"ar_en{tag}[{j}]")
         for a, xa in self.x[j].items():
             m.add(ar_d == sum(ar_t[(a, t)].time_ns * kb[t] for t in tokens)).only_enforce_if(xa)
             self._energy_row(ar_e == sum(ar_t[(a, t)].energy_nj * kb[t] for t in tokens), xa)
         layouts = sorted({p.layout for p in self.y[j]["lm_head"]})
-        emb_t = {(a, lay, t): c.embedding_cost(model, a, lay, t) for a in d.archs for lay in layouts for t in tokens}
+        emb_t = {(a, lay, t): pm.embedding[(a, lay)][t] for a in d.archs for lay in layouts for t in tokens}
         em_d = m.new_int_var(0, max(v.time_ns for v in emb_t.values()), f"emb{tag}[{j}]")
         em_e = m.new_int_var(0, max(v.energy_nj for v in emb_t.values()), f"emb_en{tag}[{j}]")
         for a, xa in self.x[j].items():
@@ -305,38 +300,37 @@ class SpecModel:
             n_ar_nodes = sum(1 for n in layer_order(model.parallel_block) if n.startswith("allreduce"))
             m.add(mk == sum(dur[op] for op in LAYER_OPS) + n_ar_nodes * ar_d)
         else:
-            self._add_schedule(j, model, dur, ar_d, mk, horizon, self.costs.share_levels, tag)
+            self._add_schedule(j, model, dur, ar_d, mk, horizon, self.prices.share_levels, tag)
         return mk
 
     def add_capacity(self, j: int) -> None:
         """[CAP] CAP-1 the PIM units hold what the layouts put there; CAP-2 the normal units likewise
         (weights and KV cache at the maximum context; an untied embedding beside the LM head; a draft2
-        model by `CostModel.draft2_layout`). Every coefficient is the evaluator's: `CapacityTable.tensor_split`
-        and `Evaluator.draft2_split`, so both count the same KiB."""
+        model by `CostModel.draft2_layout`). Every coefficient is the evaluator's, from the price table:
+        `CapacityTable.tensor_split` and `Evaluator.draft2_split`, so both count the same KiB."""
         m = self.m
         d = self.data[j]
         model = d.spec
+        pm = self.prices.models[j]
         cap_lit = m.new_bool_var(f"assume[CAP][{j}]")
         self.assumption_families[f"CAP capacity of {d.label} ({model.name})"] = cap_lit
         for a, xa in self.x[j].items():
-            tab = self.ev.capacity_table(model.name, a)
             pim_need, normal_need = [], []
-            for o, op in enumerate(PLACEABLE_OPS):
+            for op in PLACEABLE_OPS:
                 for p, yp in self.y[j][op].items():
                     if self.valid(j, a, op, p):
-                        pk, nk = tab.tensor_split(o, p.layout)
+                        pk, nk = pm.tensor_kib[(a, op, p.layout)]
                         pim_need.append(pk * yp)
                         normal_need.append(nk * yp)
             if j > 0:
                 for st, lit in self.stage_lit[j - 1].items():
                     if st is not None and st.draft2 in self.catalog.models:
-                        try:
-                            pk, nk = self.ev.draft2_split(model.name, a, st.draft2)
-                        except ScenarioError:  # the host may use no memory: CYC-2 excludes the pair
+                        split = pm.draft2_kib[(a, st.draft2)]
+                        if split is None:  # the host may use no memory: CYC-2 excludes the pair
                             continue
-                        pim_need.append(pk * lit)
-                        normal_need.append(nk * lit)
-            pim_cap, normal_cap = tab.capacity_kib
+                        pim_need.append(split[0] * lit)
+                        normal_need.append(split[1] * lit)
+            pim_cap, normal_cap = pm.capacity_kib[a]
             m.add(sum(pim_need) <= pim_cap).only_enforce_if([xa, cap_lit])        # CAP-1
             m.add(sum(normal_need) <= normal_cap).only_enforce_if([xa, cap_lit])  # CAP-2
 
@@ -463,7 +457,7 @@ class SpecModel:
             return pu.engine == "host" or pu.share + pv.share > levels
         host = pu if pu.engine == "host" else pv
         archs = self.data[j].archs
-        contends = [a for a in archs if self.costs.host_contends_with_pim(a, host.layout)]
+        contends = [a for a in archs if self.prices.models[j].contends[(a, host.layout)]]
         if not contends:
             return False
         if len(contends) == len(archs):
@@ -482,18 +476,17 @@ class SpecModel:
         not none). Each load bounds every schedule of a fixed placement, so their maximum does, and the
         least over placements bounds the layer on architecture a (every placement is enumerated, with
         numpy, after dropping options that another option of the same operator beats in all three)."""
-        c = self.costs
-        levels = c.share_levels
-        model = self.data[j].spec
+        pm = self.prices.models[j]
+        levels = self.prices.share_levels
 
         def options(op: str) -> list[tuple[int, int, int]]:
             out = []
             for p in self.data[j].allowed(a, op):
-                d = c.placement_cost(model, op, p, a, t).time_ns
+                d = pm.op_cost[(op, a, p)][t].time_ns
                 if p.engine == "pim":
                     out.append((d, 0, d * p.share))
                 else:
-                    out.append((d, d, d * levels if c.host_contends_with_pim(a, p.layout) else 0))
+                    out.append((d, d, d * levels if pm.contends[(a, p.layout)] else 0))
             return out
 
         def branch(ops: tuple[str, ...]) -> np.ndarray:
@@ -519,7 +512,7 @@ class SpecModel:
         over the choice literals it gives the LP relaxation the price of long drafts."""
         m = self.m
         b = self.scenario.batch_size
-        sync = self.costs.host.sync_latency_ns if self.n_drafters else 0
+        sync = self.prices.round_sync_ns
         per_n = [self._min_pass_bounds(j) for j in range(len(self.data))]
         budget = self.scenario.device_budget
         counts = [sorted(pn) for pn in per_n]
@@ -549,7 +542,7 @@ class SpecModel:
         out: dict[int, dict[int, tuple[int, int, int]]] = {}
         for a in d.archs:
             row = out.setdefault(a.devices, {})
-            power = self.costs.idle_power_mw(a)
+            power = self.prices.models[j].idle_power_mw[a]
             for t in tokens:
                 cur = row.get(t)
                 new = (pt_cut[a][t], pe_cut[a][t], power)
@@ -561,13 +554,13 @@ class SpecModel:
         architectures with that many devices (a draft2 model that cannot run is left out)."""
         out: dict[tuple[int, Staging], tuple[int, int]] = {}
         j = i + 1
+        pm = self.prices.models[j]
         for st in self.stage_lit[i]:
             if st is None:
                 continue
             for a in self.data[j].archs:
-                try:
-                    step = self.ev.draft2_step(self._probe_design(j, a, st))
-                except ScenarioError:
+                step = pm.draft2_step[(a, st.draft2)]
+                if step is None:
                     continue
                 key = (a.devices, st)
                 cur = out.get(key)
@@ -608,7 +601,7 @@ class SpecModel:
         LP relaxation the scale of each architecture's pass time."""
         d = self.data[j]
         model = d.spec
-        c = self.costs
+        pm = self.prices.models[j]
         pt_cut, pe_cut = {}, {}
         n_ar = 1 if model.parallel_block else 2
         cache = self.__dict__.setdefault("_bound_cache", {})  # (j, arch, t) -> (time, energy) bound
@@ -621,11 +614,11 @@ class SpecModel:
                     continue
                 bt, be = {}, {}
                 for op in PLACEABLE_OPS:
-                    opts = [c.placement_cost(model, op, p, a, t) for p in d.allowed(a, op)]
+                    opts = [pm.op_cost[(op, a, p)][t] for p in d.allowed(a, op)]
                     bt[op] = min((o.time_ns for o in opts), default=0)
                     be[op] = min((o.energy_nj for o in opts), default=0)
-                ar = c.allreduce_cost(model, a, t)
-                embs = [c.embedding_cost(model, a, lay, t) for lay in {p.layout for p in d.allowed(a, "lm_head")}]
+                ar = pm.allreduce[a][t]
+                embs = [pm.embedding[(a, lay)][t] for lay in {p.layout for p in d.allowed(a, "lm_head")}]
                 emb_t, emb_e = min(e.time_ns for e in embs), min(e.energy_nj for e in embs)
                 if model.parallel_block:
                     path = self._parallel_layer_bound(j, a, t)
@@ -646,15 +639,17 @@ class SpecModel:
         self.cycle_t, self.cycle_e = [], []
         for i in range(self.n_drafters):
             j = i + 1
+            pm = self.prices.models[j]
             steps = {}
             for st in self.stage_lit[i]:
                 for a, xa in self.x[j].items():
                     if st is None:
                         continue
-                    try:
-                        steps[(st, a)] = self.ev.draft2_step(self._probe_design(j, a, st))
-                    except ScenarioError:  # CYC-2: a draft2 model cannot run on this host
+                    step = pm.draft2_step[(a, st.draft2)]
+                    if step is None:  # CYC-2: a draft2 model cannot run on this host
                         m.add_bool_or([~xa, ~self.stage_lit[i][st]])
+                    else:
+                        steps[(st, a)] = step
             trees = {tree: [self.tree_pass[j][t] for t in tree_pass_tokens(b, DrafterChoice(len(tree), None, tree))]
                      for (_, tree) in self.draft_lit[i] if tree is not None}
             extra_t = max((st.draft_length * v.time_ns for (st, _), v in steps.items()), default=0)
@@ -681,18 +676,12 @@ class SpecModel:
             self.cycle_t.append(ct)
             self.cycle_e.append(ce)
 
-    def _probe_design(self, j: int, a: ArchConfig, st: Staging) -> ModelDesign:
-        """A ModelDesign carrying arch + staging, to price a draft2 step (independent of placement)."""
-        return ModelDesign(model=self.data[j].spec.name, memory_type=a.memory_type, pim_units=a.pim_units,
-                           devices=a.devices, placement={op: HOST for op in PLACEABLE_OPS}, draft_length=1,
-                           staging=st)
-
     def add_round(self) -> None:
         """[RND] RND-1 drafting phase per outcome slot; RND-2 outcome round time (vanilla or pipelined);
         RND-3 expected round time; RND-4 every round holds one verification pass (a valid floor)."""
         m = self.m
         V = self.pass_time[0]
-        sync = self.costs.host.sync_latency_ns if self.n_drafters else 0
+        sync = self.prices.round_sync_ns
         n_slots = max(len(st.outcomes) for st in self.stats)
         max_r = max((r for st in self.stats for rs, _ in st.outcomes for r in rs), default=0)
         d_ub = max_r * max((ub(ct) for ct in self.cycle_t), default=0)
@@ -735,7 +724,7 @@ class SpecModel:
                 add_ceil(m, total, (spec.Q_SCALE + waste) * expected, spec.Q_SCALE, z)
             parts.append(total)
         for j in range(len(self.data)):  # EN-2
-            power = {a: self.costs.idle_power_mw(a) for a in self.x[j]}
+            power = {a: self.prices.models[j].idle_power_mw[a] for a in self.x[j]}
             if max(power.values()) == 0:
                 continue
             idle = m.new_int_var(0, -(-max(power.values()) * ub(self.T) // 1000), f"idle_nj[{j}]")
