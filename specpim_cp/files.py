@@ -1,16 +1,59 @@
-"""File output shared by the CLI and the batch runner."""
+"""Files in and out, shared by every stage: the one TOML/JSON reader (scenarios, designs, mixes, grids,
+catalogs, Hugging Face configs) and atomic writes, safe file names and TOML text for output."""
 
 from __future__ import annotations
 
 import errno
+import json
 import math
 import os
 import re
 import tempfile
+import tomllib
 from pathlib import Path
+from typing import Any, Literal
+
+from specpim_cp.errors import ScenarioError
 
 #: Mode of every file written: readable by all, writable by the owner (mkstemp alone gives 0600).
 FILE_MODE = 0o644
+
+
+def read_data(path: Path, what: str, *, syntax: Literal["TOML", "JSON"] | None = None, label: str | None = None,
+              if_empty: str | None = None) -> Any:
+    """The value in a TOML or JSON file (`syntax`, else by the suffix: `.json` is JSON, the rest TOML).
+
+    Every problem is a ScenarioError of one line that starts with `label` (default: the path) and calls
+    the file `what` ("a scenario"): cannot read, not UTF-8, blank (only when `if_empty` gives the message),
+    not valid TOML/JSON (with the parser's message), nested too deeply.
+    """
+    label = label or str(path)
+    kind = syntax or ("JSON" if path.suffix == ".json" else "TOML")
+    try:
+        text = path.read_bytes().decode("utf-8")
+    except OSError as exc:
+        raise ScenarioError(f"{label}: cannot read ({exc.strerror or exc})") from None
+    except UnicodeDecodeError as exc:
+        form = syntax or "a TOML or JSON file"
+        raise ScenarioError(f"{label}: not UTF-8 text (byte {exc.start}: {exc.reason}); {what} is {form}") from None
+    if if_empty is not None and not text.strip():
+        raise ScenarioError(f"{label}: {if_empty}")
+    try:
+        return json.loads(text) if kind == "JSON" else tomllib.loads(text)
+    except (tomllib.TOMLDecodeError, json.JSONDecodeError) as exc:
+        raise ScenarioError(f"{label}: not valid {kind} ({' '.join(str(exc).split())})") from None
+    except RecursionError:
+        raise ScenarioError(f"{label}: not {what} (nested too deeply)") from None
+
+
+def read_table(path: Path, what: str, *, syntax: Literal["TOML", "JSON"] | None = None, label: str | None = None,
+               if_empty: str | None = None) -> dict:
+    """`read_data` of a file that must hold a table (a JSON object); anything else is a ScenarioError."""
+    data = read_data(path, what, syntax=syntax, label=label, if_empty=if_empty)
+    if not isinstance(data, dict):
+        raise ScenarioError(f"{label or path}: {what} is a JSON object (a table of fields), got {type(data).__name__}")
+    return data
+
 
 _UNSAFE = re.compile(r"[^A-Za-z0-9._+=@,-]+")
 
@@ -98,6 +141,4 @@ def toml_text(data: dict) -> str:
 
 def _string(s: str) -> str:
     """A TOML basic string (JSON's escapes are TOML's, \\uXXXX included)."""
-    import json
-
     return json.dumps(s, ensure_ascii=False)

@@ -21,6 +21,7 @@ from importlib import resources
 from pathlib import Path
 
 from specpim_cp.errors import ScenarioError
+from specpim_cp.files import read_table
 
 MIB = 1 << 20
 
@@ -298,10 +299,9 @@ def _check_rates(table: dict, where: str) -> None:
             raise ScenarioError(f"catalog: {where}.\"{k}\": an acceptance rate in [0, 1), got {v!r}")
 
 
-def _read(path: Path | None, name: str) -> dict:
-    if path is None:
-        return tomllib.loads(resources.files("specpim_cp.catalog").joinpath(name).read_text())
-    return tomllib.loads(Path(path).read_text())
+def _shipped(name: str) -> dict:
+    """One of the catalog TOML files beside this module."""
+    return tomllib.loads(resources.files("specpim_cp.catalog").joinpath(name).read_text(encoding="utf-8"))
 
 
 def _check_memory(m: MemorySpec) -> None:
@@ -366,7 +366,7 @@ def build_catalog(models: dict, devices: dict, acceptance: dict) -> Catalog:
 
 @lru_cache(maxsize=1)
 def default_catalog() -> Catalog:
-    return build_catalog(_read(None, "models.toml"), _read(None, "devices.toml"), _read(None, "acceptance.toml"))
+    return build_catalog(_shipped("models.toml"), _shipped("devices.toml"), _shipped("acceptance.toml"))
 
 
 #: Where each section of a user catalog file goes: the shipped file it extends.
@@ -385,16 +385,7 @@ def file_digest(path: str | Path) -> str:
 
 def _read_user(path: Path) -> dict:
     """A user catalog file as TOML, its sections checked for shape (errors name the file)."""
-    try:
-        text = path.read_bytes().decode("utf-8")
-    except OSError as exc:
-        raise ScenarioError(f"catalog {path}: cannot read ({exc.strerror or exc})") from None
-    except UnicodeDecodeError as exc:
-        raise ScenarioError(f"catalog {path}: not UTF-8 text (byte {exc.start}); a catalog is a TOML file") from None
-    try:
-        data = tomllib.loads(text)
-    except tomllib.TOMLDecodeError as exc:
-        raise ScenarioError(f"catalog {path}: not valid TOML ({' '.join(str(exc).split())})") from None
+    data = read_table(path, "a catalog", syntax="TOML", label=f"catalog {path}")
     allowed = [*_ENTRY_SECTIONS, *_RATE_SECTIONS, *_ACCEPTANCE_KEYS]
     sourced = [f"source_{k}" for k in (*_RATE_SECTIONS, *_ACCEPTANCE_KEYS)]
     for key, value in data.items():
@@ -479,9 +470,9 @@ def _stat_key(path: str | Path) -> tuple[str, int, int]:
 
 @lru_cache(maxsize=16)
 def _load_files(keys: tuple[tuple[str, int, int], ...]) -> Catalog:
-    models = _read(None, "models.toml")
-    devices = _read(None, "devices.toml")
-    acceptance = _read(None, "acceptance.toml")
+    models = _shipped("models.toml")
+    devices = _shipped("devices.toml")
+    acceptance = _shipped("acceptance.toml")
     for path, _, _ in keys:
         _merge_user(Path(path), _read_user(Path(path)), models, devices, acceptance)
     cat = build_catalog(models, devices, acceptance)

@@ -15,6 +15,7 @@ from dataclasses import dataclass
 from pathlib import Path
 
 from specpim_cp.errors import ScenarioError
+from specpim_cp.files import read_table
 
 #: model_type -> (family, FFN kind, tie_word_embeddings when the key is absent: transformers' default)
 ARCHITECTURES = {
@@ -65,22 +66,6 @@ def _toml_value(v) -> str:
     return json.dumps(v)  # a TOML basic string is a JSON string
 
 
-def _read_config(path: Path) -> dict:
-    try:
-        text = path.read_bytes().decode("utf-8")
-    except OSError as exc:
-        raise ScenarioError(f"{path}: cannot read ({exc.strerror or exc})") from None
-    except UnicodeDecodeError:
-        raise ScenarioError(f"{path}: not UTF-8 text; a Hugging Face config.json is JSON") from None
-    try:
-        data = json.loads(text)
-    except json.JSONDecodeError as exc:
-        raise ScenarioError(f"{path}: not valid JSON ({exc})") from None
-    if not isinstance(data, dict):
-        raise ScenarioError(f"{path}: a config.json is a JSON object, got {type(data).__name__}")
-    return data
-
-
 def _model_type(path: Path, cfg: dict) -> str:
     kind = cfg.get("model_type")
     arch = cfg.get("architectures")
@@ -96,7 +81,7 @@ def import_hf(path: str | Path, name: str | None = None, tokenizer: str | None =
                                                                                               tuple[str, ...]]:
     """The catalog entry of the config at `path`, and notes on what the schema leaves out."""
     path = Path(path)
-    cfg = _read_config(path)
+    cfg = read_table(path, "a Hugging Face config.json", syntax="JSON")
     kind = _model_type(path, cfg)
     family, ffn_kind, tied_default = ARCHITECTURES[kind]
     arch = cfg.get("architectures")

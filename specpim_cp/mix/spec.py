@@ -28,23 +28,24 @@ from __future__ import annotations
 import hashlib
 import json
 import math
-import tomllib
 from collections.abc import Sequence
 from dataclasses import dataclass
 from fractions import Fraction
 from pathlib import Path
 
-from pydantic import BaseModel, ConfigDict, Field, ValidationError, field_validator, model_validator
+from pydantic import Field, ValidationError, field_validator
 
 from specpim_cp.catalog import Catalog, default_catalog
-from specpim_cp.errors import ScenarioError, format_validation_error, reject_bool_numbers
+from specpim_cp.errors import ScenarioError, format_validation_error
+from specpim_cp.files import read_table
 from specpim_cp.physics.evaluate import GIB_IN_KIB, CapacityUse, Evaluator, Metrics
 from specpim_cp.physics.rounds import Acceptance
 from specpim_cp.problem.builtin_sets import resolve_scenario_path
-from specpim_cp.problem.design import ArchConfig, Design
+from specpim_cp.problem.design import ArchConfig, Design, StrictModel
 from specpim_cp.problem.operators import ATTENTION_OPS, FC_OPS, PLACEABLE_OPS
 from specpim_cp.problem.scenario import (
     Scenario,
+    base_scenario_file,
     load_scenario,
     parse_scenario,
     scenario_catalog,
@@ -60,15 +61,6 @@ WEIGHT_OPS = FC_OPS
 KV_OPS = ATTENTION_OPS
 
 
-class _Strict(BaseModel):
-    model_config = ConfigDict(extra="forbid", frozen=True)
-
-    @model_validator(mode="before")
-    @classmethod
-    def _no_bool_numbers(cls, data):
-        return reject_bool_numbers(cls, data)
-
-
 def _check_rates(rates: dict[str, float]) -> dict[str, float]:
     for k, a in rates.items():
         if isinstance(a, bool) or not 0.0 <= a < 1.0:
@@ -76,7 +68,7 @@ def _check_rates(rates: dict[str, float]) -> dict[str, float]:
     return rates
 
 
-class MixCellEntry(_Strict):
+class MixCellEntry(StrictModel):
     """One operating condition: batch, context lengths, acceptance (per drafter or by task), weight."""
 
     batch_size: int
@@ -99,7 +91,7 @@ class MixCellEntry(_Strict):
         return _check_rates(v)
 
 
-class MixTable(_Strict):
+class MixTable(StrictModel):
     cells: list[MixCellEntry]
     tasks: dict[str, dict[str, float]] = Field(default_factory=dict)
 
@@ -121,7 +113,7 @@ class MixTable(_Strict):
         return v
 
 
-class MixFile(_Strict):
+class MixFile(StrictModel):
     """A mix file: a base scenario (file or built-in SET/NAME) and the `[mix]` table."""
 
     name: str | None = Field(default=None, min_length=1, max_length=100)
@@ -179,41 +171,13 @@ class Mix:
 # ------------------------------------------------------------------------------------------------
 # Loading
 # ------------------------------------------------------------------------------------------------
-def _read(path: Path) -> dict:
-    try:
-        text = path.read_bytes().decode("utf-8")
-    except OSError as exc:
-        raise ScenarioError(f"{path}: cannot read ({exc.strerror})") from None
-    except UnicodeDecodeError as exc:
-        raise ScenarioError(f"{path}: not UTF-8 text (byte {exc.start}: {exc.reason})") from None
-    try:
-        data = json.loads(text) if path.suffix == ".json" else tomllib.loads(text)
-    except (tomllib.TOMLDecodeError, json.JSONDecodeError) as exc:
-        kind = "JSON" if path.suffix == ".json" else "TOML"
-        raise ScenarioError(f"{path}: not valid {kind} ({' '.join(str(exc).split())})") from None
-    if not isinstance(data, dict):
-        raise ScenarioError(f"{path}: a mix is a table of fields, got {type(data).__name__}")
-    return data
-
-
-def _base_path(ref: str, mix_path: Path) -> Path:
-    local = mix_path.parent / ref
-    if local.is_file():
-        return local
-    try:
-        return resolve_scenario_path(ref)
-    except ScenarioError:
-        raise ScenarioError(f"scenario: '{ref}' is no scenario file (relative to the mix file or the current folder) "
-                            "and no built-in SET/NAME (e.g. paper/opt-13b-b1)") from None
-
-
 def load_mix(name: str | Path, catalog: Catalog | None = None, extra_catalogs: Sequence[str | Path] = ()) -> Mix:
     """A mix from a mix file or a scenario file with a `[mix]` table (a path or a built-in SET/NAME).
 
     `extra_catalogs` (e.g. --catalog files) are added to the base scenario's own `catalog` files, so every
     cell carries them; the default `catalog` is the base scenario's (`scenario_catalog`)."""
     path = resolve_scenario_path(str(name))
-    data = _read(path)
+    data = read_table(path, "a mix")
     if "mix" not in data:
         raise ScenarioError(f"{path}: mix: missing (a [mix] table with [[mix.cells]], see `specpim-cp solve-mix "
                             "--help`)")
@@ -222,7 +186,8 @@ def load_mix(name: str | Path, catalog: Catalog | None = None, extra_catalogs: S
             mf = MixFile.model_validate(data)
         except ValidationError as exc:
             raise ScenarioError(format_validation_error(exc, root="mix")) from None
-        base = load_scenario(_base_path(mf.scenario, path), catalog, extra_catalogs=extra_catalogs)
+        base_file = base_scenario_file(mf.scenario, path, "scenario", "mix", example="paper/opt-13b-b1")
+        base = load_scenario(base_file, catalog, extra_catalogs=extra_catalogs)
         return build_mix(mf.name or path.stem, mf.description or base.description, base, mf.mix,
                          catalog or scenario_catalog(base))
     raw = dict(data)  # a scenario file with a [mix] table

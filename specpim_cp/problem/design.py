@@ -16,6 +16,7 @@ from typing import Literal
 from pydantic import BaseModel, ConfigDict, Field, ValidationError, model_validator
 
 from specpim_cp.errors import ScenarioError, format_validation_error, reject_bool_numbers
+from specpim_cp.files import read_data
 
 #: Device counts a model may take (tensor parallelism over 1, 2, 4 or 8 devices).
 DEVICE_COUNTS = (1, 2, 4, 8)
@@ -38,7 +39,10 @@ class ArchConfig:
         return f"{self.memory_type}-k{self.pim_units}-x{self.devices}"
 
 
-class _Strict(BaseModel):
+class StrictModel(BaseModel):
+    """The base of every input schema (designs, scenarios, mixes): frozen; an unknown field, or `true`/`false`
+    where a number belongs, is an error naming the field."""
+
     model_config = ConfigDict(extra="forbid", frozen=True)
 
     @model_validator(mode="before")
@@ -47,7 +51,7 @@ class _Strict(BaseModel):
         return reject_bool_numbers(cls, data)
 
 
-class Placement(_Strict):
+class Placement(StrictModel):
     """Where one operator runs and where its tensor lives: the host, or PIM on `share` of the model's
     `share_levels` PIM slots; `layout` defaults to "normal" on the host and is "pim" on PIM."""
 
@@ -79,7 +83,7 @@ HOST = Placement(engine="host", share=0)
 HOST_SPREAD = Placement(engine="host", share=0, layout="spread")
 
 
-class Staging(_Strict):
+class Staging(StrictModel):
     """Staged drafting: a cheaper draft2 model proposes `draft_length` tokens that the drafter verifies."""
 
     draft2: str
@@ -117,7 +121,7 @@ class SpecChoice:
         return tuple(d.staging for d in self.drafters)
 
 
-class ModelDesign(_Strict):
+class ModelDesign(StrictModel):
     """One model's part of a design. Drafters carry their DrafterChoice fields."""
 
     model: str
@@ -154,7 +158,7 @@ class ModelDesign(_Strict):
         return DrafterChoice(depth, self.staging, self.tree)
 
 
-class Design(_Strict):
+class Design(StrictModel):
     pipeline: bool = False
     verifier: ModelDesign
     drafters: list[ModelDesign] = Field(default_factory=list)
@@ -214,16 +218,7 @@ def load_design(path: str | Path) -> Design:
     if "#" in text and not Path(text).exists():
         text, pick = text.rsplit("#", 1)
     path = Path(text)
-    try:
-        data = json.loads(path.read_bytes().decode("utf-8"))
-    except OSError as exc:
-        raise ScenarioError(f"{path}: cannot read ({exc.strerror})") from None
-    except UnicodeDecodeError as exc:
-        raise ScenarioError(f"{path}: not UTF-8 text (byte {exc.start}: {exc.reason}); a design is JSON") from None
-    except json.JSONDecodeError as exc:
-        raise ScenarioError(f"{path}: not valid JSON ({exc})") from None
-    except RecursionError:
-        raise ScenarioError(f"{path}: not a design (JSON nested too deeply)") from None
+    data = read_data(path, "a design", syntax="JSON")
     if isinstance(data, list):
         data = _pick_design(path, data, pick)
     elif pick is not None:

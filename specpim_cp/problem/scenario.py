@@ -10,29 +10,21 @@ from __future__ import annotations
 
 import hashlib
 import json
-import tomllib
 from collections.abc import Sequence
 from pathlib import Path
 from typing import Literal
 
-from pydantic import BaseModel, ConfigDict, Field, ValidationError, field_validator, model_validator
+from pydantic import Field, ValidationError, field_validator, model_validator
 
 from specpim_cp.catalog import Catalog, file_digest, load_catalog
-from specpim_cp.errors import ScenarioError, format_validation_error, reject_bool_numbers
-from specpim_cp.problem.design import DEVICE_COUNTS
+from specpim_cp.errors import ScenarioError, format_validation_error
+from specpim_cp.files import read_table
+from specpim_cp.problem.builtin_sets import resolve_scenario_path
+from specpim_cp.problem.design import DEVICE_COUNTS, StrictModel
 from specpim_cp.problem.trees import check_positional
 
 
-class _Strict(BaseModel):
-    model_config = ConfigDict(extra="forbid", frozen=True)
-
-    @model_validator(mode="before")
-    @classmethod
-    def _no_bool_numbers(cls, data):
-        return reject_bool_numbers(cls, data)
-
-
-class StagingSpace(_Strict):
+class StagingSpace(StrictModel):
     """Staged drafting options for one drafter: candidate draft2 models and their draft lengths."""
 
     draft2: list[str] = Field(min_length=1)
@@ -49,13 +41,13 @@ class StagingSpace(_Strict):
         return v
 
 
-class ModelEntry(_Strict):
+class ModelEntry(StrictModel):
     model: str
     devices: int | None = None  # None: chosen by the optimizer under `device_budget`
     max_devices: int = Field(default=8, ge=1)
 
 
-class TreeSpace(_Strict):
+class TreeSpace(StrictModel):
     """Token trees for one drafter (formulations/speculation_rounds.md, [TREE]): besides chains, every
     width profile with at most `max_nodes` nodes, `max_children` candidates per node and depth up to
     the scenario's max_draft_length, each drafted as its top-ranked tree."""
@@ -91,7 +83,7 @@ class DrafterEntry(ModelEntry):
         return self
 
 
-class Space(_Strict):
+class Space(StrictModel):
     """Restrictions of the design space (ablations and fixed-recipe baselines)."""
 
     memory_type: str | None = None
@@ -104,7 +96,7 @@ class Space(_Strict):
     share_levels: int = Field(default=4, ge=1, le=8)
 
 
-class Assumptions(_Strict):
+class Assumptions(StrictModel):
     """Named modelling conventions a scenario can switch (formulations/physics.md).
 
     memory_model: "time-shared" (default; DESIGN.md rules 1-3: the host reads PIM units in normal mode,
@@ -118,7 +110,7 @@ class Assumptions(_Strict):
     energy_accounting: Literal["total", "dynamic"] = "total"
 
 
-class Scenario(_Strict):
+class Scenario(StrictModel):
     name: str = Field(min_length=1, max_length=100)
     description: str = ""
     batch_size: int = Field(ge=1, le=512)
@@ -302,28 +294,31 @@ def with_catalog_paths(data: dict, folder: Path, extra: Sequence[str | Path]) ->
     return {**data, "catalog": list(dict.fromkeys(files))}
 
 
+def read_scenario_data(path: Path, extra_catalogs: Sequence[str | Path] = ()) -> dict:
+    """A scenario file's fields (TOML or JSON), not yet validated, with its `catalog` paths made absolute
+    and `extra_catalogs` after them (`with_catalog_paths`)."""
+    data = read_table(path, "a scenario", if_empty="the file is empty (a scenario needs name, batch_size, "
+                      "prompt_tokens, generated_tokens and [verifier])")
+    return with_catalog_paths(data, path.parent, extra_catalogs)
+
+
+def base_scenario_file(ref: str, referrer: Path, where: str, referrer_kind: str,
+                       example: str = "examples/opt-13b") -> Path:
+    """The base scenario a mix or grid file names: a scenario file relative to the referring file's folder,
+    else a path from the current folder or a built-in SET/NAME; else a ScenarioError that starts with
+    `where` (the field naming it) and gives `example` as a SET/NAME."""
+    local = referrer.parent / ref
+    if local.is_file():
+        return local
+    try:
+        return resolve_scenario_path(ref)
+    except ScenarioError:
+        raise ScenarioError(f"{where}: '{ref}' is no scenario file (relative to the {referrer_kind} file or the "
+                            f"current folder) and no built-in SET/NAME (e.g. {example})") from None
+
+
 def load_scenario(path: str | Path, catalog: Catalog | None = None,
                   extra_catalogs: Sequence[str | Path] = ()) -> Scenario:
     """A scenario file (TOML or JSON), validated against `catalog` (default: the built-in catalog with the
     scenario's own `catalog` files, then `extra_catalogs`, merged in)."""
-    path = Path(path)
-    try:
-        text = path.read_bytes().decode("utf-8")
-    except OSError as exc:
-        raise ScenarioError(f"{path}: cannot read ({exc.strerror})") from None
-    except UnicodeDecodeError as exc:
-        raise ScenarioError(f"{path}: not UTF-8 text (byte {exc.start}: {exc.reason}); a scenario is a TOML or "
-                            "JSON file") from None
-    if not text.strip():
-        raise ScenarioError(f"{path}: the file is empty (a scenario needs name, batch_size, prompt_tokens, "
-                            "generated_tokens and [verifier])")
-    try:
-        data = json.loads(text) if path.suffix == ".json" else tomllib.loads(text)
-    except (tomllib.TOMLDecodeError, json.JSONDecodeError) as exc:
-        kind = "JSON" if path.suffix == ".json" else "TOML"
-        raise ScenarioError(f"{path}: not valid {kind} ({' '.join(str(exc).split())})") from None
-    except RecursionError:
-        raise ScenarioError(f"{path}: not a scenario (nested too deeply)") from None
-    if not isinstance(data, dict):
-        raise ScenarioError(f"{path}: a scenario is a JSON object (a table of fields), got {type(data).__name__}")
-    return parse_scenario(with_catalog_paths(data, path.parent, extra_catalogs), catalog)
+    return parse_scenario(read_scenario_data(Path(path), extra_catalogs), catalog)

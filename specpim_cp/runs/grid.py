@@ -37,8 +37,6 @@ grid of benchmarks/bench_grid.py a hint did not shorten the solves, see its note
 from __future__ import annotations
 
 import itertools
-import json
-import tomllib
 from collections.abc import Sequence
 from dataclasses import dataclass, replace
 from pathlib import Path
@@ -46,9 +44,14 @@ from typing import Any
 
 from specpim_cp.catalog import Catalog
 from specpim_cp.errors import ScenarioError
-from specpim_cp.files import safe_stem
-from specpim_cp.problem.builtin_sets import resolve_scenario_path
-from specpim_cp.problem.scenario import Scenario, parse_scenario, with_catalog_paths
+from specpim_cp.files import read_table, safe_stem
+from specpim_cp.problem.scenario import (
+    Scenario,
+    base_scenario_file,
+    parse_scenario,
+    read_scenario_data,
+    with_catalog_paths,
+)
 from specpim_cp.runs.batch import BatchProgress, BatchSummary, run_instances
 from specpim_cp.runs.instances import BatchOptions, plan
 from specpim_cp.runs.records import GridCell
@@ -117,38 +120,12 @@ class Grid:
 # ------------------------------------------------------------------------------------------------
 # Reading
 # ------------------------------------------------------------------------------------------------
-def _read_table(path: Path) -> dict:
-    try:
-        text = path.read_text()
-    except OSError as exc:
-        raise ScenarioError(f"{path}: cannot read ({exc.strerror})") from None
-    try:
-        data = json.loads(text) if path.suffix == ".json" else tomllib.loads(text)
-    except (tomllib.TOMLDecodeError, json.JSONDecodeError) as exc:
-        raise ScenarioError(f"{path}: not valid {'JSON' if path.suffix == '.json' else 'TOML'} ({exc})") from None
-    if not isinstance(data, dict):
-        raise ScenarioError(f"{path}: expected a table of scenario fields")
-    return data
-
-
-def _base_file(ref: str, grid_path: Path) -> Path:
-    local = grid_path.parent / ref
-    if local.is_file():
-        return local
-    try:
-        return resolve_scenario_path(ref)
-    except ScenarioError:
-        raise ScenarioError(f"{grid_path}: base: '{ref}' is no scenario file (relative to the grid file or the "
-                            "current folder) and no built-in SET/NAME (e.g. examples/opt-13b)") from None
-
-
 def load_base(raw: Any, grid_path: Path, extra_catalogs: Sequence[str | Path] = ()) -> dict:
     """The base scenario's fields (not yet validated: a cell may need its axis values to be valid). Its
     `catalog` files resolve against the file that names them (the base scenario file, or the grid file
     for a [base] table's own), then `extra_catalogs` (--catalog) follow."""
     if isinstance(raw, str):
-        path = _base_file(raw, grid_path)
-        return with_catalog_paths(_read_table(path), path.parent, extra_catalogs)
+        return read_scenario_data(base_scenario_file(raw, grid_path, f"{grid_path}: base", "grid"), extra_catalogs)
     if isinstance(raw, dict):
         raw = dict(raw)
         ref = raw.pop("from", None)
@@ -156,11 +133,9 @@ def load_base(raw: Any, grid_path: Path, extra_catalogs: Sequence[str | Path] = 
             return with_catalog_paths(raw, grid_path.parent, extra_catalogs)
         if not isinstance(ref, str):
             raise ScenarioError(f"{grid_path}: base.from: expected a SET/NAME or a scenario file")
-        path = _base_file(ref, grid_path)
-        if "catalog" in raw:  # the [base] table's own catalog files, relative to the grid file
-            merged = {**_read_table(path), **with_catalog_paths(raw, grid_path.parent, ())}
-        else:
-            merged = {**with_catalog_paths(_read_table(path), path.parent, ()), **raw}
+        base = read_scenario_data(base_scenario_file(ref, grid_path, f"{grid_path}: base", "grid"))
+        # the [base] table's own fields replace the loaded ones; its catalog files are relative to the grid file
+        merged = {**base, **with_catalog_paths(raw, grid_path.parent, ())}
         return with_catalog_paths(merged, grid_path.parent, extra_catalogs)
     raise ScenarioError(f"{grid_path}: base: expected a SET/NAME, a scenario file or a [base] table")
 
@@ -311,7 +286,7 @@ def load_grid(path: str | Path, catalog: Catalog | None = None, extra_catalogs: 
     path = Path(path)
     if not path.is_file():
         raise ScenarioError(f"{path}: no such grid file")
-    raw = _read_table(path)
+    raw = read_table(path, "a grid")
     unknown = set(raw) - {"name", "base", "axes"}
     if unknown:
         raise ScenarioError(f"{path}: unknown key(s) {', '.join(sorted(unknown))} (known: name, base, axes)")
