@@ -28,7 +28,7 @@ import sys
 from pathlib import Path
 
 from specpim_cp.problem.scenario import load_scenario
-from specpim_cp.solvers.exact import solve
+from specpim_cp.solvers.exact import SolverOptions, solve
 from specpim_cp.solvers.heuristic import run_heuristic
 from specpim_cp.views.tables import table
 
@@ -89,7 +89,7 @@ def main() -> int:
 
     for path in scenario_files(args.sets):
         sc = load_scenario(path)
-        exact = solve(sc, deterministic=True, time_limit_s=args.time_limit)
+        exact = solve(sc, options=SolverOptions(args.time_limit, deterministic=True))
         opt_exact = exact.report.objective
         opt = float(opt_exact)
         trajectory = exact.report.extra.get("trajectory", [])

@@ -26,8 +26,10 @@ from pathlib import Path
 
 from specpim_cp.mix.compare import GPU_SI, MEDIAN, PAPI_HALF, PER_CELL
 from specpim_cp.mix.exact import solve_mix
+from specpim_cp.mix.result import MixOptions
 from specpim_cp.mix.spec import MIX_UNITS, load_mix
 from specpim_cp.problem.builtin_sets import builtin_sets
+from specpim_cp.solvers.exact import SolverOptions
 
 TARGET_S = 120.0
 
@@ -69,9 +71,10 @@ def main() -> int:
             if args.stages:
                 print(f"  {time.perf_counter() - t0:7.1f} s  {text}", file=sys.stderr, flush=True)
 
-        res = solve_mix(mix, objective=args.objective, time_limit_s=args.time_limit,
-                        cell_time_limit_s=args.cell_time_limit, seed=args.seed, deterministic=args.deterministic,
-                        workers=1 if args.deterministic else args.workers, on_stage=stage)
+        solver = SolverOptions(args.time_limit, 1 if args.deterministic else args.workers, args.seed,
+                               args.deterministic)
+        res = solve_mix(mix, args.objective, MixOptions(solver, cell_time_limit_s=args.cell_time_limit),
+                        on_stage=stage)
         wall = time.perf_counter() - t0
         worst = max(worst, wall)
         d = res.as_dict()

@@ -26,7 +26,7 @@ from pathlib import Path
 from specpim_cp.errors import ScenarioError
 from specpim_cp.problem.builtin_sets import builtin_sets
 from specpim_cp.problem.scenario import load_scenario
-from specpim_cp.solvers.exact import solve
+from specpim_cp.solvers.exact import SolverOptions, solve
 from specpim_cp.views.tables import table
 
 
@@ -75,7 +75,7 @@ def main() -> int:
         sc = load_scenario(path)
         t0 = time.perf_counter()
         try:
-            r = solve(sc, time_limit_s=args.time_limit, workers=args.workers, deterministic=args.deterministic)
+            r = solve(sc, options=SolverOptions(args.time_limit, args.workers, deterministic=args.deterministic))
         except ScenarioError as exc:
             rows.append([sc.name, "ERROR", f"{time.perf_counter() - t0:.1f}", "", "", "", "", "", "", "",
                          str(exc)[:60]])

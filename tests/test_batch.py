@@ -99,9 +99,9 @@ def _enumerate(scenario, catalog=None):
                     continue
 
 
-def brute_force_solve(scenario, *, objective=None, time_limit_s=60.0, workers=1, seed=0, deterministic=False,
-                      hint=None, catalog=None):
+def brute_force_solve(scenario, *, objective=None, options=None, hint=None, catalog=None):
     t0 = time.perf_counter()
+    seed = 0 if options is None else options.seed
     name = objective or scenario.objective
     evals = list(_enumerate(scenario, catalog))
     if not evals:
@@ -114,7 +114,7 @@ def brute_force_solve(scenario, *, objective=None, time_limit_s=60.0, workers=1,
     return SolveResult(best, report)
 
 
-def brute_force_pareto(scenario, *, time_limit_s=60.0, workers=1, seed=0, deterministic=False):
+def brute_force_pareto(scenario, *, options=None, catalog=None, on_progress=None):
     evals = sorted(_enumerate(scenario),
                    key=lambda e: (e.metrics.latency_fraction(), e.metrics.energy_fraction()))
     front, best_energy = [], None
@@ -450,7 +450,7 @@ def test_golden_paper_objectives():
     """Recompute the fastest pinned paper optima; they must agree exactly (same solver version)."""
     if not GOLDEN.exists():
         pytest.skip("no tests/golden/paper.json (python benchmarks/bench_batch.py --write-golden)")
-    from specpim_cp.solvers.exact import solve
+    from specpim_cp.solvers.exact import SolverOptions, solve
     from specpim_cp.solvers.result import solver_version
 
     golden = json.loads(GOLDEN.read_text())
@@ -462,7 +462,6 @@ def test_golden_paper_objectives():
     for name in sorted(optimal, key=lambda n: optimal[n]["wall_s"])[:3]:
         sc = load_scenario(builtin_sets()["paper"] / f"{name}.toml")
         assert sc.content_hash() == optimal[name]["scenario_hash"], f"{name} changed: rewrite the golden file"
-        res = solve(sc, time_limit_s=opts["time_limit_s"], workers=opts["workers"], seed=opts["seed"],
-                    deterministic=opts["deterministic"])
+        res = solve(sc, options=SolverOptions.from_dict(opts))
         assert res.report.status == "OPTIMAL"
         assert res.report.objective == Fraction(optimal[name]["objective_exact"]), name

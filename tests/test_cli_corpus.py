@@ -680,12 +680,12 @@ def test_pareto_csv_and_compare_name_their_units():
 
 
 def test_progress_hooks_report_incumbent_bound_and_generations():
-    from specpim_cp.solvers.exact import solve
+    from specpim_cp.solvers.exact import SolverOptions, solve
     from specpim_cp.solvers.heuristic import run_heuristic
 
     sc = load_scenario(OPT13)
     events = []
-    res = solve(sc, time_limit_s=30, deterministic=True, on_progress=events.append)
+    res = solve(sc, options=SolverOptions(30, deterministic=True), on_progress=events.append)
     assert events and events[-1].incumbent == res.report.objective and events[-1].gap == 0.0
     assert all(e.bound is not None and e.bound <= e.incumbent for e in events)
     gens = []

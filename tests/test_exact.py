@@ -14,7 +14,7 @@ from specpim_cp.problem.ablation_ladder import ladder_scenarios
 from specpim_cp.problem.scenario import load_scenario, parse_scenario
 from specpim_cp.solvers.baselines import run_baselines
 from specpim_cp.solvers.brute import brute_force
-from specpim_cp.solvers.exact import solve
+from specpim_cp.solvers.exact import SolverOptions, solve
 
 EXAMPLES = sorted((Path(__file__).parents[1] / "benchmarks" / "examples").glob("*.toml"))
 
@@ -63,7 +63,7 @@ def small_scenarios(n: int, seed: int = 7) -> list[dict]:
 @pytest.mark.parametrize("data", small_scenarios(12), ids=lambda d: d["name"])
 def test_cp_sat_optimum_equals_brute_force(data):
     sc = parse_scenario(data)
-    exact = solve(sc, deterministic=True, time_limit_s=60)
+    exact = solve(sc, options=SolverOptions(60, deterministic=True))
     brute = brute_force(sc)
     assert exact.report.status == "OPTIMAL"
     assert exact.report.objective == brute.report.objective
@@ -80,14 +80,15 @@ def test_staged_space_equals_brute_force():
                       "staging": {"draft2": ["ngram"], "max_draft_length": 2, "acceptance": {"ngram": 0.6}}}],
         "space": {"share_levels": 1},
     })
-    exact = solve(sc, deterministic=True, time_limit_s=60)
+    exact = solve(sc, options=SolverOptions(60, deterministic=True))
     assert exact.report.status == "OPTIMAL"
     assert exact.report.objective == brute_force(sc).report.objective
 
 
 @pytest.fixture(scope="module")
 def example_solutions():
-    return {p.stem: (load_scenario(p), solve(load_scenario(p), deterministic=True, time_limit_s=120)) for p in EXAMPLES}
+    options = SolverOptions(120, deterministic=True)
+    return {p.stem: (load_scenario(p), solve(load_scenario(p), options=options)) for p in EXAMPLES}
 
 
 def test_examples_solved_and_claim_equals_evaluator(example_solutions):
@@ -112,18 +113,18 @@ def test_baselines_never_beat_the_optimum(example_solutions):
 def test_restricted_spaces_never_beat_the_free_space(example_solutions):
     sc, free = example_solutions["opt-13b"]
     for step, restricted in ladder_scenarios(sc):
-        r = solve(restricted, deterministic=True, time_limit_s=60)
+        r = solve(restricted, options=SolverOptions(60, deterministic=True))
         assert r.report.objective >= free.report.objective, step
     fixed = sc.model_copy(update={"space": sc.space.model_copy(update={"draft_lengths": [5], "pipeline": "off"})})
-    r = solve(fixed, deterministic=True, time_limit_s=60)
+    r = solve(fixed, options=SolverOptions(60, deterministic=True))
     assert r.design.drafters[0].draft_length == 5 and not r.design.pipeline
     assert r.report.objective >= free.report.objective
 
 
 def test_deterministic_mode_gives_the_same_design_twice():
     sc = load_scenario(next(p for p in EXAMPLES if p.stem == "palm-8b"))
-    a = solve(sc, deterministic=True, time_limit_s=30, seed=3)
-    b = solve(sc, deterministic=True, time_limit_s=30, seed=3)
+    a = solve(sc, options=SolverOptions(30, seed=3, deterministic=True))
+    b = solve(sc, options=SolverOptions(30, seed=3, deterministic=True))
     assert a.design.key() == b.design.key()
     assert a.report.objective == b.report.objective
 
@@ -132,7 +133,7 @@ def test_a_worse_hint_still_reaches_the_optimum(example_solutions):
     sc, best = example_solutions["opt-13b"]
     worst = max((b.evaluation for b in run_baselines(sc) if b.evaluation is not None and b.name != "GPU-AR"),
                 key=lambda e: e.metrics.objective(sc.objective))
-    r = solve(sc, deterministic=True, time_limit_s=60, hint=worst.design)
+    r = solve(sc, options=SolverOptions(60, deterministic=True), hint=worst.design)
     assert r.report.objective == best.report.objective
 
 
@@ -142,7 +143,7 @@ def test_contradictory_space_is_a_clear_error():
                          "drafters": [{"model": "gpt2-small", "devices": 1}],
                          "space": {"pim_units": 0, "mapping": "fc-offload"}})
     with pytest.raises(ScenarioError, match=r"MAP-2"):
-        solve(sc, deterministic=True, time_limit_s=5)
+        solve(sc, options=SolverOptions(5, deterministic=True))
 
 
 def test_infeasible_scenario_names_the_capacity_family():
@@ -150,7 +151,7 @@ def test_infeasible_scenario_names_the_capacity_family():
                          "memory_types": ["gddr"], "verifier": {"model": "opt-66b", "devices": 1},
                          "drafters": [{"model": "opt-1.3b", "devices": 1}]})
     with pytest.raises(ScenarioError, match=r"\[CAP capacity of verifier \(opt-66b\)\].*at most"):
-        solve(sc, deterministic=True, time_limit_s=20)
+        solve(sc, options=SolverOptions(20, deterministic=True))
 
 
 def test_latency_per_token_fraction_is_exact(example_solutions):
@@ -163,7 +164,7 @@ def test_autoregressive_scenario_without_drafters_equals_brute_force():
     sc = parse_scenario({"name": "ar", "batch_size": 2, "prompt_tokens": 128, "generated_tokens": 64,
                          "memory_types": ["gddr"], "verifier": {"model": "gpt2-medium", "devices": 1},
                          "space": {"share_levels": 1}})
-    exact = solve(sc, deterministic=True, time_limit_s=30)
+    exact = solve(sc, options=SolverOptions(30, deterministic=True))
     assert exact.report.status == "OPTIMAL"
     assert exact.report.objective == brute_force(sc).report.objective
     assert exact.evaluation.metrics.tokens_per_round_micro == 10**6

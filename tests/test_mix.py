@@ -20,6 +20,7 @@ from specpim_cp.files import toml_text
 from specpim_cp.mix.brute import MixEnumeration
 from specpim_cp.mix.compare import MEDIAN, PAPI_HALF, PAPI_MIX, PER_CELL
 from specpim_cp.mix.exact import solve_mix
+from specpim_cp.mix.result import MixOptions
 from specpim_cp.mix.spec import check_mix_capacity, load_mix, mix_value
 from specpim_cp.physics.evaluate import Evaluator
 from specpim_cp.problem.builtin_sets import builtin_sets
@@ -30,7 +31,7 @@ from specpim_cp.runs.instances import BatchOptions
 from specpim_cp.runs.mixes import is_mix_file, plan_mixes
 from specpim_cp.runs.records import Record
 from specpim_cp.runs.store import read_records
-from specpim_cp.solvers.exact import solve
+from specpim_cp.solvers.exact import SolverOptions, solve
 
 # A verifier and a drafter on one device each; two memory types with two PIM units (four shared
 # architectures), one PIM share level: small enough for brute force.
@@ -99,6 +100,8 @@ batch_size = 64
 weight = 1
 """
 OBJECTIVES = ("latency", "energy", "regret")
+#: Deterministic solves, 30 units for the mix model and for each single-cell solve.
+OPTIONS = MixOptions(SolverOptions(30, deterministic=True), cell_time_limit_s=30)
 
 
 def _base(memories: str = '"hbm", "gddr"', pim_units: int | None = 2) -> str:
@@ -127,8 +130,7 @@ def solved(folder):
 
     def get(stem: str, objective: str):
         if (stem, objective) not in cache:
-            cache[stem, objective] = solve_mix(load_mix(folder / f"{stem}.toml"), objective=objective,
-                                               deterministic=True, time_limit_s=30, cell_time_limit_s=30)
+            cache[stem, objective] = solve_mix(load_mix(folder / f"{stem}.toml"), objective, OPTIONS)
         return cache[stem, objective]
 
     return get
@@ -153,13 +155,13 @@ def enumerated(folder):
 def test_one_cell_equals_solve(folder, objective):
     one = load_mix(_write(folder, "one.toml", _mix_file("one", cells="[[mix.cells]]\nbatch_size = 4\nweight = 0.3\n")))
     assert len(one.cells) == 1
-    res = solve_mix(one, objective=objective, deterministic=True, time_limit_s=30, cell_time_limit_s=30)
-    alone = solve(one.cells[0].scenario, objective=objective, deterministic=True, time_limit_s=30)
+    res = solve_mix(one, objective, OPTIONS)
+    alone = solve(one.cells[0].scenario, objective=objective, options=OPTIONS.solver)
     assert res.report.status == alone.report.status == "OPTIMAL"
     assert res.report.objective == alone.report.objective
     assert res.evaluations[0].metrics.objective(objective) == alone.evaluation.metrics.objective(objective)
     if objective == "latency":
-        regret = solve_mix(one, objective="regret", deterministic=True, time_limit_s=30, cell_time_limit_s=30)
+        regret = solve_mix(one, "regret", OPTIONS)
         assert regret.report.objective == 1
 
 
@@ -420,7 +422,6 @@ def test_single_copy_design_fits_where_the_cells_optima_do_not(folder):
     from specpim_cp.mix import exact as M
     from specpim_cp.mix.cells import FixedHardware
     from specpim_cp.mix.spec import check_mix_capacity
-    from specpim_cp.solvers.exact.solve import SolverOptions
 
     mix = load_mix(folder / "coupled.toml")
     catalog = default_catalog()
@@ -439,7 +440,7 @@ def test_single_copy_design_fits_where_the_cells_optima_do_not(folder):
         except ScenarioError:
             coupled.append((archs, evals))
     assert coupled, "the COUPLED mix must have a hardware where the tensor-copy rule binds"
-    optimum = solve_mix(mix, deterministic=True, time_limit_s=30, cell_time_limit_s=30).report.objective
+    optimum = solve_mix(mix, options=OPTIONS).report.objective
     for archs, evals in coupled:
         single = M._single_copy(run, fixed, tuple(archs), evals, "latency", [Fraction(1)] * len(evals))
         assert single is not None
@@ -466,10 +467,10 @@ def test_infeasible_answer_on_a_model_with_a_known_design_is_re_solved(folder, m
         return status
 
     mix = load_mix(folder / "small.toml")
-    baseline = solve_mix(mix, deterministic=True, time_limit_s=30, cell_time_limit_s=30)
+    baseline = solve_mix(mix, options=OPTIONS)
     optima = list(baseline.optima)
     monkeypatch.setattr(M.cp_model.CpSolver, "solve", first_says_infeasible)
-    res = solve_mix(mix, deterministic=True, time_limit_s=30, cell_time_limit_s=30, optima=optima)
+    res = solve_mix(mix, options=OPTIONS, optima=optima)
     assert calls[:2] == [True, False]
     assert any("re-solved without presolve" in s["stage"] for s in res.report.extra["stages"])
     assert res.report.objective == baseline.report.objective
@@ -482,12 +483,12 @@ def test_claims_fall_back_to_each_cells_own_model(folder, monkeypatch):
     from specpim_cp.solvers.exact.solve import ModelMismatch
 
     mix = load_mix(folder / "small.toml")
-    first = solve_mix(mix, deterministic=True, time_limit_s=30, cell_time_limit_s=30)
+    first = solve_mix(mix, options=OPTIONS)
 
     def slow(*args, **kwargs):
         raise ModelMismatch("the mix model rejects its own design (FEASIBLE)")
 
     monkeypatch.setattr(M, "_tight_claims_whole", slow)
-    again = solve_mix(mix, deterministic=True, time_limit_s=30, cell_time_limit_s=30, optima=list(first.optima))
+    again = solve_mix(mix, options=OPTIONS, optima=list(first.optima))
     assert again.report.extra["claimed"] == first.report.extra["claimed"]
     assert again.report.objective == first.report.objective

@@ -18,7 +18,7 @@ from specpim_cp.problem.mapping_rules import rule_placement
 from specpim_cp.problem.operators import LAYER_OPS
 from specpim_cp.problem.scenario import Scenario, load_scenario, parse_scenario
 from specpim_cp.solvers import baselines
-from specpim_cp.solvers.exact import solve
+from specpim_cp.solvers.exact import SolverOptions, solve
 from specpim_cp.views.schedule_picture import schedule_figure, schedule_picture
 
 EXAMPLES = Path(__file__).resolve().parents[1] / "benchmarks" / "examples"
@@ -44,7 +44,7 @@ def cases() -> dict[str, tuple[Scenario, Design]]:
     out = {}
     for name in ("gpt2-staged", "opt-13b", "palm-8b"):  # palm: a parallel block with concurrent PIM shares
         sc = _example(name)
-        out[name] = (sc, solve(sc, deterministic=True).design)
+        out[name] = (sc, solve(sc, options=SolverOptions(deterministic=True)).design)
     sc = _example("llama-13b")
     out["llama-13b"] = (sc, baselines.attention_offload(sc).design)  # host reads contend with PIM
     sc = _example("llama-32.5b-three-drafters")

@@ -23,7 +23,7 @@ from specpim_cp.problem.scenario import parse_scenario
 from specpim_cp.problem.space import DesignSpace
 from specpim_cp.solvers.baselines import gpu_si, gpu_si_trees
 from specpim_cp.solvers.brute import brute_force
-from specpim_cp.solvers.exact import solve
+from specpim_cp.solvers.exact import SolverOptions, solve
 
 
 def tree_scenario(k: int, **extra) -> dict:
@@ -55,7 +55,7 @@ def tree_scenario(k: int, **extra) -> dict:
 @pytest.mark.parametrize("k", range(5))
 def test_cp_sat_optimum_equals_brute_force_with_trees(k):
     sc = parse_scenario(tree_scenario(k))
-    exact = solve(sc, deterministic=True, time_limit_s=60)
+    exact = solve(sc, options=SolverOptions(60, deterministic=True))
     brute = brute_force(sc)
     assert exact.report.status == "OPTIMAL"
     assert exact.report.objective == brute.report.objective
@@ -65,11 +65,11 @@ def test_cp_sat_optimum_equals_brute_force_with_trees(k):
 def test_the_host_only_optimum_drafts_a_tree():
     """On plain memory the verifier's pass costs little more for a few more tokens: a tree pays."""
     sc = parse_scenario(tree_scenario(0))
-    res = solve(sc, deterministic=True, time_limit_s=60)
+    res = solve(sc, options=SolverOptions(60, deterministic=True))
     assert res.design.drafters[0].tree is not None
     # and the chain-only space is strictly worse
     chains = parse_scenario(tree_scenario(0, space={**tree_scenario(0)["space"], "trees": "off"}))
-    assert solve(chains, deterministic=True, time_limit_s=60).report.objective > res.report.objective
+    assert solve(chains, options=SolverOptions(60, deterministic=True)).report.objective > res.report.objective
 
 
 def test_space_counts_and_pairing_rule():
@@ -130,7 +130,7 @@ def test_tree_choice_equals_sequoias_dynamic_program(draft_ns, monkeypatch):
 
 def test_simulation_along_the_optimal_tree_agrees():
     sc = parse_scenario(tree_scenario(4))
-    res = solve(sc, deterministic=True, time_limit_s=60)
+    res = solve(sc, options=SolverOptions(60, deterministic=True))
     assert res.design.drafters[0].tree is not None and res.design.pipeline
     sim = simulate_design(sc, res.design, rounds=100_000, seed=3)
     assert sim.simulation.tokens_agree() and sim.simulation.time_agree()
@@ -140,7 +140,7 @@ def test_simulation_along_the_optimal_tree_agrees():
 def test_tree_baseline_never_beats_the_optimum_and_never_loses_to_gpu_si():
     sc = parse_scenario(tree_scenario(0, space={"share_levels": 1}))  # the baselines' hardware is in the space
     trees, chains = gpu_si_trees(sc), gpu_si(sc)
-    opt = solve(sc, deterministic=True, time_limit_s=60)
+    opt = solve(sc, options=SolverOptions(60, deterministic=True))
     assert trees.metrics.objective(sc.objective) <= chains.metrics.objective(sc.objective)
     assert opt.report.objective <= trees.metrics.objective(sc.objective)
 
@@ -187,7 +187,7 @@ def test_bad_tree_inputs_are_one_line_errors(tmp_path):
 
 def test_a_tree_design_round_trips_through_json(tmp_path):
     sc = parse_scenario(tree_scenario(0))
-    res = solve(sc, deterministic=True, time_limit_s=60)
+    res = solve(sc, options=SolverOptions(60, deterministic=True))
     out = tmp_path / "d.json"
     out.write_text(json.dumps(res.design.model_dump(mode="json")))
     scen = tmp_path / "s.toml"
@@ -246,4 +246,4 @@ def test_the_heuristic_searches_tree_genes():
     res = run_heuristic(sc, budget=BUDGETS["quick"], seed=1)
     assert DesignSpace(sc, default_catalog()).violations(res.design) == []
     assert res.design.drafters[0].tree is not None
-    assert res.report.objective >= solve(sc, deterministic=True, time_limit_s=60).report.objective
+    assert res.report.objective >= solve(sc, options=SolverOptions(60, deterministic=True)).report.objective

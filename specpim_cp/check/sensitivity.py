@@ -22,6 +22,7 @@ from specpim_cp.catalog import Catalog
 from specpim_cp.physics.evaluate import Evaluator
 from specpim_cp.problem.design import Design
 from specpim_cp.problem.scenario import Scenario, scenario_catalog
+from specpim_cp.solvers.exact.solve import SolverOptions
 from specpim_cp.views.figures import new_figure, save_figure
 
 #: Constants that change only energy (never a latency), by spec kind.
@@ -107,15 +108,17 @@ def uncertain_constants(scenario: Scenario, catalog: Catalog) -> list[Constant]:
     return out
 
 
-def sensitivity(scenario: Scenario, catalog: Catalog | None = None, *, time_limit_s: float = 60.0, seed: int = 0,
+def sensitivity(scenario: Scenario, catalog: Catalog | None = None, *, options: SolverOptions | None = None,
                 on_point: Callable[[str], None] | None = None) -> SensitivityResult:
-    """Solve the scenario nominally, then once per constant end (see the module docstring)."""
+    """Solve the scenario nominally, then once per constant end (see the module docstring), each solve
+    with `options` (default: 60 deterministic time units, one worker, seed 0)."""
     from specpim_cp.solvers.exact import solve
     from specpim_cp.views.tables import design_summary
 
     catalog = catalog or scenario_catalog(scenario)
+    options = options or SolverOptions(deterministic=True)
     objective = scenario.objective
-    base = solve(scenario, time_limit_s=time_limit_s, seed=seed, deterministic=True, catalog=catalog)
+    base = solve(scenario, options=options, catalog=catalog)
     nominal = base.report.objective
     nominal_energy = base.evaluation.metrics.energy_fraction()
     base_summary = design_summary(scenario, base.design)
@@ -126,8 +129,7 @@ def sensitivity(scenario: Scenario, catalog: Catalog | None = None, *, time_limi
             sc, cat = const.apply(value)
             resolved = not (const.energy_only and objective == "latency")
             if resolved:
-                res = solve(sc, time_limit_s=time_limit_s, seed=seed, deterministic=True, catalog=cat,
-                            hint=_in_space(base.design, sc, cat))
+                res = solve(sc, options=options, catalog=cat, hint=_in_space(base.design, sc, cat))
                 design, metrics = res.design, res.evaluation.metrics
             else:
                 design, metrics = base.design, Evaluator(sc, cat).evaluate(base.design).metrics

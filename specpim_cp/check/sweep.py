@@ -19,6 +19,7 @@ from specpim_cp.errors import ScenarioError
 from specpim_cp.files import write_atomic
 from specpim_cp.problem.design import Design
 from specpim_cp.problem.scenario import Scenario
+from specpim_cp.solvers.exact.solve import SolverOptions
 from specpim_cp.views.figures import new_figure, save_figure
 from specpim_cp.views.tables import draft_text, md_table, table
 
@@ -114,12 +115,13 @@ def design_changes(prev: Design | None, cur: Design | None) -> list[str]:
 
 
 def sweep_acceptance(scenario: Scenario, alphas: Sequence[float], *, drafter: str | None = None,
-                     time_limit_s: float = 60.0, workers: int = 1, seed: int = 0, deterministic: bool = True,
-                     solver: Solver | None = None,
+                     options: SolverOptions | None = None, solver: Solver | None = None,
                      on_point: Callable[[SweepPoint], None] | None = None) -> SweepResult:
-    """Solve the scenario once per acceptance rate, each warm-started from the previous optimum."""
+    """Solve the scenario once per acceptance rate, each warm-started from the previous optimum, with
+    `options` per solve (default: 60 deterministic time units, one worker, seed 0)."""
     if solver is None:
         from specpim_cp.solvers.exact import solve as solver
+    options = options or SolverOptions(deterministic=True)
     indices = drafter_indices(scenario, drafter)
     points: list[SweepPoint] = []
     prev: Design | None = None
@@ -127,8 +129,7 @@ def sweep_acceptance(scenario: Scenario, alphas: Sequence[float], *, drafter: st
         sc = with_acceptance(scenario, alpha, indices)
         t0 = time.perf_counter()
         try:
-            res = solver(sc, time_limit_s=time_limit_s, workers=workers, seed=seed,
-                         deterministic=deterministic, hint=prev)
+            res = solver(sc, options=options, hint=prev)
         except ScenarioError as exc:
             point = SweepPoint(alpha, "INFEASIBLE", None, None, None, time.perf_counter() - t0, None,
                                error=str(exc))

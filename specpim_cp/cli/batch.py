@@ -252,6 +252,7 @@ def sweep(scenario: str, acceptance: str, drafter: str | None, out: str | None, 
     from tqdm import tqdm
 
     from specpim_cp.check.sweep import format_sweep, parse_range, sweep_acceptance, write_sweep
+    from specpim_cp.solvers.exact import SolverOptions
 
     sc = load(scenario, catalog_files)  # the scenario carries its catalog files: every solve uses them
     alphas = parse_range(acceptance)
@@ -259,8 +260,9 @@ def sweep(scenario: str, acceptance: str, drafter: str | None, out: str | None, 
     t0 = time.perf_counter()
     with tqdm(total=len(alphas), desc=f"sweep {sc.name}", unit="point", file=sys.stderr,
               disable=not sys.stderr.isatty()) as bar:  # no bar in a log
-        result = sweep_acceptance(sc, alphas, drafter=drafter, time_limit_s=time_limit, workers=workers,
-                                  seed=seed, deterministic=deterministic, on_point=lambda _: bar.update(1))
+        result = sweep_acceptance(sc, alphas, drafter=drafter,
+                                  options=SolverOptions(time_limit, workers, seed, deterministic),
+                                  on_point=lambda _: bar.update(1))
     files = write_sweep(result, out_dir)
     click.echo(format_sweep(result))
     for k, p in enumerate(result.change_points()):

@@ -72,7 +72,9 @@ def solve_mix(mix, objective, time_limit, cell_time_limit, workers, seed, determ
     """
     from specpim_cp.mix.exact import solve_mix as run
     from specpim_cp.mix.policy import write_policy_dir
+    from specpim_cp.mix.result import MixOptions
     from specpim_cp.mix.text import format_mix
+    from specpim_cp.solvers.exact import SolverOptions
 
     check_time_limit(time_limit)
     check_time_limit(cell_time_limit, "--cell-time-limit")
@@ -80,10 +82,9 @@ def solve_mix(mix, objective, time_limit, cell_time_limit, workers, seed, determ
     check_writable(output, "-o")
     check_writable(policy_dir, "--policy-dir")
     mx, cat = load_mix_arg(mix, catalog_files)
+    options = MixOptions(SolverOptions(time_limit, workers, seed, deterministic), cell_time_limit_s=cell_time_limit)
     with Progress(f"solve-mix {mx.name}") as bar:
-        res = run(mx, objective=objective, time_limit_s=time_limit, cell_time_limit_s=cell_time_limit,
-                  workers=workers, seed=seed, deterministic=deterministic, catalog=cat,
-                  on_stage=bar.show if bar else None)
+        res = run(mx, objective, options, catalog=cat, on_stage=bar.show if bar else None)
     if policy_dir is not None:
         write_policy_dir(res, policy_dir)
     if output is not None:

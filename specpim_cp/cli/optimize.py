@@ -132,12 +132,13 @@ def solve(scenario, objective, time_limit, workers, seed, deterministic, method,
             raise ScenarioError("--hint: brute force enumerates every design; a hint is for --method cp-sat")
         res = brute_force(sc, objective=objective, catalog=cat)
     else:
+        from specpim_cp.solvers.exact import SolverOptions
         from specpim_cp.solvers.exact import solve as cp_solve
 
         hint = _warm_start(sc, hint_path, warm_start, seed, cat)
         with Progress("solve") as bar:
-            res = cp_solve(sc, objective=objective, time_limit_s=time_limit, workers=workers, seed=seed,
-                           deterministic=deterministic, hint=hint, catalog=cat, on_progress=_solve_hook(bar))
+            res = cp_solve(sc, objective=objective, options=SolverOptions(time_limit, workers, seed, deterministic),
+                           hint=hint, catalog=cat, on_progress=_solve_hook(bar))
     emit(res.to_json() if as_json else format_solve(sc, res), output)
 
 
@@ -156,7 +157,7 @@ def pareto(scenario, time_limit, workers, seed, deterministic, output, catalog_f
     import csv
     import io
 
-    from specpim_cp.solvers.exact import pareto_front
+    from specpim_cp.solvers.exact import SolverOptions, pareto_front
     from specpim_cp.views.tables import design_summary
 
     check_time_limit(time_limit)
@@ -164,8 +165,8 @@ def pareto(scenario, time_limit, workers, seed, deterministic, output, catalog_f
     check_writable(output, "-o")
     sc, cat = load_with_catalog(scenario, catalog_files)
     with Progress("pareto") as bar:
-        front = pareto_front(sc, time_limit_s=time_limit, workers=workers, seed=seed, deterministic=deterministic,
-                             catalog=cat, on_progress=_solve_hook(bar))
+        front = pareto_front(sc, options=SolverOptions(time_limit, workers, seed, deterministic), catalog=cat,
+                             on_progress=_solve_hook(bar))
     buf = io.StringIO()
     w = csv.writer(buf)
     w.writerow(["latency_ns_per_token", "energy_pj_per_token", "edp_ns_pj_per_token2", "round_time_ns",
@@ -240,6 +241,7 @@ def heuristic(scenario, budget, seed, polish, as_json, output, catalog_files) ->
 def compare(scenario, budget, time_limit, seed, catalog_files) -> None:
     """Exact optimum (with proof) vs the heuristic (gap, time) vs the baselines, side by side."""
     from specpim_cp.solvers.baselines import run_baselines
+    from specpim_cp.solvers.exact import SolverOptions
     from specpim_cp.solvers.exact import solve as cp_solve
     from specpim_cp.views.tables import HUMAN_UNITS, design_lines, host_line, human_objective, table
 
@@ -248,7 +250,7 @@ def compare(scenario, budget, time_limit, seed, catalog_files) -> None:
     sc, cat = load_with_catalog(scenario, catalog_files)
     heur = _run_heuristic(sc, bud, seed, f"compare: heuristic ({budget})", cat)
     with Progress("compare: exact") as bar:
-        exact = cp_solve(sc, time_limit_s=time_limit, seed=seed, deterministic=True, hint=heur.design,
+        exact = cp_solve(sc, options=SolverOptions(time_limit, seed=seed, deterministic=True), hint=heur.design,
                          catalog=cat, on_progress=_solve_hook(bar))
     opt = exact.report.objective
     obj = sc.objective
@@ -292,6 +294,7 @@ def sensitivity(scenario, time_limit, seed, plot_path, as_json, catalog_files) -
     """Re-solve with each uncertain constant at its low and high source value: a tornado table."""
     from specpim_cp.check.sensitivity import format_sensitivity, plot_tornado, uncertain_constants
     from specpim_cp.check.sensitivity import sensitivity as run
+    from specpim_cp.solvers.exact import SolverOptions
 
     check_time_limit(time_limit)
     check_writable(plot_path, "--plot")
@@ -309,7 +312,8 @@ def sensitivity(scenario, time_limit, seed, plot_path, as_json, catalog_files) -
             n[0] += 1
             bar.show(f"{n[0]}/{2 * len(constants)} ends solved, last: {label}")
 
-        result = run(sc, cat, time_limit_s=time_limit, seed=seed, on_point=on_point if bar else None)
+        result = run(sc, cat, options=SolverOptions(time_limit, seed=seed, deterministic=True),
+                     on_point=on_point if bar else None)
     if plot_path:
         plot_tornado(result, plot_path)
     if as_json:

@@ -11,6 +11,7 @@ from __future__ import annotations
 import multiprocessing
 from collections.abc import Callable, Sequence
 from concurrent.futures import ProcessPoolExecutor
+from dataclasses import replace
 
 from specpim_cp.catalog import Catalog, default_catalog
 from specpim_cp.errors import ScenarioError
@@ -29,10 +30,9 @@ def cell_kind(objective: str) -> str:
     return "energy" if objective == "energy" else "latency"
 
 
-def _own_optimum(args: tuple[Scenario, str, dict]) -> SolveResult:
+def _own_optimum(args: tuple[Scenario, str, SolverOptions]) -> SolveResult:
     scenario, kind, opts = args
-    return solve_scenario(scenario, objective=kind, time_limit_s=opts["time_limit_s"], workers=1, seed=opts["seed"],
-                          deterministic=opts["deterministic"])
+    return solve_scenario(scenario, objective=kind, options=opts)
 
 
 def cell_optima(mix: Mix, objective: str, opts: SolverOptions, jobs: int = 1,
@@ -40,7 +40,8 @@ def cell_optima(mix: Mix, objective: str, opts: SolverOptions, jobs: int = 1,
     """Each cell's own optimum over the whole space (any hardware), `jobs` cells at a time (each solve
     on one CP-SAT worker, so the results do not depend on `jobs`)."""
     kind = cell_kind(objective)
-    tasks = [(c.scenario, kind, opts.as_dict()) for c in mix.cells]
+    one_worker = replace(opts, workers=1)
+    tasks = [(c.scenario, kind, one_worker) for c in mix.cells]
     out: list[SolveResult] = []
     try:
         if jobs <= 1 or len(tasks) == 1:

@@ -21,7 +21,7 @@ from fractions import Fraction
 
 from specpim_cp.catalog import Catalog
 from specpim_cp.errors import ScenarioError
-from specpim_cp.mix.result import Comparison
+from specpim_cp.mix.result import Comparison, HardwareResult
 from specpim_cp.mix.spec import Mix, cell_metric, check_mix_capacity, median_cell, mix_value, regret
 from specpim_cp.physics.evaluate import Evaluation, Evaluator, Metrics
 from specpim_cp.physics.rounds import pass_tokens
@@ -162,7 +162,7 @@ def references(mix: Mix, evaluators: Sequence[Evaluator], objective: str, own: S
 
 def compare(mix: Mix, evaluators: Sequence[Evaluator], objective: str, own: Sequence[Fraction],
             optima: Sequence[SolveResult], archs: Sequence[ArchConfig], refs: Sequence[Comparison],
-            median) -> list[Comparison]:
+            median: HardwareResult | None) -> list[Comparison]:
     """(a) per-cell optima, (b) median-cell hardware (`median`: the driver's HardwareResult on it), (c) the
     PAPI-style rule on half-PIM HBM and on the mix hardware `archs`, (d) GPU-SI, in that order."""
     per_cell = _comparison(PER_CELL, "every cell on its own optimal hardware (a lower bound for one hardware)", mix,
@@ -178,7 +178,7 @@ def compare(mix: Mix, evaluators: Sequence[Evaluator], objective: str, own: Sequ
                                error=f"no mix design fits{where} ({'not run' if median is None else median.status})")
     else:
         median_c = _comparison(MEDIAN, desc, mix, median.evaluations, objective, own,
-                               {"median_cell": med.index, "status": median.status, "how": median.how})
+                               {"median_cell": med.index, "status": median.status, "how": median.how.value})
     rule_mix = papi_rule(mix, evaluators, archs, objective, own, PAPI_MIX,
                          "the PAPI-style rule on the mix-optimal hardware (a model without PIM units keeps every "
                          "operator on the host)")

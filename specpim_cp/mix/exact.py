@@ -14,6 +14,7 @@ from __future__ import annotations
 import time
 from collections.abc import Callable, Sequence
 from dataclasses import dataclass
+from enum import Enum
 from fractions import Fraction
 
 from ortools.sat.python import cp_model
@@ -27,7 +28,18 @@ from specpim_cp.mix.model import (
     MixModel,
     ObjectivePlan,
 )
-from specpim_cp.mix.result import MixReport, MixResult
+from specpim_cp.mix.result import (
+    CellClaim,
+    Comparison,
+    HardwareResult,
+    HowFound,
+    MixOptions,
+    MixReport,
+    MixResult,
+    MixSolveLog,
+    MixStage,
+    StageSolve,
+)
 from specpim_cp.mix.spec import (
     MIX_OBJECTIVES,
     WEIGHT_OPS,
@@ -73,7 +85,7 @@ class _MixRun:
         self.opts = opts
         self.budget = TimeBudget(opts)
         self.on_stage = on_stage
-        self.stages: list[dict] = []
+        self.stages: list[MixStage] = []
         self.last_status = ""
 
     def say(self, text: str) -> None:
@@ -118,8 +130,8 @@ class _MixRun:
         status = solver.solve(model)
         self.budget.charge(solver)
         if status == cp_model.INFEASIBLE and known_feasible:  # a presolve bug (9.15: #5274 class): re-solve
-            self.stages.append({"stage": "CP-SAT returned INFEASIBLE on a model with a known feasible design; "
-                                         "re-solved without presolve", "wall_s": round(solver.wall_time, 3)})
+            self.stages.append(MixStage("CP-SAT returned INFEASIBLE on a model with a known feasible design; "
+                                        "re-solved without presolve", round(solver.wall_time, 3)))
             solver.parameters.cp_model_presolve = False
             status = solver.solve(model)
             self.budget.charge(solver)
@@ -133,8 +145,8 @@ class _MixRun:
             extra(model)
         total = sum(model.get_int_var_from_proto_index(sm.T.index) for sm in self.mm.cells)
         status, solver = self.run(model, total, None, first_solution=True)
-        self.stages.append({"stage": "first feasible mix design", "status": solver.status_name(status),
-                            "wall_s": round(solver.wall_time, 3)})
+        self.stages.append(MixStage("first feasible mix design", round(solver.wall_time, 3),
+                                    solver.status_name(status)))
         self.last_status = solver.status_name(status)
         if status not in (cp_model.OPTIMAL, cp_model.FEASIBLE):
             return None
@@ -157,12 +169,11 @@ class _MixRun:
         status, solver = self.run(model, obj, self.mm.decision_literals(incumbent), limit=limit,
                                   known_feasible=True)
         found = status in (cp_model.OPTIMAL, cp_model.FEASIBLE)
-        self.stages.append({"stage": name, "status": solver.status_name(status),
-                            "wall_s": round(time.perf_counter() - t0, 3), "solver_wall_s": round(solver.wall_time, 3),
-                            "deterministic_time": round(solver.deterministic_time, 3), "scale": plan.scale,
-                            "variables": len(model.proto.variables), "constraints": len(model.proto.constraints),
-                            "cp_objective": int(solver.objective_value) if found else None,
-                            "cp_bound": int(solver.best_objective_bound) if found else None})
+        numbers = StageSolve(round(solver.wall_time, 3), round(solver.deterministic_time, 3), plan.scale,
+                             len(model.proto.variables), len(model.proto.constraints),
+                             int(solver.objective_value) if found else None,
+                             int(solver.best_objective_bound) if found else None)
+        self.stages.append(MixStage(name, round(time.perf_counter() - t0, 3), solver.status_name(status), numbers))
         if not found:
             return _Stage(solver.status_name(status), None, None, None, plan)
         return _Stage(solver.status_name(status), self.mm.decode(solver.boolean_value), int(solver.objective_value),
@@ -170,7 +181,7 @@ class _MixRun:
 
 
 def tight_claims(mm: MixModel, designs: Sequence[Design], opts: SolverOptions,
-                 cell_model: Callable[[int], SpecModel] | None = None) -> list[dict]:
+                 cell_model: Callable[[int], SpecModel] | None = None) -> list[CellClaim]:
     """Per cell, (round ns, energy nJ, tokens micro) the mix model computes for `designs` with every
     decision fixed: round times minimised first, then energies (as `solve.tight_claim` per scenario).
     The layer schedules are still free then; when the whole mix model does not prove its tight values in
@@ -186,12 +197,11 @@ def tight_claims(mm: MixModel, designs: Sequence[Design], opts: SolverOptions,
 
     out = []
     for c, d in enumerate(designs):
-        t, e, tok = tight_claim(cell_model(c), d, opts)
-        out.append({"round_time_ns": t, "energy_nj_per_round": e, "tokens_per_round_micro": tok})
+        out.append(CellClaim(*tight_claim(cell_model(c), d, opts)))
     return out
 
 
-def _tight_claims_whole(mm: MixModel, designs: Sequence[Design], opts: SolverOptions) -> list[dict]:
+def _tight_claims_whole(mm: MixModel, designs: Sequence[Design], opts: SolverOptions) -> list[CellClaim]:
     model = mm.m.clone()
     for v, val in mm.decision_literals(designs):
         model.add(model.get_bool_var_from_proto_index(v.index) == val)
@@ -213,36 +223,23 @@ def _tight_claims_whole(mm: MixModel, designs: Sequence[Design], opts: SolverOpt
     status = solver.solve(model)
     if status != cp_model.OPTIMAL:
         raise ModelMismatch(f"the mix model rejects its own design's energy ({solver.status_name(status)})")
-    return [{"round_time_ns": t, "energy_nj_per_round": solver.value(e),
-             "tokens_per_round_micro": sm.stats[sm.choice_index(d)].tokens_micro}
+    return [CellClaim(t, solver.value(e), sm.stats[sm.choice_index(d)].tokens_micro)
             for t, e, sm, d in zip(ts, E, mm.cells, designs, strict=True)]
 
 
 def verify_mix(mm: MixModel, designs: Sequence[Design], opts: SolverOptions,
-               cell_model: Callable[[int], SpecModel] | None = None) -> tuple[list[Evaluation], list[dict]]:
+               cell_model: Callable[[int], SpecModel] | None = None) -> tuple[list[Evaluation], list[CellClaim]]:
     """Re-price every cell with the evaluator and require exact agreement with the mix model's claims;
     check the tensor-copy capacity independently (`mix.check_mix_capacity`)."""
     check_mix_capacity(mm.mix, mm.evaluators, designs)
     evaluations = [ev.evaluate(d) for ev, d in zip(mm.evaluators, designs, strict=True)]
     claims = tight_claims(mm, designs, opts, cell_model)
     for c, (e, claim) in enumerate(zip(evaluations, claims, strict=True)):
-        m = e.metrics
-        actual = {"round_time_ns": m.round_time_ns, "energy_nj_per_round": m.energy_nj_per_round,
-                  "tokens_per_round_micro": m.tokens_per_round_micro}
+        actual = CellClaim.of(e.metrics)
         if claim != actual:
-            raise ModelMismatch(f"mix.cells[{c}]: the mix model claims {claim} but the evaluator prices {actual}")
+            raise ModelMismatch(f"mix.cells[{c}]: the mix model claims {claim.as_dict()} but the evaluator prices "
+                                f"{actual.as_dict()}")
     return evaluations, claims
-
-
-@dataclass
-class HardwareResult:
-    """The best per-cell dataflow found on one fixed hardware, and how it was found."""
-
-    archs: tuple[ArchConfig, ...]
-    status: str  # OPTIMAL | FEASIBLE | INFEASIBLE | UNKNOWN
-    evaluations: list[Evaluation] | None
-    how: str  # "per cell" (the cells' separate optima fit together) | "mix model, hardware fixed"
-    value: Fraction | None = None
 
 
 def fixed_arch(mm: MixModel, archs: Sequence[ArchConfig]):
@@ -266,25 +263,25 @@ def best_on_hardware(run: _MixRun, fixed: FixedHardware, archs: Sequence[ArchCon
     archs = tuple(archs)
     status, evals = fixed.all(archs)
     if evals is None:
-        return HardwareResult(archs, status, None, "per cell")
+        return HardwareResult(archs, status, None, HowFound.PER_CELL)
     designs = [e.design for e in evals]
     try:
         check_mix_capacity(run.mm.mix, run.mm.evaluators, designs)
         run.mm.decision_literals(designs)
         value = mix_value(run.mm.mix, [e.metrics for e in evals], objective, own)
-        return HardwareResult(archs, status, evals, "per cell", value)
+        return HardwareResult(archs, status, evals, HowFound.PER_CELL, value)
     except ScenarioError:
         pass
     single = _single_copy(run, fixed, archs, evals, objective, own)
     if not exact:
         if single is None:
-            return HardwareResult(archs, "UNKNOWN", None, "one weight copy per operator")
-        return HardwareResult(archs, "FEASIBLE", single, "one weight copy per operator",
+            return HardwareResult(archs, "UNKNOWN", None, HowFound.SINGLE_COPY)
+        return HardwareResult(archs, "FEASIBLE", single, HowFound.SINGLE_COPY,
                               mix_value(run.mm.mix, [e.metrics for e in single], objective, own))
     if status == "OPTIMAL":  # each cell's proven optimum on this hardware bounds it here (MIX-7, tighter)
         kind = cell_kind(objective)
         lows = [max(lo, cell_metric(e.metrics, kind)) for lo, e in zip(lows, evals, strict=True)]
-    how = "mix model, hardware fixed"
+    how = HowFound.MIX_MODEL
     extra = fixed_arch(run.mm, archs)
     start = [e.design for e in single] if single is not None else run.first_incumbent(extra)
     if start is None:
@@ -368,10 +365,36 @@ def _median_fallback(run: _MixRun, fixed: FixedHardware, tried: list[HardwareRes
     return median_archs
 
 
+class CandidateReason(Enum):
+    """Why a hardware is tried before the mix model; the candidates are tried in this order."""
+
+    MEDIAN_OPTIMUM = "median cell's optimum"  # solved exactly: comparison (b) is measured on it
+    CELL_OPTIMUM = "cell's optimum"  # a cell's own optimal hardware (a warm start)
+    LOWEST_BOUND = "lowest bound"  # among the `screen` lowest MIX-10/11 bounds (a warm start)
+
+
+@dataclass(frozen=True)
+class Candidate:
+    """A hardware worth a per-cell solve before the mix model."""
+
+    bound: float  # its MIX-10/11 bound (0.0 without the cuts)
+    archs: tuple[ArchConfig, ...]
+    reason: CandidateReason
+    cell: int | None = None  # whose optimum it is (the median cell's, or a cell's own)
+
+    @property
+    def why(self) -> str:
+        """The reason as the stage messages state it."""
+        if self.reason is CandidateReason.CELL_OPTIMUM:
+            return f"cell {self.cell}'s optimum"
+        return self.reason.value
+
+
 def candidate_hardware(mm: MixModel, optima: Sequence[SolveResult], objective: str, own: Sequence[Fraction],
-                       screen: int) -> list[tuple[float, tuple[ArchConfig, ...], str]]:
-    """Hardware worth a per-cell solve before the mix model, best bound first: each cell's own optimal
-    hardware, the weighted-median cell's, and the `screen` tuples with the lowest MIX-10/11 bound."""
+                       screen: int) -> list[Candidate]:
+    """Hardware worth a per-cell solve before the mix model, in the order tried (`CandidateReason`): the
+    weighted-median cell's optimal hardware, each cell's own, and the `screen` tuples with the lowest
+    MIX-10/11 bound; best bound first within each reason."""
     from specpim_cp.mix.spec import median_cell
 
     archs = [list(xs) for xs in mm.x]
@@ -383,112 +406,118 @@ def candidate_hardware(mm: MixModel, optima: Sequence[SolveResult], objective: s
             return 0.0
         return float(grid[tuple(archs[j].index(a) for j, a in enumerate(t))])
 
-    out: dict[tuple[ArchConfig, ...], str] = {}
+    out: dict[tuple[ArchConfig, ...], tuple[CandidateReason, int | None]] = {}
     med = median_cell(mm.mix)
-    out[tuple(md.arch for _, md in optima[med.index].design.models())] = "median cell's optimum"
+    out[tuple(md.arch for _, md in optima[med.index].design.models())] = (CandidateReason.MEDIAN_OPTIMUM, med.index)
     for r, cell in zip(optima, mm.mix.cells, strict=True):
-        out.setdefault(tuple(md.arch for _, md in r.design.models()), f"cell {cell.index}'s optimum")
+        out.setdefault(tuple(md.arch for _, md in r.design.models()), (CandidateReason.CELL_OPTIMUM, cell.index))
     if grid is not None and screen > 0:
         import numpy as np
 
         flat = np.argsort(grid, axis=None, kind="stable")[:screen]
         for f in flat:
             idx = np.unravel_index(int(f), grid.shape)
-            out.setdefault(tuple(archs[j][k] for j, k in enumerate(idx)), "lowest bound")
-    return sorted(((key(t), t, why) for t, why in out.items()), key=lambda x: x[0])
+            out.setdefault(tuple(archs[j][k] for j, k in enumerate(idx)), (CandidateReason.LOWEST_BOUND, None))
+    order = list(CandidateReason)
+    cands = [Candidate(key(t), t, reason, cell) for t, (reason, cell) in out.items()]
+    return sorted(cands, key=lambda c: (order.index(c.reason), c.bound))
 
 
-def solve_mix(mix: Mix, *, objective: str = "latency", time_limit_s: float = 120.0, cell_time_limit_s: float = 60.0,
-              workers: int = 1, jobs: int | None = None, seed: int = 0, deterministic: bool = False,
-              catalog: Catalog | None = None, comparisons: bool = True, screen: int = 0, cuts: bool = True,
-              on_stage: StageHook | None = None, optima: Sequence[SolveResult] | None = None) -> MixResult:
-    """The mix-optimal shared hardware with per-cell dataflow, its proof (bound, gap) and comparisons.
+class _Phases:
+    """Seconds per phase of a solve, each from the end of the previous one (the report's `phases_s`)."""
 
-    `time_limit_s` bounds the mix model's CP-SAT solves (deterministic time units with `deterministic`),
-    `cell_time_limit_s` each single-cell solve; `jobs` cells are solved alone at a time (default:
-    `workers`); `screen` extra candidate hardwares are tried before the mix model; `cuts` adds MIX-10/11.
-    `optima`: the cells' own optima if already known.
-    """
+    def __init__(self, t0: float):
+        self.last = t0
+        self.seconds: dict[str, float] = {}
+
+    def lap(self, name: str) -> None:
+        now = time.perf_counter()
+        self.seconds[name] = round(now - self.last, 3)
+        self.last = now
+
+
+def _check_mix_options(objective: str, options: MixOptions) -> None:
+    """Input guards of `solve_mix`: a known objective, finite positive time limits, at least one worker."""
     if objective not in MIX_OBJECTIVES:
         raise ScenarioError(f"objective: '{objective}' is not one of {', '.join(MIX_OBJECTIVES)}")
+    time_limit_s, cell_time_limit_s = options.solver.time_limit_s, options.cell_time_limit_s
     if not time_limit_s > 0 or time_limit_s == float("inf"):
         raise ScenarioError(f"time_limit_s: must be a finite number above 0, got {time_limit_s}")
     if not cell_time_limit_s > 0 or cell_time_limit_s == float("inf"):
         raise ScenarioError(f"cell_time_limit_s: must be a finite number above 0, got {cell_time_limit_s}")
-    if workers < 1:
-        raise ScenarioError(f"workers: must be at least 1, got {workers}")
-    t0 = time.perf_counter()
-    catalog = catalog or default_catalog()
-    jobs = workers if jobs is None else max(1, jobs)
-    opts = SolverOptions(time_limit_s, workers, seed, deterministic)
-    cell_opts = SolverOptions(cell_time_limit_s, 1 if jobs > 1 or deterministic else workers, seed, deterministic)
-    phases: dict[str, float] = {}
+    if options.solver.workers < 1:
+        raise ScenarioError(f"workers: must be at least 1, got {options.solver.workers}")
 
-    def lap(name: str, since: float) -> float:
-        now = time.perf_counter()
-        phases[name] = round(now - since, 3)
-        return now
 
-    # 1. every cell alone: regret denominators, lower bounds (MIX-7), comparison (a)
-    if optima is None:
-        optima = cell_optima(mix, objective, cell_opts, jobs, on_stage)
-    own = [r.report.objective for r in optima]
-    lows = [r.report.objective if r.report.status == "OPTIMAL" else (r.report.bound or Fraction(0)) for r in optima]
-    t = lap("cells_alone_s", t0)
-    evaluators = [Evaluator(c.scenario, catalog) for c in mix.cells]
-    mm = MixModel(mix, catalog, evaluators)
-    t = lap("build_s", t)
-    if cuts:
-        mm.bounds = ArchBounds(mm.cells, cell_kind(objective))
-        t = lap("bounds_s", t)
-    run = _MixRun(mm, opts, on_stage)
-    # 2. known mix designs: the references and a few hardwares with per-cell dataflow (warm starts)
-    from specpim_cp.mix import compare as mix_compare
-
-    refs = []
-    if comparisons:
-        run.say("GPU-SI and the PAPI-style rule on half-PIM HBM")
-        refs = mix_compare.references(mix, evaluators, objective, own, catalog)
-    t = lap("references_s", t)
-    fixed = FixedHardware(mix, evaluators, objective, cell_opts, catalog)
+def _screen_hardware(run: _MixRun, fixed: FixedHardware, optima: Sequence[SolveResult], refs: Sequence[Comparison],
+                     objective: str, own: Sequence[Fraction], lows: Sequence[Fraction], options: MixOptions
+                     ) -> tuple[list[HardwareResult], tuple[ArchConfig, ...] | None]:
+    """The best dataflow per cell on each candidate hardware (`candidate_hardware`): the median cell's
+    hardware exactly (comparison (b) needs its optimum), the others as warm starts only (their cells'
+    separate optima, or a single-copy design), skipped when MIX-10/11 prove them no better than the best
+    design known, at most MAX_SCREENED of them. Returns the hardware tried and the hardware comparison (b)
+    is measured on."""
+    mm = run.mm
+    time_limit_s = options.solver.time_limit_s
     tried: list[HardwareResult] = []
     best_value: Fraction | None = None
     median_archs = None
-    cands = candidate_hardware(mm, optima, objective, own, screen)
-    # the median cell's hardware first and exactly (comparison (b) needs its optimum), then the cells' own
-    # hardwares and the screened ones by bound, each a warm start only (its cells' separate optima, or a
-    # single-copy design), skipped when MIX-10/11 rule it out
-    cands = [c for c in cands if c[2] == "median cell's optimum"] + \
-        [c for c in cands if c[2].startswith("cell ")] + [c for c in cands if c[2] == "lowest bound"]
+    cands = candidate_hardware(mm, optima, objective, own, options.screen)
     ref_best = _best_incumbent(mm, [list(c.evaluations) for c in refs if c.evaluations is not None], objective, own)
     if ref_best is not None:  # the references already rule out hardware whose bound is above them
         best_value = _exact(mm, ref_best, objective, own)
     screened = 0
-    for rank, (bound, archs, why) in enumerate(cands):
-        median = why == "median cell's optimum"
+    for rank, cand in enumerate(cands):
+        median = cand.reason is CandidateReason.MEDIAN_OPTIMUM
         if median:
-            median_archs = archs
-        elif best_value is not None and bound >= float(best_value):
+            median_archs = cand.archs
+        elif best_value is not None and cand.bound >= float(best_value):
             continue  # MIX-10/11 prove this hardware cannot beat the best one found
         elif screened >= MAX_SCREENED:
             continue  # warm starts only: the mix model settles the rest
         screened += not median
-        run.say(f"hardware {rank + 1}: {', '.join(a.label() for a in archs)} ({why}), best dataflow per cell")
-        hr = best_on_hardware(run, fixed, archs, objective, own, lows, exact=median, limit=SCREEN_SHARE * time_limit_s)
+        run.say(f"hardware {rank + 1}: {', '.join(a.label() for a in cand.archs)} ({cand.why}), best dataflow "
+                "per cell")
+        hr = best_on_hardware(run, fixed, cand.archs, objective, own, lows, exact=median,
+                              limit=SCREEN_SHARE * time_limit_s)
         tried.append(hr)
         if hr.value is not None and (best_value is None or hr.value < best_value):
             best_value = hr.value
     median_archs = _median_fallback(run, fixed, tried, median_archs, objective, own, lows, time_limit_s)
-    t = lap("hardware_screening_s", t)
+    return tried, median_archs
+
+
+def _known_incumbent(run: _MixRun, refs: Sequence[Comparison], tried: Sequence[HardwareResult], objective: str,
+                     own: Sequence[Fraction]) -> list[Design]:
+    """The best mix design known (the references, the hardware tried), else the first feasible one CP-SAT
+    finds; ScenarioError when no shared hardware holds every cell."""
     candidates = [list(c.evaluations) for c in refs if c.evaluations is not None]
     candidates += [hr.evaluations for hr in tried if hr.evaluations is not None]
-    incumbent = _best_incumbent(mm, candidates, objective, own)
+    incumbent = _best_incumbent(run.mm, candidates, objective, own)
     if incumbent is None:
         run.say("searching a first feasible mix design")
         incumbent = run.first_incumbent()
         if incumbent is None:
-            raise ScenarioError(_infeasible_reason(mix))
-    # 3. the mix model, without the hardwares already solved exactly and no better (MIX-12)
+            raise ScenarioError(_infeasible_reason(run.mm.mix))
+    return incumbent
+
+
+@dataclass(frozen=True)
+class _Solved:
+    """What the mix model found: the best mix design and its status, a proven lower bound and the plan
+    (rounding) of the mix model's stage."""
+
+    designs: list[Design]
+    status: str  # OPTIMAL | FEASIBLE
+    bound: Fraction | None  # CP-SAT's (rounding subtracted), or an excluded hardware's value if lower; None: none
+    plan: ObjectivePlan | None
+
+
+def _solve_mix_model(run: _MixRun, incumbent: list[Design], tried: Sequence[HardwareResult], objective: str,
+                     own: Sequence[Fraction], lows: Sequence[Fraction]) -> _Solved:
+    """The mix model, capped by and hinted with the incumbent, without the hardwares already solved exactly
+    and no better (MIX-12); for regret, then the best weighted latency at the optimal regret."""
+    mm = run.mm
     inc_value = _exact(mm, incumbent, objective, own)
     inc_archs = tuple(md.arch for _, md in incumbent[0].models())
     done = [hr for hr in tried if hr.status in ("OPTIMAL", "INFEASIBLE") and hr.archs != inc_archs
@@ -512,37 +541,83 @@ def solve_mix(mix: Mix, *, objective: str = "latency", time_limit_s: float = 120
                         regret_stage2=True)
         if st2.designs is not None and _exact(mm, st2.designs, objective, own) <= _exact(mm, best, objective, own):
             best = st2.designs
-    t = lap("mix_model_s", t)
-    evaluations, claims = verify_mix(mm, best, opts, fixed.cell_model)
-    t = lap("verify_s", t)
-    value = mix_value(mix, [e.metrics for e in evaluations], objective, own)
+    return _Solved(best, status, bound_cp, st.plan)
+
+
+def _reported_bound(mix: Mix, objective: str, lows: Sequence[Fraction], bound_cp: Fraction | None,
+                    value: Fraction) -> Fraction:
+    """The proven lower bound the report states: CP-SAT's, at least the cells' own optima's (1 for regret),
+    at most the design's value."""
     if objective == "regret":
         bound = max(Fraction(1), bound_cp) if bound_cp is not None else Fraction(1)
     else:  # the cells' own optima (or bounds) bound any shared hardware from below
         lower = sum((w * lb for w, lb in zip(mix.weights, lows, strict=True)), Fraction(0)) / sum(mix.weights)
         bound = lower if bound_cp is None else max(lower, bound_cp)
-    bound = min(bound, value)
-    comps: list = []
-    if comparisons:
+    return min(bound, value)
+
+
+def solve_mix(mix: Mix, objective: str = "latency", options: MixOptions | None = None, *,
+              catalog: Catalog | None = None, on_stage: StageHook | None = None,
+              optima: Sequence[SolveResult] | None = None) -> MixResult:
+    """The mix-optimal shared hardware with per-cell dataflow, its proof (bound, gap) and comparisons.
+
+    `options` (default `MixOptions()`): the mix model's CP-SAT options (120 s), each single-cell solve's
+    time limit (60 s), how many cells are solved alone at a time, the screening, the cuts, the comparisons.
+    `optima`: the cells' own optima if already known.
+    """
+    options = options or MixOptions()
+    _check_mix_options(objective, options)
+    t0 = time.perf_counter()
+    catalog = catalog or default_catalog()
+    opts, cell_opts = options.solver, options.cell_solver()
+    phases = _Phases(t0)
+    # 1. every cell alone: regret denominators, lower bounds (MIX-7), comparison (a)
+    if optima is None:
+        optima = cell_optima(mix, objective, cell_opts, options.cell_jobs, on_stage)
+    own = [r.report.objective for r in optima]
+    lows = [r.report.objective if r.report.status == "OPTIMAL" else (r.report.bound or Fraction(0)) for r in optima]
+    phases.lap("cells_alone_s")
+    evaluators = [Evaluator(c.scenario, catalog) for c in mix.cells]
+    mm = MixModel(mix, catalog, evaluators)
+    phases.lap("build_s")
+    if options.cuts:
+        mm.bounds = ArchBounds(mm.cells, cell_kind(objective))
+        phases.lap("bounds_s")
+    run = _MixRun(mm, opts, on_stage)
+    # 2. known mix designs: the references and a few hardwares with per-cell dataflow (warm starts)
+    from specpim_cp.mix import compare as mix_compare
+
+    refs = []
+    if options.comparisons:
+        run.say("GPU-SI and the PAPI-style rule on half-PIM HBM")
+        refs = mix_compare.references(mix, evaluators, objective, own, catalog)
+    phases.lap("references_s")
+    fixed = FixedHardware(mix, evaluators, objective, cell_opts, catalog)
+    tried, median_archs = _screen_hardware(run, fixed, optima, refs, objective, own, lows, options)
+    phases.lap("hardware_screening_s")
+    incumbent = _known_incumbent(run, refs, tried, objective, own)
+    # 3. the mix model, without the hardwares already solved exactly and no better (MIX-12)
+    solved = _solve_mix_model(run, incumbent, tried, objective, own, lows)
+    phases.lap("mix_model_s")
+    evaluations, claims = verify_mix(mm, solved.designs, opts, fixed.cell_model)
+    phases.lap("verify_s")
+    value = mix_value(mix, [e.metrics for e in evaluations], objective, own)
+    comps: list[Comparison] = []
+    if options.comparisons:
         median = next((hr for hr in tried if hr.archs == median_archs), None)
-        comps = mix_compare.compare(mix, evaluators, objective, own, optima, [md.arch for _, md in best[0].models()],
-                                    refs, median)
-        t = lap("comparisons_s", t)
+        comps = mix_compare.compare(mix, evaluators, objective, own, optima,
+                                    [md.arch for _, md in solved.designs[0].models()], refs, median)
+        phases.lap("comparisons_s")
+    scale = solved.plan.scale if solved.plan else None
+    log = MixSolveLog(options=options, scale=scale, rounding=_rounding_text(objective, scale), stages=tuple(run.stages),
+                      phases_s=phases.seconds, claimed=tuple(claims), hardware_tried=tuple(tried),
+                      single_cell_fixed_hardware_solves=fixed.solves, weights_integer=tuple(mm.weights),
+                      model_variables=len(mm.m.proto.variables), model_constraints=len(mm.m.proto.constraints))
     report = MixReport(
-        objective_name=objective, status=status, objective=value, bound=bound, wall_s=time.perf_counter() - t0,
-        seed=seed, solver_version=solver_version(),
-        inputs_hash=mix.content_hash({"objective": objective, **opts.as_dict(), "cell_time_limit_s": cell_time_limit_s,
-                                      "screen": screen, "cuts": cuts}),
-        extra={"options": {**opts.as_dict(), "cell_time_limit_s": cell_time_limit_s, "jobs": jobs, "screen": screen,
-                           "cuts": cuts},
-               "scale": st.plan.scale if st.plan else None,
-               "rounding": _rounding_text(objective, st.plan.scale if st.plan else None),
-               "stages": run.stages, "phases_s": phases, "claimed": claims,
-               "hardware_tried": [{"archs": [a.label() for a in hr.archs], "status": hr.status, "how": hr.how,
-                                   "objective": None if hr.value is None else float(hr.value)} for hr in tried],
-               "single_cell_fixed_hardware_solves": fixed.solves,
-               "weights_integer": list(mm.weights),
-               "model_size": {"variables": len(mm.m.proto.variables), "constraints": len(mm.m.proto.constraints)}})
+        objective_name=objective, status=solved.status, objective=value,
+        bound=_reported_bound(mix, objective, lows, solved.bound, value), wall_s=time.perf_counter() - t0,
+        seed=opts.seed, solver_version=solver_version(), inputs_hash=mix.content_hash(options.hashed(objective)),
+        extra=log.as_dict())
     return MixResult(mix, tuple(evaluations), report, tuple(optima), tuple(comps))
 
 

@@ -1,17 +1,22 @@
 """Results of a workload-mix solve as values: the shared hardware's per-cell evaluations, the solve
 report (status, bound, gap, seed, solver version, inputs hash), each cell's own optimum and the
-reference designs it is compared with. Nothing here solves or prints."""
+reference designs it is compared with. Nothing here solves or prints. Also the options a solve runs
+with (`MixOptions`) and its log (`MixSolveLog`: stages, phases, claims, hardware tried), the report's
+`extra`."""
 
 from __future__ import annotations
 
 import json
+from collections.abc import Mapping
 from dataclasses import dataclass, field
+from enum import Enum
 from fractions import Fraction
 from typing import ClassVar
 
 from specpim_cp.mix.spec import MIX_UNITS, Mix
-from specpim_cp.physics.evaluate import Evaluation
+from specpim_cp.physics.evaluate import Evaluation, Metrics
 from specpim_cp.problem.design import ArchConfig, Design
+from specpim_cp.solvers.exact.solve import SolverOptions
 from specpim_cp.solvers.result import ObjectiveReport, SolveResult
 
 
@@ -89,3 +94,153 @@ class MixResult:
 
     def to_json(self) -> str:
         return json.dumps(self.as_dict(), indent=2)
+
+
+# ------------------------------------------------------------------------------------------------
+# How a solve runs, and what it did
+# ------------------------------------------------------------------------------------------------
+#: The mix model's CP-SAT options by default: 120 s, one worker, seed 0.
+MIX_SOLVER_OPTIONS = SolverOptions(time_limit_s=120.0)
+
+
+@dataclass(frozen=True)
+class MixOptions:
+    """How `solve_mix` runs: `solver` for the mix model's CP-SAT solves (its time limit in deterministic
+    time units with `solver.deterministic`), `cell_time_limit_s` for each single-cell solve, `jobs` cells
+    solved alone at a time (None: `solver.workers`), `screen` extra candidate hardwares tried before the
+    mix model (lowest MIX-10/11 bound first), `cuts` adds MIX-10/11, `comparisons` the reference designs."""
+
+    solver: SolverOptions = MIX_SOLVER_OPTIONS
+    cell_time_limit_s: float = 60.0
+    jobs: int | None = None
+    screen: int = 0
+    cuts: bool = True
+    comparisons: bool = True
+
+    @property
+    def cell_jobs(self) -> int:
+        """Cells solved alone at a time."""
+        return self.solver.workers if self.jobs is None else max(1, self.jobs)
+
+    def cell_solver(self) -> SolverOptions:
+        """The options of each single-cell solve: one CP-SAT worker when cells run side by side or
+        deterministically."""
+        s = self.solver
+        workers = 1 if self.cell_jobs > 1 or s.deterministic else s.workers
+        return SolverOptions(self.cell_time_limit_s, workers, s.seed, s.deterministic)
+
+    def as_dict(self) -> dict:
+        """The options as the report states them (`jobs` resolved; the comparisons show in the result)."""
+        return {**self.solver.as_dict(), "cell_time_limit_s": self.cell_time_limit_s, "jobs": self.cell_jobs,
+                "screen": self.screen, "cuts": self.cuts}
+
+    def hashed(self, objective: str) -> dict:
+        """The options that change the answer, with the objective: what the report's `inputs_hash` covers."""
+        return {"objective": objective, **self.solver.as_dict(), "cell_time_limit_s": self.cell_time_limit_s,
+                "screen": self.screen, "cuts": self.cuts}
+
+
+class HowFound(Enum):
+    """How the best per-cell dataflow on one fixed hardware was found (`hardware_tried[].how`)."""
+
+    PER_CELL = "per cell"  # the cells' separate optima fit together (the relaxation is tight)
+    SINGLE_COPY = "one weight copy per operator"  # every model keeps one copy of each weight tensor
+    MIX_MODEL = "mix model, hardware fixed"
+
+
+@dataclass
+class HardwareResult:
+    """The best per-cell dataflow found on one fixed hardware, and how it was found."""
+
+    archs: tuple[ArchConfig, ...]
+    status: str  # OPTIMAL | FEASIBLE | INFEASIBLE | UNKNOWN
+    evaluations: list[Evaluation] | None
+    how: HowFound
+    value: Fraction | None = None  # the mix objective, exact
+
+    def as_dict(self) -> dict:
+        return {"archs": [a.label() for a in self.archs], "status": self.status, "how": self.how.value,
+                "objective": None if self.value is None else float(self.value)}
+
+
+@dataclass(frozen=True)
+class CellClaim:
+    """What a model computes for one cell's design: round time (ns), energy per round (nJ) and expected
+    tokens per round (x TOKENS_SCALE); the evaluator must price the design the same."""
+
+    round_time_ns: int
+    energy_nj_per_round: int
+    tokens_per_round_micro: int
+
+    @classmethod
+    def of(cls, m: Metrics) -> CellClaim:
+        """The evaluator's values."""
+        return cls(m.round_time_ns, m.energy_nj_per_round, m.tokens_per_round_micro)
+
+    def as_dict(self) -> dict:
+        return {"round_time_ns": self.round_time_ns, "energy_nj_per_round": self.energy_nj_per_round,
+                "tokens_per_round_micro": self.tokens_per_round_micro}
+
+
+@dataclass(frozen=True)
+class StageSolve:
+    """The numbers of one objective model's CP-SAT solve (`scale`: units per 10^6 ns or nJ)."""
+
+    solver_wall_s: float
+    deterministic_time: float
+    scale: int
+    variables: int
+    constraints: int
+    cp_objective: int | None
+    cp_bound: int | None
+
+
+@dataclass(frozen=True)
+class MixStage:
+    """One entry of a solve's stage log: a CP-SAT solve (its status, and `solve` for an objective model),
+    or a note (no status)."""
+
+    stage: str
+    wall_s: float
+    status: str | None = None
+    solve: StageSolve | None = None
+
+    def as_dict(self) -> dict:
+        out: dict = {"stage": self.stage}
+        if self.status is not None:
+            out["status"] = self.status
+        out["wall_s"] = self.wall_s
+        if self.solve is not None:
+            s = self.solve
+            out.update({"solver_wall_s": s.solver_wall_s, "deterministic_time": s.deterministic_time,
+                        "scale": s.scale, "variables": s.variables, "constraints": s.constraints,
+                        "cp_objective": s.cp_objective, "cp_bound": s.cp_bound})
+        return out
+
+
+@dataclass(frozen=True)
+class MixSolveLog:
+    """What `solve_mix` did besides its answer (the report's `extra`, `as_dict`): the options, the rounding
+    of the final model's metrics, every CP-SAT stage, seconds per phase, the claims verified against the
+    evaluator, the hardware tried before the mix model, and sizes."""
+
+    options: MixOptions
+    scale: int | None  # the mix model's units per 10^6 ns (nJ); None when no stage ran
+    rounding: str | None
+    stages: tuple[MixStage, ...]
+    phases_s: Mapping[str, float]  # phase -> seconds, in the order run
+    claimed: tuple[CellClaim, ...]
+    hardware_tried: tuple[HardwareResult, ...]
+    single_cell_fixed_hardware_solves: int
+    weights_integer: tuple[int, ...]
+    model_variables: int
+    model_constraints: int
+
+    def as_dict(self) -> dict:
+        return {"options": self.options.as_dict(), "scale": self.scale, "rounding": self.rounding,
+                "stages": [s.as_dict() for s in self.stages], "phases_s": dict(self.phases_s),
+                "claimed": [c.as_dict() for c in self.claimed],
+                "hardware_tried": [hr.as_dict() for hr in self.hardware_tried],
+                "single_cell_fixed_hardware_solves": self.single_cell_fixed_hardware_solves,
+                "weights_integer": list(self.weights_integer),
+                "model_size": {"variables": self.model_variables, "constraints": self.model_constraints}}

@@ -17,6 +17,7 @@ import re
 from collections.abc import Sequence
 from dataclasses import dataclass
 from pathlib import Path
+from typing import TYPE_CHECKING
 
 from specpim_cp.catalog import Catalog
 from specpim_cp.errors import ScenarioError
@@ -25,6 +26,9 @@ from specpim_cp.problem.ablation_ladder import ladder_scenarios
 from specpim_cp.problem.scenario import Scenario, load_scenario, scenario_catalog
 from specpim_cp.runs.executors import EXECUTORS, RAY_MISSING, ray_available
 from specpim_cp.runs.records import GridCell, Record
+
+if TYPE_CHECKING:
+    from specpim_cp.solvers.exact.solve import SolverOptions
 
 METHODS = ("exact", "heuristic", "baselines", "ladder")
 INTERNAL_METHODS = ("pareto",)  # added when `exact` runs: one front per model family
@@ -79,18 +83,23 @@ class BatchOptions:
                                 f"(known: {', '.join(MIX_OBJECTIVES)})")
         return self
 
+    def solver_options(self, method: str = "exact") -> SolverOptions:
+        """The CP-SAT options of an exact, ladder, pareto or mix instance (for a mix: of its mix model)."""
+        from specpim_cp.solvers.exact.solve import SolverOptions  # the exact optimizer only where it solves
+
+        # a front is many solves: it gets PARETO_BUDGET time limits in all
+        time_limit_s = PARETO_BUDGET * self.time_limit_s if method == "pareto" else float(self.time_limit_s)
+        return SolverOptions(time_limit_s, self.workers, self.seed, self.deterministic)
+
     def method_options(self, method: str) -> dict:
         """The options that change a method's answer (part of the instance key)."""
-        solver = {"time_limit_s": float(self.time_limit_s), "workers": self.workers, "seed": self.seed,
-                  "deterministic": self.deterministic}
-        if method == "pareto":  # a front is many solves: it gets PARETO_BUDGET time limits in all
-            return {**solver, "time_limit_s": PARETO_BUDGET * self.time_limit_s}
-        if method in ("exact", "ladder"):
-            return solver
+        if method in ("exact", "ladder", "pareto"):
+            return self.solver_options(method).as_dict()
         if method == "heuristic":
             return {"budget": self.heuristic_budget, "seed": self.seed}
         if method == "mix":  # the time limit bounds the mix model and each single-cell solve
-            return {**solver, "cell_time_limit_s": float(self.time_limit_s), "objective": self.mix_objective}
+            return {**self.solver_options(method).as_dict(), "cell_time_limit_s": float(self.time_limit_s),
+                    "objective": self.mix_objective}
         return {}
 
 
@@ -112,6 +121,12 @@ class Instance:
     hint: dict | None = None  # that design, filled in by the driver when the instance is released (not in the key)
     hint_from: str | None = None  # its scenario name
     mix_data: dict | None = None  # `mix` instances: the mix (`batch_mix.mix_data`); scenario_data is its base
+
+    def solver_options(self) -> SolverOptions:
+        """The CP-SAT options in `options` (exact, ladder, pareto and mix instances)."""
+        from specpim_cp.solvers.exact.solve import SolverOptions
+
+        return SolverOptions.from_dict(self.options)
 
     @property
     def waits_for(self) -> str | None:

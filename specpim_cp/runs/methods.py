@@ -39,9 +39,7 @@ def failed_record(inst: Instance, part: str, status: str, error: str, wall_s: fl
 # Methods
 # ------------------------------------------------------------------------------------------------
 def _run_solver(inst: Instance, sc: Scenario, catalog: Catalog) -> list[Record]:
-    o = inst.options
-    kwargs = {"time_limit_s": o["time_limit_s"], "workers": o["workers"], "seed": o["seed"],
-              "deterministic": o["deterministic"], "catalog": catalog}
+    options = inst.solver_options()
     hint = None
     if inst.hint is not None:
         try:
@@ -50,11 +48,11 @@ def _run_solver(inst: Instance, sc: Scenario, catalog: Catalog) -> list[Record]:
             hint = None
     if hint is not None:
         try:
-            res = exact.solve(sc, hint=hint, **kwargs)
+            res = exact.solve(sc, options=options, hint=hint, catalog=catalog)
             return [solve_record(inst, res, catalog, inst.step or "exact").with_(hint_from=inst.hint_from)]
         except ScenarioError:
             pass  # solve() skips a hint outside the space; should it ever reject one, solve without it
-    res = exact.solve(sc, **kwargs)
+    res = exact.solve(sc, options=options, catalog=catalog)
     return [solve_record(inst, res, catalog, inst.step or "exact")]
 
 
@@ -85,8 +83,7 @@ def _run_baselines(inst: Instance, sc: Scenario, catalog: Catalog) -> list[Recor
 def _run_pareto(inst: Instance, sc: Scenario, catalog: Catalog) -> list[Record]:
     o = inst.options
     t0 = time.perf_counter()
-    front = exact.pareto_front(sc, time_limit_s=o["time_limit_s"], workers=o["workers"], seed=o["seed"],
-                               deterministic=o["deterministic"])
+    front = exact.pareto_front(sc, options=inst.solver_options())
     wall = time.perf_counter() - t0
     points = tuple(FrontPoint(**evaluation_fields(ev, catalog)) for ev in front)
     return [inst.record("front", 1).with_(status="FRONT", wall_s=wall, front=points,

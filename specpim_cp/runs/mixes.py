@@ -11,14 +11,14 @@ from __future__ import annotations
 
 import json
 import time
-import tomllib
 from collections.abc import Sequence
 from pathlib import Path
 
 from specpim_cp.catalog import Catalog
 from specpim_cp.errors import ScenarioError
+from specpim_cp.files import read_table
 from specpim_cp.mix.exact import solve_mix
-from specpim_cp.mix.result import MixResult
+from specpim_cp.mix.result import MixOptions, MixResult
 from specpim_cp.mix.spec import MIX_UNITS, Mix, MixTable, build_mix, cell_metric, load_mix
 from specpim_cp.mix.text import in_mix_space
 from specpim_cp.problem.scenario import Scenario, scenario_catalog
@@ -44,15 +44,15 @@ def is_mix_file(path: str | Path) -> bool:
     if path.suffix != ".toml":
         return False
     try:
-        data = tomllib.loads(path.read_text(encoding="utf-8"))
-    except (OSError, UnicodeDecodeError, tomllib.TOMLDecodeError, RecursionError):
+        data = read_table(path, "a mix")
+    except ScenarioError:
         return False
     return isinstance(data.get("mix"), dict)
 
 
 def mix_data(path: Path, mix: Mix) -> dict:
     """The mix as instance data: name, description, the base scenario (JSON) and the validated [mix] table."""
-    data = tomllib.loads(path.read_text(encoding="utf-8"))
+    data = read_table(path, "a mix")
     table = MixTable.model_validate(data["mix"]).model_dump(mode="json")
     return {"name": mix.name, "description": mix.description, "base": mix.base.model_dump(mode="json"),
             "mix": table}
@@ -94,9 +94,8 @@ def run_mix(inst: Instance, base: Scenario, catalog: Catalog) -> list[Record]:
     o = inst.options
     mix = rebuild_mix(inst, base, catalog)
     t0 = time.perf_counter()
-    res = solve_mix(mix, objective=o["objective"], time_limit_s=o["time_limit_s"],
-                    cell_time_limit_s=o["cell_time_limit_s"], workers=o["workers"], seed=o["seed"],
-                    deterministic=o["deterministic"], catalog=catalog)
+    options = MixOptions(inst.solver_options(), cell_time_limit_s=o["cell_time_limit_s"])
+    res = solve_mix(mix, o["objective"], options, catalog=catalog)
     return [mix_record(inst, res, catalog, time.perf_counter() - t0)]
 
 

@@ -8,7 +8,7 @@ with the design's decisions fixed) must equal the evaluator's exactly; a mismatc
 from __future__ import annotations
 
 import time
-from collections.abc import Callable
+from collections.abc import Callable, Mapping
 from dataclasses import dataclass
 from fractions import Fraction
 
@@ -143,8 +143,11 @@ class SolveProgress:
 ProgressHook = Callable[[SolveProgress], None]
 
 
-@dataclass
+@dataclass(frozen=True)
 class SolverOptions:
+    """How CP-SAT runs: the time limit (wall seconds, or deterministic time units with `deterministic`,
+    which also means one worker), CP-SAT workers and the random seed. Part of every `inputs_hash`."""
+
     time_limit_s: float = 60.0
     workers: int = 1
     seed: int = 0
@@ -153,6 +156,11 @@ class SolverOptions:
     def as_dict(self) -> dict:
         return {"time_limit_s": self.time_limit_s, "workers": self.workers, "seed": self.seed,
                 "deterministic": self.deterministic}
+
+    @classmethod
+    def from_dict(cls, data: Mapping) -> SolverOptions:
+        """The options `as_dict` wrote (other keys of `data` are ignored)."""
+        return cls(data["time_limit_s"], data["workers"], data["seed"], data["deterministic"])
 
 
 @dataclass
@@ -525,18 +533,20 @@ def _check_options(time_limit_s: float, workers: int) -> None:
         raise ScenarioError(f"workers: must be at least 1, got {workers}")
 
 
-def solve(scenario: Scenario, *, objective: str | None = None, time_limit_s: float = 60.0, workers: int = 1,
-          seed: int = 0, deterministic: bool = False, hint: Design | None = None,
-          catalog: Catalog | None = None, on_progress: ProgressHook | None = None) -> SolveResult:
+def solve(scenario: Scenario, *, objective: str | None = None, options: SolverOptions | None = None,
+          hint: Design | None = None, catalog: Catalog | None = None,
+          on_progress: ProgressHook | None = None) -> SolveResult:
     """The optimum of the scenario's (restricted) space for `objective`, with its proof or gap.
 
-    `on_progress` is called with a SolveProgress after every Dinkelbach iteration (incumbent, bound).
+    `options`: CP-SAT's time limit, workers, seed and determinism (default `SolverOptions()`: 60 s, one
+    worker, seed 0). `on_progress` is called with a SolveProgress after every Dinkelbach iteration
+    (incumbent, bound).
     """
     t0 = time.perf_counter()
-    _check_options(time_limit_s, workers)
+    opts = options or SolverOptions()
+    _check_options(opts.time_limit_s, opts.workers)
     catalog = catalog or scenario_catalog(scenario)
     objective = objective or scenario.objective
-    opts = SolverOptions(time_limit_s, workers, seed, deterministic)
     ev = Evaluator(scenario, catalog)
     sm = SpecModel(scenario, catalog, ev)
     check_capacity(sm)
@@ -550,7 +560,7 @@ def solve(scenario: Scenario, *, objective: str | None = None, time_limit_s: flo
         if status == "INFEASIBLE":
             raise ScenarioError(explain_infeasible(sm, opts))
         if not front:
-            raise ScenarioError(f"no design found within the time limit ({time_limit_s} s)")
+            raise ScenarioError(f"no design found within the time limit ({opts.time_limit_s} s)")
         best = min(front, key=lambda e: e.metrics.objective("edp"))
         obj = best.metrics.objective("edp")
         verify(sm, ev, best.design, opts)
@@ -563,7 +573,7 @@ def solve(scenario: Scenario, *, objective: str | None = None, time_limit_s: flo
     if status == "INFEASIBLE":
         raise ScenarioError(explain_infeasible(sm, opts))
     if design is None:
-        raise ScenarioError(f"no design found within the time limit ({time_limit_s} s)")
+        raise ScenarioError(f"no design found within the time limit ({opts.time_limit_s} s)")
     evaluation, claim = verify(sm, ev, design, opts)
     assert evaluation.metrics.objective(objective) == obj, "claimed objective differs from the evaluator's"
     rep = _report("cp-sat", objective, status, obj, bound, t0, run, scenario, opts,
@@ -618,13 +628,17 @@ def _epsilon_front(sm: SpecModel, run: SolveSession) -> tuple[list[Evaluation], 
             return front, "FEASIBLE"
 
 
-def pareto_front(scenario: Scenario, *, time_limit_s: float = 300.0, workers: int = 1, seed: int = 0,
-                 deterministic: bool = False, catalog: Catalog | None = None,
+#: The default options of a Pareto front: many solves share its time limit.
+PARETO_OPTIONS = SolverOptions(time_limit_s=300.0)
+
+
+def pareto_front(scenario: Scenario, *, options: SolverOptions | None = None, catalog: Catalog | None = None,
                  on_progress: ProgressHook | None = None) -> list[Evaluation]:
-    """Non-dominated (latency per token, energy per token) designs, sorted by latency."""
-    _check_options(time_limit_s, workers)
+    """Non-dominated (latency per token, energy per token) designs, sorted by latency; `options` bound the
+    whole front (default `PARETO_OPTIONS`: 300 s)."""
+    opts = options or PARETO_OPTIONS
+    _check_options(opts.time_limit_s, opts.workers)
     catalog = catalog or scenario_catalog(scenario)
-    opts = SolverOptions(time_limit_s, workers, seed, deterministic)
     sm = SpecModel(scenario, catalog, Evaluator(scenario, catalog))
     check_capacity(sm)
     check_integer_range(sm)
