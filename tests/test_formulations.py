@@ -1,15 +1,16 @@
 """formulations/ documents every constraint family of the CP-SAT model (DESIGN.md section 6).
 
 `formulations/README.md` holds one table (header `| family | IDs | method | file |`) mapping each
-family to the `exact/model.py` method(s) that add it and to the formulations file that writes it out.
+family to the `solvers/exact/model.py` (and `mix/model.py`) method(s) that add it and to the
+formulations file that writes it out.
 The model's methods carry the family as a docstring tag: a docstring starting with `[FAM]`, naming
 the family's IDs (`FAM-1`, or a range `FAM-1..3`). The tests check, by parsing the sources (nothing is
 imported or built):
 
-1. every tagged method of a class in exact/model.py is listed in the table under its tag;
+1. every tagged method of a class in solvers/exact/model.py or mix/model.py is listed in the table under its tag;
 2. every table row names existing methods whose docstrings carry the row's tag, lists exactly the IDs
    of that family those docstrings name, and points to a formulations file that mentions every one;
-3. every family ID named in a docstring or comment of exact/model.py appears in some formulations
+3. every family ID named in a docstring or comment of solvers/exact/model.py appears in some formulations
    file other than README.md (the table alone does not document a family).
 
 So a family added to the code without documentation fails (`test_an_undocumented_family_fails`).
@@ -146,7 +147,8 @@ def rows_without_their_methods(source: str, rows: list[Row], texts: dict[str, st
         for q in r.methods:
             m = methods.get(q)
             if m is None:
-                out.append(f"{r.family}: {q} is not a method of a class in specpim_cp/exact/model.py")
+                out.append(f"{r.family}: {q} is not a method of a class in specpim_cp/solvers/exact/model.py "
+                           "or specpim_cp/mix/model.py")
             elif m.tag != r.family:
                 out.append(f"{r.family}: the docstring of {q} does not start with [{r.family}]")
             else:

@@ -1,4 +1,4 @@
-"""Brute-force optimum of a workload mix by enumeration (the oracle `exact.mix.solve_mix` is checked
+"""Brute-force optimum of a workload mix by enumeration (the oracle `mix/exact.solve_mix` is checked
 against on small mixes).
 
 Every shared architecture tuple (one architecture per model, the same in every cell) is tried:

@@ -20,6 +20,7 @@ from specpim_cp.physics.evaluate import Evaluation, Evaluator
 from specpim_cp.problem.design import ArchConfig
 from specpim_cp.problem.scenario import Scenario
 from specpim_cp.solvers.exact.model import SpecModel
+from specpim_cp.solvers.exact.prices import PriceTable
 from specpim_cp.solvers.exact.solve import RatioObjective, SolverOptions, SolveSession, minimize_ratio
 from specpim_cp.solvers.exact.solve import solve as solve_scenario
 from specpim_cp.solvers.result import SolveResult
@@ -66,8 +67,11 @@ class FixedHardware:
     architecture one-hots fixed; Dinkelbach, `solve.minimize_ratio`), cached per hardware."""
 
     def __init__(self, mix: Mix, evaluators: Sequence[Evaluator], objective: str, opts: SolverOptions,
-                 catalog: Catalog | None = None):
+                 catalog: Catalog | None = None, prices: Sequence[PriceTable] | None = None):
+        """`prices`: the cells' price tables when already built (the mix model's), else each cell's model
+        builds its own."""
         self.mix = mix
+        self.prices = list(prices) if prices is not None else [None] * len(mix.cells)
         self.evaluators = list(evaluators)
         self.kind = cell_kind(objective)
         self.opts = opts
@@ -87,7 +91,8 @@ class FixedHardware:
     def _model(self, c: int) -> SpecModel:
         sm = self.models[c]
         if sm is None:
-            sm = self.models[c] = SpecModel(self.mix.cells[c].scenario, self.catalog, self.evaluators[c])
+            sm = self.models[c] = SpecModel(self.mix.cells[c].scenario, self.catalog, self.evaluators[c],
+                                            prices=self.prices[c])
         return sm
 
     def cell_with_layouts(self, c: int, archs: Sequence[ArchConfig], layouts: dict[tuple[int, str], str]

@@ -21,6 +21,7 @@ from ortools.sat.python import cp_model
 
 from specpim_cp.catalog import Catalog, default_catalog
 from specpim_cp.errors import ScenarioError
+from specpim_cp.mix import compare as mix_compare
 from specpim_cp.mix.bounds import ArchBounds
 from specpim_cp.mix.cells import FixedHardware, cell_kind, cell_optima
 from specpim_cp.mix.model import (
@@ -585,14 +586,12 @@ def solve_mix(mix: Mix, objective: str = "latency", options: MixOptions | None =
         phases.lap("bounds_s")
     run = _MixRun(mm, opts, on_stage)
     # 2. known mix designs: the references and a few hardwares with per-cell dataflow (warm starts)
-    from specpim_cp.mix import compare as mix_compare
-
     refs = []
     if options.comparisons:
         run.say("GPU-SI and the PAPI-style rule on half-PIM HBM")
         refs = mix_compare.references(mix, evaluators, objective, own, catalog)
     phases.lap("references_s")
-    fixed = FixedHardware(mix, evaluators, objective, cell_opts, catalog)
+    fixed = FixedHardware(mix, evaluators, objective, cell_opts, catalog, prices=mm.prices)
     tried, median_archs = _screen_hardware(run, fixed, optima, refs, objective, own, lows, options)
     phases.lap("hardware_screening_s")
     incumbent = _known_incumbent(run, refs, tried, objective, own)

@@ -301,13 +301,13 @@ def check_mix_capacity(mix: Mix, evaluators: Sequence[Evaluator], designs: Seque
     """ScenarioError naming the cell, the model and the side that overflows under the tensor-copy rule."""
     for cell, uses, design in zip(mix.cells, mix_capacity(evaluators, designs), designs, strict=True):
         for (label, md), cap in zip(design.models(), uses, strict=True):
-            for side, need, have in (("PIM units", cap.pim_need_kib, cap.pim_capacity_kib),
-                                     ("normal units", cap.normal_need_kib, cap.normal_capacity_kib)):
-                if need > have:
-                    raise ScenarioError(
-                        f"mix.cells[{cell.index}] {label} ({md.model}): the {side} must hold {need / GIB_IN_KIB:.2f} "
-                        f"GiB (every weight copy the mix uses + this cell's KV cache) but {md.arch.label()} has "
-                        f"{have / GIB_IN_KIB:.2f} GiB there")
+            over = cap.overflow()
+            if over is not None:
+                side, need, have = over
+                raise ScenarioError(
+                    f"mix.cells[{cell.index}] {label} ({md.model}): the {side} must hold {need / GIB_IN_KIB:.2f} "
+                    f"GiB (every weight copy the mix uses + this cell's KV cache) but {md.arch.label()} has "
+                    f"{have / GIB_IN_KIB:.2f} GiB there")
 
 
 # ------------------------------------------------------------------------------------------------

@@ -74,6 +74,14 @@ class CapacityUse:
         """Each side holds what the layouts put there (DESIGN.md rule 3: capacity-checked layouts)."""
         return self.pim_need_kib <= self.pim_capacity_kib and self.normal_need_kib <= self.normal_capacity_kib
 
+    def overflow(self) -> tuple[str, int, int] | None:
+        """The first side that overflows as (side, need KiB, have KiB), or None when both hold."""
+        for side, need, have in (("PIM units", self.pim_need_kib, self.pim_capacity_kib),
+                                 ("normal units", self.normal_need_kib, self.normal_capacity_kib)):
+            if need > have:
+                return side, need, have
+        return None
+
 
 class CapacityTable(NamedTuple):
     """One model's tensors on one architecture: per PLACEABLE_OPS op and for the input embedding table,
@@ -472,14 +480,14 @@ class Evaluator:
 
     def check_capacity(self, label: str, md: ModelDesign, cap: CapacityUse) -> None:
         """ScenarioError naming the side that overflows and by how much."""
-        where = (f"{md.devices} device(s) of {md.memory_type} with pim_units={md.pim_units}")
-        for side, need, have in (("PIM units", cap.pim_need_kib, cap.pim_capacity_kib),
-                                 ("normal units", cap.normal_need_kib, cap.normal_capacity_kib)):
-            if need > have:
-                raise ScenarioError(
-                    f"{label} ({md.model}): the {side} must hold {need / GIB_IN_KIB:.2f} GiB (weights + KV cache "
-                    f"at context {self.scenario.max_context}, by the design's layouts) but {where} have "
-                    f"{have / GIB_IN_KIB:.2f} GiB there: short by {(need - have) / GIB_IN_KIB:.2f} GiB")
+        over = cap.overflow()
+        if over is not None:
+            side, need, have = over
+            where = f"{md.devices} device(s) of {md.memory_type} with pim_units={md.pim_units}"
+            raise ScenarioError(
+                f"{label} ({md.model}): the {side} must hold {need / GIB_IN_KIB:.2f} GiB (weights + KV cache "
+                f"at context {self.scenario.max_context}, by the design's layouts) but {where} have "
+                f"{have / GIB_IN_KIB:.2f} GiB there: short by {(need - have) / GIB_IN_KIB:.2f} GiB")
 
     def pass_price(self, md: ModelDesign, tokens: int, host_only: bool = False,
                    model_name: str | None = None, model_key: tuple | None = None) -> PassPrice:

@@ -120,7 +120,7 @@ class Instance:
     hint_of: str | None = None  # key of the instance whose design warm-starts this one (it waits for it)
     hint: dict | None = None  # that design, filled in by the driver when the instance is released (not in the key)
     hint_from: str | None = None  # its scenario name
-    mix_data: dict | None = None  # `mix` instances: the mix (`batch_mix.mix_data`); scenario_data is its base
+    mix_data: dict | None = None  # `mix` instances: the mix (`mixes.mix_data`); scenario_data is its base
 
     def solver_options(self) -> SolverOptions:
         """The CP-SAT options in `options` (exact, ladder, pareto and mix instances)."""

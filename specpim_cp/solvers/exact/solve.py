@@ -107,15 +107,16 @@ def check_capacity(sm: SpecModel) -> None:
     """Raise the capacity shortfall when some model's tensors exceed every allowed architecture's total
     memory (PIM + normal units): infeasible whatever the placement, named before any solve."""
     for j, d in enumerate(sm.data):
-        if all(sm.costs.tensor_bytes(d.spec, a.devices).total_kib() > sum(sm.costs.capacity_kib(a)) for a in d.archs):
+        pm = sm.prices.models[j]
+        if all(pm.total_kib[a] > sum(pm.capacity_kib[a]) for a in d.archs):
             raise ScenarioError("infeasible: " + _cap_detail(sm, j, f"CAP capacity of {d.label} ({d.spec.name})"))
 
 
 def _cap_detail(sm: SpecModel, j: int, name: str) -> str:
-    archs = sm.data[j].archs
-    need = min(sm.costs.tensor_bytes(sm.data[j].spec, a.devices).total_kib() for a in archs)
-    pim = max(sm.costs.capacity_kib(a)[0] for a in archs)
-    normal = max(sm.costs.capacity_kib(a)[1] for a in archs)
+    archs, pm = sm.data[j].archs, sm.prices.models[j]
+    need = min(pm.total_kib[a] for a in archs)
+    pim = max(pm.capacity_kib[a][0] for a in archs)
+    normal = max(pm.capacity_kib[a][1] for a in archs)
     return (f"[{name}]: no allowed architecture holds its weights and KV cache ({need / (1 << 20):.2f} "
             f"GiB) with the placements the space allows (PIM units hold at most {pim / (1 << 20):.2f} "
             f"GiB, normal units at most {normal / (1 << 20):.2f} GiB)")

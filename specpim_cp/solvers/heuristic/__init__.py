@@ -4,7 +4,7 @@ Entry point: `run_heuristic(scenario, budget="quick" | "paper" | Budget(...), se
 `SolveResult` whose design lies in the scenario's restricted space and whose objective is the
 evaluator's exact price of that design. Modules, one job each:
 
-- `space`: gene domains, genomes, projection of outside designs, membership of the restricted space;
+- `genes`: gene domains, genomes, projection of outside designs, membership of the restricted space;
 - `pricing`: the evaluator behind design-key and per-model caches, and the capacity checker;
 - `mcts`: UCT over one model's architecture configs (memory type, PIM units, devices);
 - `ga`: the genetic algorithm, which calls the MCTS to fill in each candidate's architectures;

@@ -7,7 +7,7 @@ prices a design from its compact key without building a `Design`:
 - a model's pass comes from the evaluator's cost tables (`Evaluator.pass_table`,
   `Evaluator.pass_time_energy`), its capacity from `Evaluator.capacity_of`, a staged chain's cycle from
   its pass and `Evaluator.draft2_step`, a token tree's cycle from `Evaluator.drafter_cycle`, the round
-  statistics from `passes.round_stats`;
+  statistics from `physics/rounds.round_stats`;
 - `_round_value` adds them up with `Evaluator._price`'s integer rules (the round time of
   `speculation.round_time_ns`, energy per round, idle power) and divides as `Metrics.objective` does (a
   float of an exact ratio of integers is the same float however the ratio is reduced);
