@@ -8,6 +8,7 @@ import json
 import math
 import os
 import re
+import sys
 import tempfile
 import tomllib
 from pathlib import Path
@@ -42,6 +43,11 @@ def read_data(path: Path, what: str, *, syntax: Literal["TOML", "JSON"] | None =
         return json.loads(text) if kind == "JSON" else tomllib.loads(text)
     except (tomllib.TOMLDecodeError, json.JSONDecodeError) as exc:
         raise ScenarioError(f"{label}: not valid {kind} ({' '.join(str(exc).split())})") from None
+    except ValueError as exc:  # Python's int-from-text limit (sys.get_int_max_str_digits) in either parser
+        if "integer string conversion" not in str(exc):
+            raise
+        raise ScenarioError(f"{label}: an integer with more than {sys.get_int_max_str_digits():,} digits; "
+                            "no field accepts a number that large") from None
     except RecursionError:
         raise ScenarioError(f"{label}: not {what} (nested too deeply)") from None
 
@@ -63,6 +69,44 @@ def safe_stem(name: str, fallback: str = "unnamed") -> str:
     characters become `_`, leading dots are dropped (no hidden files), at most 100 characters."""
     stem = _UNSAFE.sub("_", name).replace("..", "_").lstrip(".")[:100]
     return stem or fallback
+
+
+#: Longest name (scenario, grid, mix) that names output files and folders; with a prefix and a suffix it
+#: stays well below the 255 bytes a file name may have on common file systems.
+MAX_NAME_LENGTH = 100
+
+
+def name_problem(name: str) -> str | None:
+    """Why `name` cannot name an output file or folder as it is (None: it can). The one rule for the
+    `name` of scenarios, grids and mixes: no `/`, `\\`, `..` or control characters, no leading `.`, no
+    surrounding spaces, at most MAX_NAME_LENGTH characters."""
+    bad = any(c in "/\\" or ord(c) < 32 or ord(c) == 127 for c in name)
+    if bad or ".." in name or name.startswith(".") or name != name.strip():
+        return (f"must not contain '/', '\\', '..' or control characters, start with '.' or have surrounding "
+                f"spaces (it names output files and folders), got {name!r}")
+    if not name:
+        return "must not be empty (it names output files and folders)"
+    if len(name) > MAX_NAME_LENGTH:
+        return f"at most {MAX_NAME_LENGTH} characters (it names output files and folders), got {len(name)}"
+    return None
+
+
+def safe_name(name: str, fallback: str = "unnamed") -> str:
+    """`name` itself when it obeys `name_problem`'s rule, else `safe_stem(name, fallback)`: a name a user
+    chose keeps its spelling, one that came from elsewhere (an old record, a file's stem) cannot escape."""
+    return name if name_problem(name) is None else safe_stem(name, fallback)
+
+
+def path_in(folder: str | Path, name: str, suffix: str = "", *, prefix: str = "", fallback: str = "unnamed") -> Path:
+    """`folder / (prefix + safe_name(name) + suffix)`: the one way a name becomes a path. The result is a
+    direct child of `folder` (checked, not assumed), so no name can write outside the chosen folder."""
+    folder = Path(folder)
+    leaf = prefix + safe_name(name, fallback) + suffix
+    path = folder / leaf
+    if (leaf in ("", ".", "..") or any(c in leaf for c in "/\\\x00") or path.parent != folder
+            or path.name != leaf):
+        raise ScenarioError(f"{folder}: the name {name!r} cannot name a file in this folder")
+    return path
 
 
 def write_atomic(path: str | Path, content: str | bytes) -> None:

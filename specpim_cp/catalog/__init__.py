@@ -12,7 +12,6 @@ from __future__ import annotations
 
 import dataclasses
 import hashlib
-import math
 import tomllib
 from collections.abc import Sequence
 from dataclasses import dataclass, field
@@ -184,6 +183,144 @@ class Catalog:
         return self.acceptance_default
 
 
+# -- the values each numeric field accepts -------------------------------------------------------------
+# Every number a catalog file, a Hugging Face config (`catalog import-hf`) or a `range_X` gives is checked
+# against its field's range when it is read, so that pricing stays finite (no float overflow, no division
+# by zero) and every exact-model coefficient fits CP-SAT's 64-bit rows. The ranges come from physics with
+# wide margins (x100 to x10^5 around today's hardware and models); a value outside is a typo or a unit
+# error, not a design point.
+
+
+@dataclass(frozen=True)
+class FieldLimit:
+    """The values one numeric field accepts: `low` <= v <= `high` (strict at an `open` end), in `unit`."""
+
+    low: float
+    high: float
+    unit: str = ""
+    low_open: bool = False
+    high_open: bool = False
+
+    def holds(self, v: float) -> bool:
+        """Compared, never converted: a 400-digit integer compares exactly, NaN fails, inf is outside."""
+        low_ok = self.low < v if self.low_open else self.low <= v
+        high_ok = v < self.high if self.high_open else v <= self.high
+        return bool(low_ok and high_ok)
+
+    def text(self) -> str:
+        unit = f" {self.unit}" if self.unit else ""
+        return (f"{'(' if self.low_open else '['}{_number_text(self.low)}, {_number_text(self.high)}"
+                f"{')' if self.high_open else ']'}{unit}")
+
+
+def _number_text(x: float) -> str:
+    """A limit as written in the code: 1e7 for a power of ten from 10^5, 67108864, 0.001."""
+    if float(x).is_integer():
+        n = int(x)
+        digits = str(abs(n))
+        return f"1e{len(digits) - 1}" if n >= 10**5 and digits.strip("0") == "1" else str(n)
+    return f"{x:g}"
+
+
+#: Decoder layers: released LLMs have at most ~130 (PaLM 540B: 118).
+MAX_LAYERS = 10_000
+#: Any matrix dimension of a model (hidden, FFN, vocabulary, heads x head_dim): released models stay below
+#: 1e5 (FFN) and 3e5 (vocabulary); the fused q/k/v matrix of a catalog model is at most 3 x this wide.
+MAX_MODEL_DIM = 10**7
+#: Parameters of one model: 500x the largest announced (about 2e12); with 8 bytes each, 8 PB of weights.
+MAX_PARAMETERS = 10**15
+#: Memory units per group and groups per device: 5 HBM stacks of 8-16 dies today. Every pim_units value
+#: 0..units_per_group is an architecture the exact model prices, so this also bounds the design space.
+MAX_UNITS = 1024
+#: One memory unit's capacity: 64 TiB, 16,000x a 4 GiB DRAM die. With at most MAX_UNITS x MAX_UNITS units a
+#: device holds at most 64 PiB, and eight devices' KiB (2^59) stay inside CP-SAT's 2^62 rows (CAP-1/2).
+MAX_UNIT_CAPACITY_MIB = 1 << 26
+
+#: Bandwidths: 1 MB/s .. 1 PB/s (a PIM lane 10-32 GB/s, an HBM stack 0.3-1 TB/s, an H100 3.35 TB/s).
+BANDWIDTH_GBPS = FieldLimit(1e-3, 1e6, "GB/s")
+#: Throughputs: 1 GFLOPS .. 1 EFLOPS per device (an H100: 989 TFLOPS), 1 MFLOPS .. 1 PFLOPS per PIM lane.
+PEAK_TFLOPS = FieldLimit(1e-3, 1e6, "TFLOPS")
+LANE_GFLOPS = FieldLimit(1e-3, 1e6, "GFLOPS")
+#: Efficiencies (fractions of a peak): a thousandth .. all of it; below, times reach 1000x the roofline.
+EFFICIENCY = FieldLimit(1e-3, 1.0)
+#: Energy per bit or per MAC: 0 (included elsewhere) .. 10 nJ, 1000x a DRAM access (5-7 pJ/bit).
+ENERGY_PJ = FieldLimit(0, 1e4, "pJ")
+#: Fixed times per kernel, round or n-gram step: 0 .. 1 s (the catalog's are 0.2-7 us).
+FIXED_TIME_NS = FieldLimit(0, 1e9, "ns")
+
+#: The range of every numeric catalog field (by name; the names are unique across the sections), and of
+#: the acceptance rates and sensitivity_delta of [pairs], [families] and the top-level keys.
+FIELD_LIMITS: dict[str, FieldLimit] = {
+    # [models.NAME]: the decoder shape (`model_shape_problem` adds the rules across fields)
+    "layers": FieldLimit(1, MAX_LAYERS),
+    "hidden": FieldLimit(1, MAX_MODEL_DIM),
+    "heads": FieldLimit(1, MAX_MODEL_DIM),
+    "kv_heads": FieldLimit(1, MAX_MODEL_DIM),
+    "head_dim": FieldLimit(1, MAX_MODEL_DIM),
+    "ffn": FieldLimit(1, MAX_MODEL_DIM),
+    "vocab": FieldLimit(1, MAX_MODEL_DIM),
+    "bytes_per_param": FieldLimit(1, 8, "bytes"),  # INT8 .. FP64
+    "nominal_params_b": FieldLimit(0, MAX_PARAMETERS / 1e9, "billion"),
+    # [ngrams.NAME]
+    "step_ns": FIXED_TIME_NS,
+    "energy_nj_per_step": FieldLimit(0, 1e9, "nJ"),  # 1 J per step; a CPU lookup costs about 100 nJ
+    # [hosts.NAME]
+    "peak_fp16_tflops": PEAK_TFLOPS,
+    "kernel_table_bandwidth_gbps": BANDWIDTH_GBPS,
+    "idle_power_mw": FieldLimit(0, 1e7, "mW"),  # 10 kW per device; GPUs idle at 30-75 W
+    "onchip_energy_pj_per_bit": ENERGY_PJ,
+    "mac_energy_pj": ENERGY_PJ,
+    "link_bandwidth_gbps": BANDWIDTH_GBPS,
+    "link_energy_pj_per_bit": ENERGY_PJ,
+    "sync_latency_ns": FIXED_TIME_NS,
+    "launch_overhead_ns": FIXED_TIME_NS,
+    "attention_bandwidth_efficiency": EFFICIENCY,
+    "compute_efficiency": EFFICIENCY,
+    # [memories.NAME]
+    "groups": FieldLimit(1, MAX_UNITS),
+    "units_per_group": FieldLimit(1, MAX_UNITS),
+    "units_per_channel": FieldLimit(1, MAX_UNITS),
+    "group_external_bandwidth_gbps": BANDWIDTH_GBPS,
+    "normal_unit_capacity_mib": FieldLimit(1, MAX_UNIT_CAPACITY_MIB, "MiB"),
+    "pim_unit_capacity_mib": FieldLimit(1, MAX_UNIT_CAPACITY_MIB, "MiB"),
+    "pim_lanes_per_unit": FieldLimit(1, 65536),  # 32 processing units per die or package today
+    "pim_lane_bandwidth_gbps": BANDWIDTH_GBPS,
+    "pim_lane_gflops": LANE_GFLOPS,
+    "pim_efficiency": EFFICIENCY,
+    "pim_mode_switch_ns": FIXED_TIME_NS,
+    "external_energy_pj_per_bit": ENERGY_PJ,
+    "internal_energy_pj_per_bit": ENERGY_PJ,
+    "pim_mac_energy_pj": ENERGY_PJ,
+    # acceptance rates ([pairs], [families], default, tree_conditional_tail) and their +- span
+    "acceptance": FieldLimit(0, 1, high_open=True),
+    "sensitivity_delta": FieldLimit(0, 1, high_open=True),
+}
+_SHAPE_FIELDS = ("layers", "hidden", "heads", "kv_heads", "head_dim", "ffn", "vocab", "bytes_per_param",
+                 "nominal_params_b")
+
+
+def _is_number(v: object) -> bool:
+    return isinstance(v, int | float) and not isinstance(v, bool)
+
+
+def shown(v: object) -> str:
+    """`v` for an error message: a huge integer as its magnitude (its digits may be thousands long)."""
+    if isinstance(v, int) and not isinstance(v, bool) and abs(v) >= 10**15:
+        return f"{'-' if v < 0 else ''}an integer of about 10^{int(abs(v).bit_length() * 0.30103)}"
+    if isinstance(v, list):
+        return "[" + ", ".join(shown(x) for x in v) + "]"
+    return repr(v)
+
+
+def field_problem(field_name: str, value: float) -> str | None:
+    """Why `value` cannot be numeric field `field_name`'s (`FIELD_LIMITS`), or None when it can: the one
+    check every reader of a catalog number uses (catalog files, `range_X`, `catalog import-hf`)."""
+    limit = FIELD_LIMITS[field_name]
+    if limit.holds(value):
+        return None
+    return f"must be in {limit.text()}, got {shown(value)}"
+
+
 #: Fields that are names or labels, not constants: they need no source.
 _NAME_FIELDS = ("label", "family", "tokenizer", "ffn_kind")
 
@@ -193,7 +330,7 @@ def _split_sources(entry: dict, where: str) -> tuple[dict, dict, dict]:
 
     `source_X` covers every field whose name starts with X (`source_link` covers `link_bandwidth_gbps`
     and `link_energy_pj_per_bit`); `range_X = [low, high]` gives the plausible span of field X that
-    `specpim-cp sensitivity` moves it over (low <= value <= high).
+    `specpim-cp sensitivity` moves it over (checked by `_checked_ranges` once the values are).
     """
     values = {k: v for k, v in entry.items() if not k.startswith(("source", "range_"))}
     sources = {k: v for k, v in entry.items() if k.startswith("source")}
@@ -207,28 +344,39 @@ def _split_sources(entry: dict, where: str) -> tuple[dict, dict, dict]:
             continue
         if not any(k.startswith(c) for c in covered):
             raise ScenarioError(f"catalog: {where}.{k} has no source (add source_{k} = \"...\")")
-    for k, r in ranges.items():
+    for k in ranges:
         if k not in values:
             raise ScenarioError(f"catalog: {where}.range_{k} names no field of the entry")
-        if not (isinstance(r, list) and len(r) == 2 and all(isinstance(x, int | float) for x in r)
-                and r[0] <= values[k] <= r[1]):
-            raise ScenarioError(f"catalog: {where}.range_{k} must be [low, high] around {values[k]}, got {r}")
-    return values, sources, {k: (float(r[0]), float(r[1])) for k, r in ranges.items()}
+    return values, sources, ranges
 
 
-#: Numeric fields that must be above zero (the rest must be >= 0), and those that are fractions in (0, 1].
-_POSITIVE = {"layers", "hidden", "heads", "kv_heads", "head_dim", "ffn", "vocab", "bytes_per_param", "groups",
-             "units_per_group", "units_per_channel", "group_external_bandwidth_gbps", "normal_unit_capacity_mib",
-             "pim_unit_capacity_mib", "pim_lanes_per_unit", "pim_lane_bandwidth_gbps", "pim_lane_gflops",
-             "peak_fp16_tflops", "kernel_table_bandwidth_gbps"}
-_FRACTIONS = {"attention_bandwidth_efficiency", "compute_efficiency", "pim_efficiency"}
+def _checked_ranges(where: str, values: dict, ranges: dict) -> dict[str, tuple[float, float]]:
+    """`range_X = [low, high]` as (low, high): two numbers around X's value, both inside the values
+    field X accepts (`field_problem`), so `sensitivity` only moves a constant where it can be priced."""
+    out = {}
+    for k, r in ranges.items():
+        if k not in FIELD_LIMITS:
+            raise ScenarioError(f"catalog: {where}.range_{k}: {k} is not a numeric constant, so it takes no range")
+        if not (isinstance(r, list) and len(r) == 2 and all(_is_number(x) for x in r)):
+            raise ScenarioError(f"catalog: {where}.range_{k} must be [low, high] (two numbers), got {shown(r)}")
+        for end, x in zip(("low", "high"), r):
+            problem = field_problem(k, x)
+            if problem:
+                raise ScenarioError(f"catalog: {where}.range_{k}: the {end} end {problem}")
+        if not r[0] <= values[k] <= r[1]:
+            raise ScenarioError(f"catalog: {where}.range_{k} must be [low, high] around {shown(values[k])}, "
+                                f"got {shown(r)}")
+        out[k] = (float(r[0]), float(r[1]))
+    return out
+
+
 _LOADER_FIELDS = ("name", "source", "sources", "ranges")  # set by the loader, not written in an entry
 _TYPE_WORDS = {"int": "an integer", "float": "a number", "bool": "true or false", "str": "a text"}
 
 
 def _make(cls, name: str, values: dict, where: str, **loader):
-    """A catalog dataclass from an entry's values; an unknown or missing field or a value of the wrong
-    type or sign is an error naming the field."""
+    """A catalog dataclass from an entry's values; an unknown or missing field, a value of the wrong
+    type or one outside the values its field accepts (`FIELD_LIMITS`) is an error naming the field."""
     known = {f.name: f for f in dataclasses.fields(cls) if f.name not in _LOADER_FIELDS}
     for k in values:
         if k not in known:
@@ -239,16 +387,14 @@ def _make(cls, name: str, values: dict, where: str, **loader):
     out = {}
     for k, v in values.items():
         kind = known[k].type
-        ok = {"int": isinstance(v, int) and not isinstance(v, bool),
-              "float": isinstance(v, int | float) and not isinstance(v, bool),
+        ok = {"int": isinstance(v, int) and not isinstance(v, bool), "float": _is_number(v),
               "bool": isinstance(v, bool), "str": isinstance(v, str)}.get(kind, True)
         if not ok:
-            raise ScenarioError(f"catalog: {where}.{k}: must be {_TYPE_WORDS[kind]}, got {v!r}")
+            raise ScenarioError(f"catalog: {where}.{k}: must be {_TYPE_WORDS[kind]}, got {shown(v)}")
         if kind in ("int", "float"):
-            low_ok = v > 0 if k in _POSITIVE | _FRACTIONS else v >= 0
-            if not (math.isfinite(v) and low_ok and (k not in _FRACTIONS or v <= 1)):
-                bound = "in (0, 1]" if k in _FRACTIONS else "> 0" if k in _POSITIVE else ">= 0"
-                raise ScenarioError(f"catalog: {where}.{k}: must be a finite number {bound}, got {v!r}")
+            problem = field_problem(k, v)
+            if problem:
+                raise ScenarioError(f"catalog: {where}.{k}: {problem}")
             v = float(v) if kind == "float" else v
         out[k] = v
     return cls(name=name, **out, **loader)
@@ -271,12 +417,37 @@ def _joined_source(sources: dict) -> str:
     return "; ".join(f"{head}: {', '.join(items)}" if items else head for head, items in groups.items())
 
 
+def model_shape_problem(m: ModelSpec) -> tuple[str | None, str] | None:
+    """The first rule model shape `m` breaks, as (field or None for the whole shape, what is wrong), or
+    None. The one set of shape rules, for catalog entries and `catalog import-hf` alike: every number in
+    its `FIELD_LIMITS` range, heads a multiple of kv_heads (grouped-query attention shares each KV head
+    among heads / kv_heads query heads), the attention width heads x head_dim at most MAX_MODEL_DIM (it
+    is a matrix dimension as hidden is) and at most MAX_PARAMETERS parameters."""
+    for k in _SHAPE_FIELDS:
+        problem = field_problem(k, getattr(m, k))
+        if problem:
+            return k, problem
+    if m.kv_heads > m.heads or m.heads % m.kv_heads:
+        return "kv_heads", (f"{m.kv_heads} KV heads must divide the {m.heads} attention heads (each KV head "
+                            "serves heads / kv_heads query heads)")
+    if m.q_dim > MAX_MODEL_DIM:
+        return "head_dim", (f"heads x head_dim = {m.heads} x {m.head_dim} = {m.q_dim:,} exceeds "
+                            f"{_number_text(MAX_MODEL_DIM)} (the attention width is a matrix dimension, as hidden is)")
+    params = m.parameter_count()
+    if params > MAX_PARAMETERS:
+        return None, (f"{params:.3g} parameters (layers x (attention + FFN) + embeddings) exceed "
+                      f"{_number_text(MAX_PARAMETERS)} (500x the largest announced model)")
+    return None
+
+
 def _check_model(m: ModelSpec) -> None:
     where = f"catalog: models.{m.name}"
     if m.ffn_kind not in ("two-matrix", "gated"):
         raise ScenarioError(f"{where}.ffn_kind: must be 'two-matrix' or 'gated', got '{m.ffn_kind}'")
-    if m.kv_heads > m.heads:
-        raise ScenarioError(f"{where}.kv_heads: {m.kv_heads} exceeds heads ({m.heads})")
+    problem = model_shape_problem(m)
+    if problem:
+        field_name, what = problem
+        raise ScenarioError(f"{where}.{field_name}: {what}" if field_name else f"{where}: {what}")
 
 
 def _check_host(h: HostSpec) -> None:
@@ -295,8 +466,9 @@ def _check_rates(table: dict, where: str) -> None:
             continue
         if k.count(">") != 1 or not all(k.split(">")):
             raise ScenarioError(f"catalog: {where}.\"{k}\": a key reads DRAFTER>VERIFIER (e.g. \"opt-125m>opt-13b\")")
-        if isinstance(v, bool) or not isinstance(v, int | float) or not 0 <= v < 1:
-            raise ScenarioError(f"catalog: {where}.\"{k}\": an acceptance rate in [0, 1), got {v!r}")
+        problem = field_problem("acceptance", v) if _is_number(v) else f"must be a number, got {shown(v)}"
+        if problem:
+            raise ScenarioError(f"catalog: {where}.\"{k}\": an acceptance rate {problem}")
 
 
 def _shipped(name: str) -> dict:
@@ -308,10 +480,8 @@ def _check_memory(m: MemorySpec) -> None:
     where = f"catalog: memories.{m.name}"
     if m.pim_arrangement not in ("spread", "packed"):
         raise ScenarioError(f"{where}.pim_arrangement: must be 'spread' or 'packed', got '{m.pim_arrangement}'")
-    if m.units_per_channel < 1 or m.units_per_group % m.units_per_channel:
+    if m.units_per_group % m.units_per_channel:
         raise ScenarioError(f"{where}.units_per_channel: must divide units_per_group ({m.units_per_group})")
-    if not 0 < m.pim_efficiency <= 1:
-        raise ScenarioError(f"{where}.pim_efficiency: must be in (0, 1], got {m.pim_efficiency}")
 
 
 def build_catalog(models: dict, devices: dict, acceptance: dict) -> Catalog:
@@ -327,17 +497,22 @@ def build_catalog(models: dict, devices: dict, acceptance: dict) -> Catalog:
         _check_model(model_specs[n])
     ngram_specs = {}
     for n, e in models.get("ngrams", {}).items():
-        values, sources, _ = _split_sources(e, f"ngrams.{n}")
+        values, sources, ranges = _split_sources(e, f"ngrams.{n}")
+        if ranges:
+            raise ScenarioError(f"catalog: ngrams.{n}.range_{next(iter(ranges))}: an n-gram entry takes no range "
+                                "(sensitivity moves host and memory constants only)")
         ngram_specs[n] = _make(NgramSpec, n, values, f"ngrams.{n}", source="; ".join(sources.values()))
     hosts = {}
     for n, e in devices.get("hosts", {}).items():
         values, sources, ranges = _split_sources(e, f"hosts.{n}")
-        hosts[n] = _make(HostSpec, n, values, f"hosts.{n}", sources=sources, ranges=ranges)
+        hosts[n] = _make(HostSpec, n, values, f"hosts.{n}", sources=sources)
+        hosts[n] = dataclasses.replace(hosts[n], ranges=_checked_ranges(f"hosts.{n}", values, ranges))
         _check_host(hosts[n])
     memories = {}
     for n, e in devices.get("memories", {}).items():
         values, sources, ranges = _split_sources(e, f"memories.{n}")
-        memories[n] = _make(MemorySpec, n, values, f"memories.{n}", sources=sources, ranges=ranges)
+        memories[n] = _make(MemorySpec, n, values, f"memories.{n}", sources=sources)
+        memories[n] = dataclasses.replace(memories[n], ranges=_checked_ranges(f"memories.{n}", values, ranges))
         _check_memory(memories[n])
     for section, key in (("default", "source_default"), ("pairs", "source_pairs"), ("families", "source_families")):
         table = acceptance.get(section)
@@ -346,10 +521,11 @@ def build_catalog(models: dict, devices: dict, acceptance: dict) -> Catalog:
             raise ScenarioError(f"catalog: acceptance {section} has no source ({key})")
     for section in ("pairs", "families"):
         _check_rates(acceptance.get(section, {}), f"acceptance {section}")
-    for key, default, high in (("default", 0.6, 1.0), ("sensitivity_delta", 0.1, 1.0)):
+    for key, default, limit in (("default", 0.6, "acceptance"), ("sensitivity_delta", 0.1, "sensitivity_delta")):
         v = acceptance.get(key, default)
-        if isinstance(v, bool) or not isinstance(v, int | float) or not 0 <= v < high:
-            raise ScenarioError(f"catalog: acceptance {key}: must be a number in [0, 1), got {v!r}")
+        problem = field_problem(limit, v) if _is_number(v) else f"must be a number, got {shown(v)}"
+        if problem:
+            raise ScenarioError(f"catalog: acceptance {key}: {problem}")
     pairs = {k: float(v) for k, v in acceptance.get("pairs", {}).items() if not k.startswith("source")}
     fams = {k: float(v) for k, v in acceptance.get("families", {}).items() if not k.startswith("source")}
     delta = acceptance.get("sensitivity_delta", 0.1)
@@ -358,8 +534,9 @@ def build_catalog(models: dict, devices: dict, acceptance: dict) -> Catalog:
     tail = acceptance.get("tree_conditional_tail", [])
     if tail and not acceptance.get("source_tree_conditional_tail"):
         raise ScenarioError("catalog: acceptance tree_conditional_tail has no source (source_tree_conditional_tail)")
-    if not isinstance(tail, list) or any(not isinstance(c, int | float) or not 0 <= c < 1 for c in tail):
-        raise ScenarioError("catalog: acceptance tree_conditional_tail must be a list of rates in [0, 1)")
+    if not isinstance(tail, list) or any(not _is_number(c) or field_problem("acceptance", c) for c in tail):
+        raise ScenarioError("catalog: acceptance tree_conditional_tail must be a list of rates in "
+                            f"{FIELD_LIMITS['acceptance'].text()}")
     return Catalog(model_specs, ngram_specs, hosts, memories, float(acceptance.get("default", 0.6)), pairs, fams,
                    float(delta), tuple(float(c) for c in tail))
 

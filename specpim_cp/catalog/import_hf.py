@@ -14,6 +14,7 @@ import json
 from dataclasses import dataclass
 from pathlib import Path
 
+from specpim_cp.catalog import ModelSpec, field_problem, model_shape_problem, shown
 from specpim_cp.errors import ScenarioError
 from specpim_cp.files import read_table
 
@@ -92,19 +93,24 @@ def import_hf(path: str | Path, name: str | None = None, tokenizer: str | None =
     where = f"Hugging Face config.json {path} ({arch_text})"
     values: dict = {}
     sources: dict = {}
+    keys: dict = {}  # schema field -> the config key it came from
     notes: list[str] = []
 
-    def integer(field: str, keys: tuple[str, ...], default: int | None = None, why: str = "") -> int:
-        for key in keys:
+    def integer(field: str, config_keys: tuple[str, ...], default: int | None = None, why: str = "") -> int:
+        for key in config_keys:
             if key in cfg and cfg[key] is not None:
                 v = cfg[key]
                 if isinstance(v, bool) or not isinstance(v, int) or v < 1:
-                    raise ScenarioError(f"{path}: {key} must be a positive integer, got {v!r}")
-                values[field], sources[field] = v, f"{where}: {key}"
+                    raise ScenarioError(f"{path}: {key} must be a positive integer, got {shown(v)}")
+                problem = field_problem(field, v)  # the catalog's own range for the field
+                if problem:
+                    raise ScenarioError(f"{path}: {key} (the model's {field}) {problem}")
+                values[field], sources[field], keys[field] = v, f"{where}: {key}", key
                 return v
         if default is None:
-            raise ScenarioError(f"{path}: missing key '{keys[0]}' (the model's {field}; a {kind} config has it)")
-        values[field], sources[field] = default, f"{where}: {keys[0]} absent, {why}"
+            raise ScenarioError(f"{path}: missing key '{config_keys[0]}' (the model's {field}; a {kind} config has it)")
+        values[field], sources[field] = default, f"{where}: {config_keys[0]} absent, {why}"
+        keys[field] = f"{config_keys[0]} absent, {why}"
         return default
 
     values["family"] = family
@@ -113,12 +119,12 @@ def import_hf(path: str | Path, name: str | None = None, tokenizer: str | None =
     heads = integer("heads", _KEYS["heads"])
     if kind in ("opt", "gpt2"):
         values["kv_heads"], sources["kv_heads"] = heads, f"{where}: num_attention_heads (multi-head attention)"
+        keys["kv_heads"] = keys["heads"]
     else:
         integer("kv_heads", ("num_key_value_heads",), heads, "multi-head attention (= num_attention_heads)")
-    if values["kv_heads"] > heads or heads % values["kv_heads"]:
-        raise ScenarioError(f"{path}: num_key_value_heads {values['kv_heads']} must divide num_attention_heads {heads}")
     if hidden % heads and "head_dim" not in cfg:
-        raise ScenarioError(f"{path}: missing key 'head_dim' (hidden size {hidden} is not a multiple of {heads} heads)")
+        raise ScenarioError(f"{path}: missing key 'head_dim' (hidden size {shown(hidden)} is not a multiple of "
+                            f"{shown(heads)} heads)")
     integer("head_dim", ("head_dim",), hidden // heads, f"hidden size / heads = {hidden} / {heads}")
     if kind == "opt":
         integer("ffn", ("ffn_dim",))
@@ -136,7 +142,7 @@ def import_hf(path: str | Path, name: str | None = None, tokenizer: str | None =
     vocab = integer("vocab", _KEYS["vocab"])
     tied = cfg.get("tie_word_embeddings")
     if tied is not None and not isinstance(tied, bool):
-        raise ScenarioError(f"{path}: tie_word_embeddings must be true or false, got {tied!r}")
+        raise ScenarioError(f"{path}: tie_word_embeddings must be true or false, got {shown(tied)}")
     values["tied_embeddings"] = tied_default if tied is None else tied
     sources["tied_embeddings"] = (f"{where}: tie_word_embeddings" if tied is not None
                                   else f"{where}: tie_word_embeddings absent, {kind} default {str(tied_default).lower()}")
@@ -147,6 +153,7 @@ def import_hf(path: str | Path, name: str | None = None, tokenizer: str | None =
     values["tokenizer"] = tokenizer or _KNOWN_TOKENIZERS.get((kind, vocab), f"{kind}-vocab{vocab}")
     sources["tokenizer"] = ("given on the command line (--tokenizer)" if tokenizer
                             else f"{where}: model_type {kind} and vocab_size {vocab} (drafters must share it)")
+    shape = _checked_shape(path, values, keys)
 
     # what the schema leaves out, said where it is decided
     bias_params = 0
@@ -166,11 +173,6 @@ def import_hf(path: str | Path, name: str | None = None, tokenizer: str | None =
     if kind in ("llama", "mistral", "qwen2"):
         notes.append("RoPE settings ignored (they change neither bytes nor FLOPs)")
 
-    from specpim_cp.catalog import ModelSpec
-
-    shape = ModelSpec(name="", nominal_params_b=0.0, source="", **{k: values[k] for k in (
-        "family", "tokenizer", "layers", "hidden", "heads", "kv_heads", "head_dim", "ffn", "ffn_kind",
-        "parallel_block", "vocab", "tied_embeddings", "bytes_per_param")})
     params = shape.parameter_count() + bias_params
     values["nominal_params_b"] = round(params / 1e9, 3 if params >= 1e8 else 4)
     sources["nominal_params_b"] = (f"computed from the shapes above ({params} parameters: decoder layers, "
@@ -181,6 +183,21 @@ def import_hf(path: str | Path, name: str | None = None, tokenizer: str | None =
     order = ("family", "tokenizer", "layers", "hidden", "heads", "kv_heads", "head_dim", "ffn", "ffn_kind",
              "parallel_block", "vocab", "tied_embeddings", "bytes_per_param", "nominal_params_b")
     return ImportedModel(entry_name, {k: values[k] for k in order}, sources), tuple(notes)
+
+
+def _checked_shape(path: Path, values: dict, keys: dict) -> ModelSpec:
+    """The imported shape as a ModelSpec, checked by the catalog's one set of shape rules
+    (`model_shape_problem`: ranges, heads a multiple of KV heads, attention width, parameter count);
+    an error names the config key."""
+    shape = ModelSpec(name="", nominal_params_b=0.0, source="", **{k: values[k] for k in (
+        "family", "tokenizer", "layers", "hidden", "heads", "kv_heads", "head_dim", "ffn", "ffn_kind",
+        "parallel_block", "vocab", "tied_embeddings", "bytes_per_param")})
+    problem = model_shape_problem(shape)
+    if problem:
+        field, what = problem
+        where = f"{keys[field]} (the model's {field})" if field in keys else "the model's shape"
+        raise ScenarioError(f"{path}: {where}: {what}")
+    return shape
 
 
 def _default_name(path: Path, cfg: dict) -> str:

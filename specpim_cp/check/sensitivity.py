@@ -19,6 +19,7 @@ from fractions import Fraction
 from pathlib import Path
 
 from specpim_cp.catalog import Catalog
+from specpim_cp.errors import ScenarioError
 from specpim_cp.physics.evaluate import Evaluator
 from specpim_cp.problem.design import Design
 from specpim_cp.problem.scenario import Scenario, scenario_catalog
@@ -121,6 +122,10 @@ def sensitivity(scenario: Scenario, catalog: Catalog | None = None, *, options: 
     base = solve(scenario, options=options, catalog=catalog)
     nominal = base.report.objective
     nominal_energy = base.evaluation.metrics.energy_fraction()
+    if nominal == 0 or nominal_energy == 0:
+        raise ScenarioError(f"{scenario.name}: the nominal optimum's energy is 0 nJ/token (the energy constants and "
+                            "idle power of its host and memories are 0), so a change relative to it is undefined; "
+                            "give the energy constants values above 0 for a sensitivity analysis")
     base_summary = design_summary(scenario, base.design)
     rows = []
     for const in uncertain_constants(scenario, catalog):

@@ -58,8 +58,11 @@ forms are the tree-aware `speculation.*_drafts` functions.
 One round loop (`_play`) serves both: it keeps the reference and the committed stream, counts
 divergence and the statistics; the drafting (`_ChainDrafting`, whose draws come from `_phases`, or
 `_TreeDrafting`, whose draws come from `_TreeWalker`) verifies each round's drafts and says what it
-commits. Random streams: SeedSequence(seed).spawn(3 + n) gives the reference, the arbitrary-id pool,
-the naive policy's miscellany and one generator per drafter, in that order.
+commits. Memory is bounded: at most MAX_ROUNDS rounds, whose tallies are two numpy arrays (16 bytes a
+round, 80 MB at the cap); the reference and the stream keep only the tokens some drafter can still read
+(`_trim`: dropped from the front a block at a time, positions shifted, results unchanged). Random
+streams: SeedSequence(seed).spawn(3 + n) gives the reference, the arbitrary-id pool, the naive policy's
+miscellany and one generator per drafter, in that order.
 """
 
 from __future__ import annotations
@@ -68,7 +71,7 @@ import itertools
 import math
 import operator
 from collections.abc import Iterator, Sequence
-from dataclasses import dataclass, field
+from dataclasses import dataclass
 from typing import Literal, NamedTuple, Protocol
 
 import numpy as np
@@ -89,10 +92,14 @@ _POOL = 1 << 16  # arbitrary ids, read at random offsets
 _REF_BLOCK = 1 << 16  # reference ids drawn at a time
 _BLOCK = 16_384  # drafting phases drawn at a time, per drafter
 _REL_EPS = 1e-9
+_TRIM = 1 << 16  # drop this many or more tokens from the front of the reference and the stream at a time
+MIN_ROUNDS = 2
+MAX_ROUNDS = 5_000_000  # 80 MB of tallies; 30-90 s (1 to 4 drafters), and the token lists stay bounded
 
 Policy = Literal["bonus1", "naive"]
 
-__all__ = ["VOCAB_SIZE", "Policy", "SimDrafter", "SimulationResult", "format_simulation", "simulate_rounds"]
+__all__ = ["MAX_ROUNDS", "MIN_ROUNDS", "VOCAB_SIZE", "Policy", "SimDrafter", "SimulationResult", "format_simulation",
+           "simulate_rounds"]
 
 
 @dataclass(frozen=True)
@@ -282,8 +289,8 @@ def simulate_rounds(
     for i, d in enumerate(drafters):
         if not isinstance(d, SimDrafter):
             raise TypeError(f"drafters[{i}] must be a SimDrafter, got {d!r}")
-    if rounds < 2:
-        raise ValueError(f"rounds must be >= 2, got {rounds}")
+    if not MIN_ROUNDS <= rounds <= MAX_ROUNDS:
+        raise ValueError(f"rounds must be from {MIN_ROUNDS} to {MAX_ROUNDS:,}, got {rounds}")
     if policy not in ("bonus1", "naive"):
         raise ValueError(f"policy must be 'bonus1' or 'naive', got {policy!r}")
     trees = any(d.tree is not None for d in drafters)
@@ -345,16 +352,34 @@ class _Drafting(Protocol):
         """Prepare the next round's drafts, once the verdict's tokens are committed."""
         ...
 
+    def oldest(self, committed: int) -> int:
+        """The first position of the reference and the stream that a drafter can still read."""
+        ...
+
+    def shift(self, k: int) -> None:
+        """The first k positions were dropped: positions held move down by k."""
+        ...
+
 
 @dataclass
 class _Tally:
-    """Per-round statistics of the counted rounds (the warm-up round excluded)."""
+    """Per-round statistics of the counted rounds (the warm-up round excluded), 16 bytes a round."""
 
     wasted: list[int]  # per drafter: rounds whose optimistic drafting was wasted (pipeline)
-    tokens: list[int] = field(default_factory=list)
-    times: list[float] = field(default_factory=list)
+    tokens: np.ndarray  # int64, one per round: tokens committed
+    times: np.ndarray  # float64, one per round: round time in ns
     continued_rounds: int = 0
     diverged: int = 0
+
+
+def _trim(drafting: _Drafting, tape: _Tape) -> None:
+    """Drop the tokens no drafter can read any more (a block of _TRIM or more at a time), so memory does
+    not grow with the rounds. Positions are relative to the first kept token; the results do not change."""
+    k = drafting.oldest(len(tape.stream))
+    if k >= _TRIM:
+        del tape.ref[:k]
+        del tape.stream[:k]
+        drafting.shift(k)
 
 
 def _play(
@@ -366,9 +391,11 @@ def _play(
     """
     v, sync = float(verify_ns), float(sync_ns)
     ref, stream = tape.ref, tape.stream
-    tally = _Tally(wasted=[0] * n)
+    tally = _Tally([0] * n, np.zeros(rounds, dtype=np.int64), np.zeros(rounds, dtype=np.float64))
     prev_continued = False
     for rnd in range(rounds + 1):
+        if len(stream) >= _TRIM:
+            _trim(drafting, tape)
         c = len(stream)
         while drafting.ref_needed(c) > len(ref):
             tape.extend_ref()
@@ -380,14 +407,14 @@ def _play(
         stream.extend(commit)
         drafting.advance()
         if rnd:
-            tally.tokens.append(len(commit))
+            tally.tokens[rnd - 1] = len(commit)
             if pipeline:
-                tally.times.append((max(d, v) if prev_continued else d + v) + sync)
+                tally.times[rnd - 1] = (max(d, v) if prev_continued else d + v) + sync
                 tally.continued_rounds += continued
                 for i in range(n):
                     tally.wasted[i] += not valid[i]
             else:
-                tally.times.append(d + v + sync)
+                tally.times[rnd - 1] = d + v + sync
         prev_continued = continued
     return tally
 
@@ -437,6 +464,13 @@ class _ChainDrafting:
 
     def ref_needed(self, committed: int) -> int:
         return max(committed, max(self.ctx, default=0)) + self.margin  # a context may lead the stream (naive)
+
+    def oldest(self, committed: int) -> int:
+        return min(committed, min(self.base, default=committed))  # a context reads the stream from its base
+
+    def shift(self, k: int) -> None:
+        self.base = [b - k for b in self.base]
+        self.ctx = [p - k for p in self.ctx]
 
     def verify(self, committed: int) -> _Verdict:
         """Each draft against the verifier's tokens after the draft's own context; meanwhile (pipeline)
@@ -591,6 +625,12 @@ class _TreeDrafting:
     def ref_needed(self, committed: int) -> int:
         return committed + self.dmax + 2
 
+    def oldest(self, committed: int) -> int:
+        return committed  # every draft starts at the committed output
+
+    def shift(self, k: int) -> None:
+        """Nothing held: the walkers read the reference after the committed output only."""
+
     def verify(self, committed: int) -> _Verdict:
         c, ref = committed, self.tape.ref
         d = 0.0
@@ -652,8 +692,8 @@ def _closed_forms(
 
 
 def _result(rounds: int, seed: int, policy: str, tally: _Tally, closed: _ClosedForms) -> SimulationResult:
-    tok = np.asarray(tally.tokens, dtype=np.float64)
-    tim = np.asarray(tally.times, dtype=np.float64)
+    tok = tally.tokens.astype(np.float64)
+    tim = tally.times
     sq = math.sqrt(rounds)
 
     def rate(count: int) -> tuple[float, float]:

@@ -26,21 +26,32 @@ from specpim_cp.views.tables import draft_text, md_table, table
 Solver = Callable[..., object]  # the signature of `specpim_cp.solvers.exact.solve`
 
 
+#: The finest acceptance step of a sweep: points are rounded to 10 decimals, and an acceptance rate is
+#: known to a few percent at best, so a finer step only repeats solves of one design.
+MIN_ACCEPTANCE_STEP = 1e-6
+#: Points of one sweep: each is an exact solve (up to a minute), so 201 points is already hours.
+MAX_SWEEP_POINTS = 201
+
+
 def parse_range(spec: str) -> list[float]:
-    """`LO:HI:STEP` -> [LO, LO+STEP, ..., HI] (HI included when the steps land on it)."""
+    """`LO:HI:STEP` -> [LO, LO+STEP, ..., HI] (HI included when the steps land on it): 0 <= LO <= HI < 1,
+    MIN_ACCEPTANCE_STEP <= STEP, at most MAX_SWEEP_POINTS points."""
     try:
         lo, hi, step = (float(x) for x in spec.split(":"))
     except ValueError:
         raise ScenarioError(f"--acceptance: expected LO:HI:STEP (e.g. 0.5:0.9:0.05), got '{spec}'") from None
     if not all(math.isfinite(x) for x in (lo, hi, step)):
         raise ScenarioError(f"--acceptance: LO, HI and STEP must be finite numbers, got '{spec}'")
-    if step <= 0 or hi < lo:
-        raise ScenarioError(f"--acceptance: need STEP > 0 and HI >= LO, got '{spec}'")
+    if hi < lo:
+        raise ScenarioError(f"--acceptance: need HI >= LO, got '{spec}'")
     if lo < 0.0 or hi >= 1.0:
         raise ScenarioError(f"--acceptance: acceptance rates must lie in [0, 1), got '{spec}'")
-    n = int((hi - lo) / step + 1e-9)
-    if n > 200:
-        raise ScenarioError(f"--acceptance: {n + 1} points; use a coarser STEP (at most 201 points)")
+    if not step >= MIN_ACCEPTANCE_STEP:
+        raise ScenarioError(f"--acceptance: STEP must be at least {MIN_ACCEPTANCE_STEP:g} (points are rounded to "
+                            f"10 decimals), got '{spec}'")
+    n = int((hi - lo) / step + 1e-9)  # hi - lo < 1 and step >= 1e-6: at most 10^6, never an overflow
+    if n + 1 > MAX_SWEEP_POINTS:
+        raise ScenarioError(f"--acceptance: {n + 1} points; use a coarser STEP (at most {MAX_SWEEP_POINTS} points)")
     return [round(lo + i * step, 10) for i in range(n + 1)]
 
 

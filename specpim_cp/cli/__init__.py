@@ -10,7 +10,7 @@ from __future__ import annotations
 import click
 
 from specpim_cp.cli import batch, catalogs, info, mix, optimize, pricing, show
-from specpim_cp.cli.common import one_line
+from specpim_cp.cli.common import OptionValueError, one_line
 
 
 class _UsageError(click.ClickException):
@@ -27,6 +27,8 @@ def _one_line(exc: click.ClickException) -> click.ClickException:
         click.echo(exc.ctx.get_help())
         return click.exceptions.Exit(0)
     msg = one_line(exc.format_message()).rstrip(".")
+    if isinstance(exc, OptionValueError):  # names the option and its limit, like BatchOptions.validate
+        return _UsageError(msg)
     ctx = getattr(exc, "ctx", None)
     if ctx is not None:
         msg += f" (see '{ctx.command_path} --help')"

@@ -14,9 +14,21 @@ from pathlib import Path
 
 import click
 
-from specpim_cp.cli.common import catalog_option, load, user_errors
+from specpim_cp.cli.common import (
+    SEED_TYPE,
+    TIME_LIMIT_TYPE,
+    WORKERS_TYPE,
+    catalog_option,
+    check_workers,
+    load,
+    user_errors,
+)
 from specpim_cp.errors import ScenarioError
+from specpim_cp.files import path_in
 from specpim_cp.problem.builtin_sets import builtin_sets
+
+#: The folder the default output folders of `batch`, `grid` and `sweep` go in (one per set, grid, scenario).
+RESULTS = Path("results")
 
 
 class LineProgress:
@@ -189,7 +201,9 @@ def batch(target: str | None, out: str | None, jobs: int | None, executor: str, 
                        deterministic=deterministic, heuristic_budget=heuristic_budget, pareto=pareto,
                        resume=resume, ray_address=ray_address, mix_objective=mix_objective)
     name, files = resolve_inputs(target, builtin_sets())
-    out_dir = Path(out) if out else Path("results") / name
+    if name in ("", ".", "..") and target is not None:  # `batch .`, `batch ..`, `batch /`: the folder's own name
+        name = Path(target).resolve().name or "batch"
+    out_dir = Path(out) if out else path_in(RESULTS, name, fallback="batch")
     with _stop_on_sigterm():
         summary = run_batch(files, out_dir, options, progress_for(f"batch {name}"), name=name,
                             extra_catalogs=catalog_files)
@@ -214,7 +228,7 @@ def grid(grid_file: str, out: str | None, jobs: int | None, executor: str, ray_a
     options = _options(executor, jobs, time_limit_s=time_limit, seed=seed, workers=workers,
                        deterministic=deterministic, resume=resume, ray_address=ray_address)
     g = load_grid(grid_file, extra_catalogs=catalog_files)
-    out_dir = Path(out) if out else Path("results") / g.name
+    out_dir = Path(out) if out else path_in(RESULTS, g.name, fallback="grid")
     with _stop_on_sigterm():
         summary = run_grid(g, out_dir, options, progress_for(f"grid {g.name}"))
     _finish(summary, out_dir, f"instances ({len(g.cells)} cells x exact and baselines)")
@@ -240,9 +254,9 @@ def report(directory: str, no_plots: bool) -> None:
 @click.option("--drafter", help="vary only this drafter model (default: every drafter)")
 @click.option("--out", type=click.Path(file_okay=False), metavar="DIR",
               help="output directory [default: results/sweep-NAME]")
-@click.option("--time-limit", type=click.FloatRange(0, min_open=True), default=60.0, show_default=True)
-@click.option("--seed", type=int, default=0, show_default=True)
-@click.option("--workers", type=click.IntRange(1), default=1, show_default=True)
+@click.option("--time-limit", type=TIME_LIMIT_TYPE, default=60.0, show_default=True)
+@click.option("--seed", type=SEED_TYPE, default=0, show_default=True)
+@click.option("--workers", type=WORKERS_TYPE, default=1, show_default=True)
 @click.option("--deterministic/--no-deterministic", default=True, show_default=True)
 @catalog_option
 @user_errors
@@ -254,9 +268,10 @@ def sweep(scenario: str, acceptance: str, drafter: str | None, out: str | None, 
     from specpim_cp.check.sweep import format_sweep, parse_range, sweep_acceptance, write_sweep
     from specpim_cp.solvers.exact import SolverOptions
 
+    check_workers(workers, deterministic)
     sc = load(scenario, catalog_files)  # the scenario carries its catalog files: every solve uses them
     alphas = parse_range(acceptance)
-    out_dir = Path(out) if out else Path("results") / f"sweep-{sc.name}"
+    out_dir = Path(out) if out else path_in(RESULTS, sc.name, prefix="sweep-")
     t0 = time.perf_counter()
     with tqdm(total=len(alphas), desc=f"sweep {sc.name}", unit="point", file=sys.stderr,
               disable=not sys.stderr.isatty()) as bar:  # no bar in a log

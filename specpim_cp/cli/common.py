@@ -1,9 +1,15 @@
-"""What every command shares: user errors as one line and exit code 2, scenario loading, output, progress."""
+"""What every command shares: user errors as one line and exit code 2, the option types with their limits,
+scenario loading, output, progress.
+
+One validator per shared option: `SEED_TYPE`, `TIME_LIMIT_TYPE`, `WORKERS_TYPE` and `ROUNDS_TYPE` check
+a value against its `Limit` (`runs/instances.py`, which `BatchOptions.validate` asks too) while click
+parses the command line, so every command refuses `--seed -1` or `--time-limit nan` with the same line,
+`error: --seed: must be an integer from 0 to 2147483647 (...), got -1`, before any work.
+"""
 
 from __future__ import annotations
 
 import functools
-import math
 import shutil
 import sys
 import time
@@ -11,9 +17,11 @@ from typing import Self
 
 import click
 
+from specpim_cp.check.simulate import MAX_ROUNDS
 from specpim_cp.errors import ScenarioError
 from specpim_cp.files import write_atomic
 from specpim_cp.problem.builtin_sets import resolve_scenario_path
+from specpim_cp.runs.instances import SEED, TIME_LIMIT, WORKERS, Limit
 
 
 def one_line(msg: str) -> str:
@@ -40,6 +48,52 @@ def user_errors(fn):
             fail(f"{where}: {exc.strerror or exc}")
 
     return wrapper
+
+
+class OptionValueError(click.BadParameter):
+    """A value outside its option's limit, shown as `OPTION: must be ..., got VALUE` (as BatchOptions.validate
+    words it), with no pointer to --help: the line already says what is allowed."""
+
+    def __init__(self, option: str, problem: str, ctx: click.Context | None = None,
+                 param: click.Parameter | None = None):
+        super().__init__(problem, ctx=ctx, param=param)
+        self.option = option
+
+    def format_message(self) -> str:
+        return f"{self.option}: {self.message}"
+
+
+class LimitedNumber(click.ParamType):
+    """A number option checked against its `Limit` while click parses (text is refused the same way)."""
+
+    def __init__(self, limit: Limit):
+        self.limit = limit
+        self.name = "integer" if limit.integer else "float"
+
+    def get_metavar(self, param, ctx=None) -> str:
+        """The type and its range in --help, e.g. `INTEGER 0..2147483647`."""
+        return f"{self.name.upper()} {self.limit.low:g}..{self.limit.high:.15g}"
+
+    def convert(self, value, param, ctx):
+        number = value
+        if isinstance(value, str):
+            try:
+                number = int(value) if self.limit.integer else float(value)
+            except ValueError:  # not a number (or thousands of digits): refused as the text it is
+                pass
+        problem = self.limit.problem(number)
+        if problem is not None:
+            option = param.opts[0] if param is not None and param.opts else self.name
+            raise OptionValueError(option, problem, ctx, param)
+        return number if self.limit.integer else float(number)
+
+
+MIN_SIMULATE_ROUNDS = 100  # `simulate`: fewer rounds say nothing about a 95% confidence interval
+ROUNDS = Limit(True, MIN_SIMULATE_ROUNDS, MAX_ROUNDS, why="at most about 90 s and 250 MB")
+SEED_TYPE = LimitedNumber(SEED)
+TIME_LIMIT_TYPE = LimitedNumber(TIME_LIMIT)
+WORKERS_TYPE = LimitedNumber(WORKERS)
+ROUNDS_TYPE = LimitedNumber(ROUNDS)
 
 
 def catalog_option(f):
@@ -84,14 +138,13 @@ def emit(text: str, output: str | None) -> None:
 
 
 def check_time_limit(value: float, option: str = "--time-limit") -> float:
-    """A finite, positive time limit (click's FloatRange lets nan and inf through)."""
-    if not math.isfinite(value):
-        raise ScenarioError(f"{option}: must be a finite number of seconds, got {value}")
-    return value
+    """A time limit within TIME_LIMIT (finite: click's FloatRange lets nan and inf through)."""
+    return TIME_LIMIT.check(value, option)
 
 
 def check_workers(workers: int, deterministic: bool) -> None:
-    """--deterministic solves with one CP-SAT worker: more workers with it is a contradiction."""
+    """Workers within WORKERS; --deterministic solves with one CP-SAT worker: more with it is a contradiction."""
+    WORKERS.check(workers, "--workers")
     if deterministic and workers > 1:
         raise ScenarioError(f"--workers {workers}: --deterministic solves with one worker (the same design every "
                             "run); drop --deterministic to use several workers")

@@ -8,6 +8,7 @@ import click
 
 from specpim_cp.cli.common import catalog_option, user_catalog, user_errors
 from specpim_cp.errors import ScenarioError
+from specpim_cp.kernels.linear import MAX_FEATURES, MAX_TENSOR_PARALLEL, MAX_TOKENS
 
 
 @click.group()
@@ -18,10 +19,14 @@ def kernels() -> None:
 @kernels.command("predict")
 @click.option("--gpu", required=True,
               help="a measured table (a100, h100, a40) or a catalog host (a100-40gb, h100-sxm, mi100, ...)")
-@click.option("--in-features", type=click.IntRange(1), required=True)
-@click.option("--out-features", type=click.IntRange(1), required=True)
-@click.option("--tokens", type=click.IntRange(1), required=True)
-@click.option("--tensor-parallel", type=click.IntRange(1), default=1, show_default=True)
+@click.option("--in-features", type=click.IntRange(1, MAX_FEATURES), required=True,
+              help=f"the layer's input width, 1 .. {MAX_FEATURES:,}")
+@click.option("--out-features", type=click.IntRange(1, MAX_FEATURES), required=True,
+              help=f"the layer's output width (the whole layer), 1 .. {MAX_FEATURES:,}")
+@click.option("--tokens", type=click.IntRange(1, MAX_TOKENS), required=True,
+              help=f"tokens of the pass, 1 .. {MAX_TOKENS:,}")
+@click.option("--tensor-parallel", type=click.IntRange(1, MAX_TENSOR_PARALLEL), default=1, show_default=True,
+              help=f"GPUs sharing the output columns, 1 .. {MAX_TENSOR_PARALLEL}")
 @catalog_option
 @user_errors
 def kernels_predict(gpu: str, in_features: int, out_features: int, tokens: int, tensor_parallel: int,

@@ -2,11 +2,15 @@
 
 from __future__ import annotations
 
+import os
 from pathlib import Path
 
 import click
 
 from specpim_cp.cli.common import (
+    SEED_TYPE,
+    TIME_LIMIT_TYPE,
+    WORKERS_TYPE,
     Progress,
     catalog_option,
     check_time_limit,
@@ -36,18 +40,35 @@ def load_mix_arg(name: str, catalog_files: tuple[str, ...] = ()):
     return mix, scenario_catalog(mix.base)
 
 
+def check_output_and_policy_dir(output: str | None, policy_dir: str | None) -> None:
+    """Before any work: -o (a file) and --policy-dir (a folder written whole) must not share a path or
+    lie one inside the other (compared with symlinks and `..` resolved)."""
+    if output is None or policy_dir is None:
+        return
+    out, pol = Path(os.path.realpath(output)), Path(os.path.realpath(policy_dir))
+    if out == pol:
+        raise ScenarioError(f"--policy-dir {policy_dir}: the same path as -o {output} (a folder of policy files "
+                            "and the result's JSON file cannot share a path)")
+    if pol in out.parents:
+        raise ScenarioError(f"-o {output}: inside --policy-dir {policy_dir}, which holds only the policy files "
+                            "(written whole); give -o a path outside it")
+    if out in pol.parents:
+        raise ScenarioError(f"--policy-dir {policy_dir}: inside the path of -o {output}, which is a file; "
+                            "give the policy folder a path outside it")
+
+
 @click.command("solve-mix")
 @click.argument("mix")
 @click.option("--objective", type=click.Choice(MIX_OBJECTIVES), default="latency", show_default=True,
               help="weighted mean latency or energy per token, or the worst cell's regret (its latency over its "
                    "own optimum's)")
-@click.option("--time-limit", type=click.FloatRange(0.1), default=120.0, show_default=True,
+@click.option("--time-limit", type=TIME_LIMIT_TYPE, default=120.0, show_default=True,
               help="seconds for the mix model's CP-SAT solves (deterministic time units with --deterministic)")
-@click.option("--cell-time-limit", type=click.FloatRange(0.1), default=60.0, show_default=True,
+@click.option("--cell-time-limit", type=TIME_LIMIT_TYPE, default=60.0, show_default=True,
               help="seconds for each single-cell solve (each cell's own optimum, each fixed-hardware dataflow)")
-@click.option("--workers", type=click.IntRange(1, 64), default=1, show_default=True,
+@click.option("--workers", type=WORKERS_TYPE, default=1, show_default=True,
               help="CP-SAT workers (not with --deterministic)")
-@click.option("--seed", type=click.IntRange(0), default=0, show_default=True)
+@click.option("--seed", type=SEED_TYPE, default=0, show_default=True)
 @click.option("--deterministic", is_flag=True,
               help="one worker, deterministic time limits: the same design every run (rejects --workers > 1)")
 @click.option("--json", "as_json", is_flag=True, help="the whole result as JSON on stdout (evaluator units)")
@@ -71,7 +92,7 @@ def solve_mix(mix, objective, time_limit, cell_time_limit, workers, seed, determ
     `objective_unit`.
     """
     from specpim_cp.mix.exact import solve_mix as run
-    from specpim_cp.mix.policy import write_policy_dir
+    from specpim_cp.mix.policy import check_policy_dir, policy_names, write_policy_dir
     from specpim_cp.mix.result import MixOptions
     from specpim_cp.mix.text import format_mix
     from specpim_cp.solvers.exact import SolverOptions
@@ -81,7 +102,10 @@ def solve_mix(mix, objective, time_limit, cell_time_limit, workers, seed, determ
     check_workers(workers, deterministic)
     check_writable(output, "-o")
     check_writable(policy_dir, "--policy-dir")
+    check_output_and_policy_dir(output, policy_dir)
     mx, cat = load_mix_arg(mix, catalog_files)
+    if policy_dir is not None:
+        check_policy_dir(policy_dir, policy_names(mx))
     options = MixOptions(SolverOptions(time_limit, workers, seed, deterministic), cell_time_limit_s=cell_time_limit)
     with Progress(f"solve-mix {mx.name}") as bar:
         res = run(mx, objective, options, catalog=cat, on_stage=bar.show if bar else None)

@@ -7,9 +7,11 @@ import json
 import click
 
 from specpim_cp.cli.common import (
+    SEED_TYPE,
+    TIME_LIMIT_TYPE,
+    WORKERS_TYPE,
     Progress,
     catalog_option,
-    check_time_limit,
     check_workers,
     check_writable,
     emit,
@@ -17,6 +19,7 @@ from specpim_cp.cli.common import (
     user_errors,
 )
 from specpim_cp.errors import ScenarioError
+from specpim_cp.runs.instances import heuristic_budget
 
 
 def _hint(sc, hint_path: str, catalog):
@@ -97,11 +100,11 @@ def _no_fit_detail(sc, catalog) -> str:
 @click.command()
 @click.argument("scenario")
 @click.option("--objective", type=click.Choice(["latency", "energy", "edp"]), help="default: the scenario's")
-@click.option("--time-limit", type=click.FloatRange(0.1), default=60.0, show_default=True,
+@click.option("--time-limit", type=TIME_LIMIT_TYPE, default=60.0, show_default=True,
               help="seconds (deterministic time units with --deterministic)")
-@click.option("--workers", type=click.IntRange(1, 64), default=1, show_default=True,
+@click.option("--workers", type=WORKERS_TYPE, default=1, show_default=True,
               help="CP-SAT workers (not with --deterministic)")
-@click.option("--seed", type=click.IntRange(0), default=0, show_default=True)
+@click.option("--seed", type=SEED_TYPE, default=0, show_default=True)
 @click.option("--deterministic", is_flag=True,
               help="one worker, deterministic time limit: same design every run (rejects --workers > 1)")
 @click.option("--method", type=click.Choice(["cp-sat", "brute-force"]), default="cp-sat", show_default=True)
@@ -121,7 +124,6 @@ def solve(scenario, objective, time_limit, workers, seed, deterministic, method,
     """
     from specpim_cp.views.tables import format_solve
 
-    check_time_limit(time_limit)
     check_workers(workers, deterministic)
     check_writable(output, "-o")
     sc, cat = load_with_catalog(scenario, catalog_files)
@@ -144,10 +146,10 @@ def solve(scenario, objective, time_limit, workers, seed, deterministic, method,
 
 @click.command()
 @click.argument("scenario")
-@click.option("--time-limit", type=click.FloatRange(0.1), default=300.0, show_default=True)
-@click.option("--workers", type=click.IntRange(1, 64), default=1, show_default=True,
+@click.option("--time-limit", type=TIME_LIMIT_TYPE, default=300.0, show_default=True)
+@click.option("--workers", type=WORKERS_TYPE, default=1, show_default=True,
               help="CP-SAT workers (not with --deterministic)")
-@click.option("--seed", type=click.IntRange(0), default=0, show_default=True)
+@click.option("--seed", type=SEED_TYPE, default=0, show_default=True)
 @click.option("--deterministic", is_flag=True, help="one worker, deterministic time limit (rejects --workers > 1)")
 @click.option("-o", "--output", type=click.Path(dir_okay=False), help="CSV file (default: stdout)")
 @catalog_option
@@ -160,7 +162,6 @@ def pareto(scenario, time_limit, workers, seed, deterministic, output, catalog_f
     from specpim_cp.solvers.exact import SolverOptions, pareto_front
     from specpim_cp.views.tables import design_summary
 
-    check_time_limit(time_limit)
     check_workers(workers, deterministic)
     check_writable(output, "-o")
     sc, cat = load_with_catalog(scenario, catalog_files)
@@ -177,22 +178,6 @@ def pareto(scenario, time_limit, workers, seed, deterministic, output, catalog_f
                     f"{m.latency_ns_per_token * m.energy_pj_per_token:.6g}", m.round_time_ns,
                     m.energy_nj_per_round * 1000, f"{m.tokens_per_round:.6f}", design_summary(sc, e.design)])
     emit(buf.getvalue().rstrip("\n"), output)
-
-
-def _budget(value: str):
-    """'quick', 'paper', or GENERATIONSxPOPULATIONxLEAVES (e.g. 20x200x500)."""
-    if value in ("quick", "paper"):
-        return value
-    from specpim_cp.solvers.heuristic import Budget
-
-    try:
-        g, p, leaves = (int(v) for v in value.lower().split("x"))
-    except ValueError:
-        raise ScenarioError(f"--budget: '{value}' is not quick, paper or GENxPOPxLEAVES (e.g. 20x200x500)") from None
-    if g < 0 or p < 2 or leaves < 0 or g > 100_000 or p > 1_000_000 or leaves > 10_000_000:
-        raise ScenarioError(f"--budget: '{value}' needs 0 <= generations <= 100000, 2 <= population <= 1000000 "
-                            "and 0 <= leaves <= 10000000")
-    return Budget(generations=g, population=p, mcts_leaves_per_model=leaves)
 
 
 def _run_heuristic(sc, budget, seed: int, label: str, catalog, polish: bool = True):
@@ -212,7 +197,7 @@ def _run_heuristic(sc, budget, seed: int, label: str, catalog, polish: bool = Tr
 @click.command()
 @click.argument("scenario")
 @click.option("--budget", default="quick", show_default=True, help="quick | paper | GENxPOPxLEAVES")
-@click.option("--seed", type=click.IntRange(0), default=0, show_default=True)
+@click.option("--seed", type=SEED_TYPE, default=0, show_default=True)
 @click.option("--polish/--no-polish", default=True, show_default=True,
               help="refine each generation's best design (our addition); --no-polish is the paper's explorer "
                    "as published")
@@ -224,7 +209,7 @@ def heuristic(scenario, budget, seed, polish, as_json, output, catalog_files) ->
     """The paper's explorer: GA over dataflow + per-model MCTS over architecture (seeded)."""
     from specpim_cp.views.tables import format_solve
 
-    bud = _budget(budget)
+    bud = heuristic_budget(budget, "--budget")
     check_writable(output, "-o")
     sc, cat = load_with_catalog(scenario, catalog_files)
     res = _run_heuristic(sc, bud, seed, f"heuristic ({budget}{'' if polish else ', no polish'})", cat, polish)
@@ -234,8 +219,8 @@ def heuristic(scenario, budget, seed, polish, as_json, output, catalog_files) ->
 @click.command()
 @click.argument("scenario")
 @click.option("--budget", default="quick", show_default=True, help="heuristic budget")
-@click.option("--time-limit", type=click.FloatRange(0.1), default=60.0, show_default=True)
-@click.option("--seed", type=click.IntRange(0), default=0, show_default=True)
+@click.option("--time-limit", type=TIME_LIMIT_TYPE, default=60.0, show_default=True)
+@click.option("--seed", type=SEED_TYPE, default=0, show_default=True)
 @catalog_option
 @user_errors
 def compare(scenario, budget, time_limit, seed, catalog_files) -> None:
@@ -245,8 +230,7 @@ def compare(scenario, budget, time_limit, seed, catalog_files) -> None:
     from specpim_cp.solvers.exact import solve as cp_solve
     from specpim_cp.views.tables import HUMAN_UNITS, design_lines, host_line, human_objective, table
 
-    bud = _budget(budget)
-    check_time_limit(time_limit)
+    bud = heuristic_budget(budget, "--budget")
     sc, cat = load_with_catalog(scenario, catalog_files)
     heur = _run_heuristic(sc, bud, seed, f"compare: heuristic ({budget})", cat)
     with Progress("compare: exact") as bar:
@@ -283,9 +267,9 @@ def compare(scenario, budget, time_limit, seed, catalog_files) -> None:
 
 @click.command()
 @click.argument("scenario")
-@click.option("--time-limit", type=click.FloatRange(0.1), default=60.0, show_default=True,
+@click.option("--time-limit", type=TIME_LIMIT_TYPE, default=60.0, show_default=True,
               help="per solve (deterministic time units)")
-@click.option("--seed", type=click.IntRange(0), default=0, show_default=True)
+@click.option("--seed", type=SEED_TYPE, default=0, show_default=True)
 @click.option("--plot", "plot_path", type=click.Path(dir_okay=False), help="write the tornado plot (PNG) here")
 @click.option("--json", "as_json", is_flag=True)
 @catalog_option
@@ -296,7 +280,6 @@ def sensitivity(scenario, time_limit, seed, plot_path, as_json, catalog_files) -
     from specpim_cp.check.sensitivity import sensitivity as run
     from specpim_cp.solvers.exact import SolverOptions
 
-    check_time_limit(time_limit)
     check_writable(plot_path, "--plot")
     if plot_path and not plot_path.lower().endswith(".png"):
         raise ScenarioError(f"--plot {plot_path}: the tornado plot is a PNG; name the file *.png")

@@ -7,6 +7,9 @@ Both are built from measured tables in ``data/`` (see ``data/README.md``; MIT-li
 
 from specpim_cp.kernels.allreduce import allreduce_us, measured_allreduce_workers
 from specpim_cp.kernels.linear import (
+    MAX_FEATURES,
+    MAX_TENSOR_PARALLEL,
+    MAX_TOKENS,
     TOKEN_RANGES,
     FitReportRow,
     TokenRangeError,
@@ -20,6 +23,9 @@ from specpim_cp.kernels.linear import (
 from specpim_cp.kernels.roofline import ROOFLINE, host_linear_us, kernel_model_label, roofline_linear_ns
 
 __all__ = [
+    "MAX_FEATURES",
+    "MAX_TENSOR_PARALLEL",
+    "MAX_TOKENS",
     "ROOFLINE",
     "TOKEN_RANGES",
     "FitReportRow",

@@ -99,6 +99,9 @@ import numpy as np
 from specpim_cp.errors import ScenarioError
 
 __all__ = [
+    "MAX_FEATURES",
+    "MAX_TENSOR_PARALLEL",
+    "MAX_TOKENS",
     "TOKEN_RANGES",
     "FitReportRow",
     "TokenRangeError",
@@ -111,6 +114,16 @@ __all__ = [
 ]
 
 _DATA_FILE = "gpu_linear_measured.csv"
+
+#: The largest linear layer the kernel models price (they stay finite far beyond; these bound typos).
+#: Features: 10x the catalog's widest matrix dimension (10^7, `catalog.MAX_MODEL_DIM`), so a fused q/k/v
+#: or gate/up matrix of any catalog model fits; the measured tables stop at 65,536.
+MAX_FEATURES = 10**8
+#: Tokens of one pass: 60x the most a scenario's pass holds (batch 512 x a 33-token tree), 2,000x the
+#: measured 512.
+MAX_TOKENS = 10**6
+#: GPUs one layer is split over (`kernels predict --tensor-parallel`): the measured tables use 1-8.
+MAX_TENSOR_PARALLEL = 1024
 _FP16_BYTES = 2
 _FLOPS_PER_MAC = 2
 
@@ -385,10 +398,10 @@ def memory_floor(gpu: str) -> tuple[float, float]:
 
 
 def _check_shape(in_features: int, out_features: int, tokens: int) -> None:
-    if not tokens >= 1:
-        raise ValueError(f"tokens must be >= 1, got {tokens!r}")
-    if not (in_features >= 1 and out_features >= 1):
-        raise ValueError(f"in/out features must be >= 1, got {in_features!r} x {out_features!r}")
+    if not 1 <= tokens <= MAX_TOKENS:
+        raise ValueError(f"tokens must be in [1, {MAX_TOKENS:,}], got {tokens!r}")
+    if not (1 <= in_features <= MAX_FEATURES and 1 <= out_features <= MAX_FEATURES):
+        raise ValueError(f"in/out features must be in [1, {MAX_FEATURES:,}], got {in_features!r} x {out_features!r}")
     if not (tokens == int(tokens) and in_features == int(in_features) and out_features == int(out_features)):
         raise ValueError(f"tokens and features must be whole numbers, got {in_features!r} x {out_features!r}, "
                          f"{tokens!r} tokens")
@@ -406,8 +419,8 @@ def linear_time_us(
     """
     key = _gpu_key(gpu)
     _check_shape(in_features, out_features, tokens)
-    if not bandwidth_scale > 0:
-        raise ValueError(f"bandwidth_scale must be > 0, got {bandwidth_scale!r}")
+    if not 0 < bandwidth_scale < float("inf"):
+        raise ValueError(f"bandwidth_scale must be a finite number > 0, got {bandwidth_scale!r}")
     return _time_us(_fitted(key), int(in_features), int(out_features), int(tokens), float(bandwidth_scale))
 
 
@@ -423,8 +436,8 @@ def predict_linear_us(
     """
     key = _gpu_key(gpu)
     _check_shape(in_features, out_features, tokens)
-    if tensor_parallel < 1:
-        raise ValueError(f"tensor_parallel must be >= 1, got {tensor_parallel!r}")
+    if not 1 <= tensor_parallel <= MAX_TENSOR_PARALLEL:
+        raise ValueError(f"tensor_parallel must be in [1, {MAX_TENSOR_PARALLEL}], got {tensor_parallel!r}")
     return linear_time_us(key, in_features, _ceil_div(out_features, tensor_parallel), tokens)
 
 

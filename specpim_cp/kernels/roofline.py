@@ -19,6 +19,8 @@ Every report labels such a host ``derated roofline (no measurements)`` (`kernel_
 
 from __future__ import annotations
 
+from specpim_cp.kernels.linear import MAX_FEATURES, MAX_TENSOR_PARALLEL, MAX_TOKENS
+
 ROOFLINE = "roofline"  # the catalog's `kernel_table` value selecting this model
 _FP16_BYTES = 2
 _FLOPS_PER_MAC = 2
@@ -35,10 +37,12 @@ def roofline_linear_ns(in_features: int, out_features: int, tokens: int, *, band
                        peak_fp16_tflops: float, bandwidth_efficiency: float, compute_efficiency: float,
                        launch_overhead_ns: float) -> float:
     """Latency (ns) of an FP16 ``in_features x out_features`` linear layer on ``tokens`` tokens."""
-    if min(in_features, out_features, tokens) < 1:
-        raise ValueError(f"tokens and features must be >= 1, got {in_features} x {out_features}, {tokens} tokens")
-    if min(bandwidth_gbps, peak_fp16_tflops, bandwidth_efficiency, compute_efficiency) <= 0:
-        raise ValueError("bandwidth, peak and efficiencies must be > 0")
+    if not (1 <= tokens <= MAX_TOKENS and 1 <= in_features <= MAX_FEATURES and 1 <= out_features <= MAX_FEATURES):
+        raise ValueError(f"tokens must be in [1, {MAX_TOKENS:,}] and features in [1, {MAX_FEATURES:,}], got "
+                         f"{in_features} x {out_features}, {tokens} tokens")
+    if not all(0 < x < float("inf") for x in (bandwidth_gbps, peak_fp16_tflops, bandwidth_efficiency,
+                                              compute_efficiency)):
+        raise ValueError("bandwidth, peak and efficiencies must be finite numbers > 0")
     moved = _FP16_BYTES * (in_features * out_features + tokens * (in_features + out_features))
     flops = _FLOPS_PER_MAC * tokens * in_features * out_features
     t_mem = moved / (bandwidth_gbps * bandwidth_efficiency)
@@ -52,8 +56,8 @@ def host_linear_us(host, in_features: int, out_features: int, tokens: int, tenso
     bandwidth, or the derated roofline at its ``kernel_table_bandwidth_gbps``."""
     from specpim_cp.kernels.linear import predict_linear_us
 
-    if tensor_parallel < 1:
-        raise ValueError(f"tensor_parallel must be >= 1, got {tensor_parallel!r}")
+    if not 1 <= tensor_parallel <= MAX_TENSOR_PARALLEL:
+        raise ValueError(f"tensor_parallel must be in [1, {MAX_TENSOR_PARALLEL}], got {tensor_parallel!r}")
     if host.kernel_table != ROOFLINE:
         return predict_linear_us(host.kernel_table, in_features, out_features, tokens, tensor_parallel)
     shard = -(-out_features // tensor_parallel)

@@ -9,14 +9,18 @@ import json
 import os
 import shutil
 import tempfile
+from collections.abc import Sequence
 from pathlib import Path
 
-from specpim_cp.files import toml_text, write_atomic
+from specpim_cp.errors import ScenarioError
+from specpim_cp.files import path_in, toml_text, write_atomic
 from specpim_cp.mix.result import MixResult
-from specpim_cp.mix.spec import MIX_UNITS
+from specpim_cp.mix.spec import MIX_UNITS, Mix
 from specpim_cp.mix.text import pim_ops
 
 INDEX = "policy.json"
+#: Mode of the policy folder (and any parent it creates): readable by all, like the files in it.
+FOLDER_MODE = 0o755
 
 
 def cell_stem(index: int) -> str:
@@ -54,23 +58,99 @@ def policy_files(res: MixResult) -> dict[str, str]:
     return files
 
 
+def policy_names(mix: Mix) -> list[str]:
+    """The names of the files `policy_files` writes for `mix` (known before the solve)."""
+    return [*(f"{cell_stem(c.index)}.{ext}" for c in mix.cells for ext in ("toml", "json")), INDEX]
+
+
+def check_policy_dir(folder: str | Path, names: Sequence[str]) -> None:
+    """Before any work: `folder` can take the policy files `names` (it is no file, no file's path is a folder).
+    Every error is a ScenarioError naming `folder` as the user gave it."""
+    folder = Path(folder)
+    for parent in [folder, *folder.parents]:
+        if parent.exists():
+            if not parent.is_dir():
+                what = "is a file" if parent == folder else f"is below '{parent}', a file"
+                raise ScenarioError(f"--policy-dir {folder}: {what}, not a folder")
+            break
+    if folder.is_dir():
+        for name in names:
+            target = folder / name
+            if target.is_dir() and not target.is_symlink():
+                raise ScenarioError(f"--policy-dir {folder}: '{target}' is a folder; the policy writes its file "
+                                    f"{name} there (move or remove that folder)")
+
+
 def write_policy_dir(res: MixResult, folder: str | Path) -> list[Path]:
-    """Write `policy_files` into `folder`. A new folder appears whole (built beside it, then renamed); in an
-    existing folder each file is replaced atomically."""
+    """Write `policy_files` into `folder`, whole or not at all: every file is first written into a hidden
+    temporary folder, then a new folder (and any missing parents), built beside it, appears by one rename;
+    in an existing folder (staged inside it: the same file system, whatever its parent or a symlink) the
+    files replace their old versions, which come back if a replacement fails. On any failure the temporary
+    folder is removed; an OSError names `folder`, never the temporary one."""
     folder = Path(folder)
     files = policy_files(res)
-    if folder.exists():
-        for name, text in files.items():
-            write_atomic(folder / name, text)
-        return [folder / name for name in files]
-    folder.parent.mkdir(parents=True, exist_ok=True)
-    tmp = Path(tempfile.mkdtemp(dir=folder.parent, prefix=f".{folder.name}.", suffix=".tmp"))
+    for name in files:
+        path_in(folder, name)  # the file names are the code's; checked all the same: none leaves the folder
+    check_policy_dir(folder, list(files))
     try:
+        if folder.is_dir():
+            _replace_in(folder, files)
+        else:
+            _create(folder, files)
+    except OSError as exc:
+        raise OSError(exc.errno, f"cannot write the policy folder ({exc.strerror or exc})", str(folder)) from None
+    return [folder / name for name in files]
+
+
+def _staging(beside: Path, name: str) -> Path:
+    tmp = Path(tempfile.mkdtemp(dir=beside, prefix=f".{name}.", suffix=".tmp"))
+    os.chmod(tmp, FOLDER_MODE)  # mkdtemp gives 0700; a folder of results is readable like its files
+    return tmp
+
+
+def _create(folder: Path, files: dict[str, str]) -> None:
+    """A new folder: built under a temporary name beside its highest missing parent, then renamed."""
+    full = Path(os.path.abspath(folder))  # `..` collapsed: the staged copy mirrors the path below `top`
+    top = full
+    while not top.parent.exists():
+        top = top.parent
+    tmp = _staging(top.parent, top.name)
+    try:
+        inner = tmp.joinpath(*full.relative_to(top).parts)
         for name, text in files.items():
-            write_atomic(tmp / name, text)
-        os.chmod(tmp, 0o755)  # mkdtemp gives 0700; a folder of results is readable like its files
-        os.replace(tmp, folder)
+            write_atomic(inner / name, text)
+        for d in [inner, *inner.parents]:
+            if d == tmp:
+                break
+            os.chmod(d, FOLDER_MODE)
+        os.replace(tmp, top)
     except BaseException:
         shutil.rmtree(tmp, ignore_errors=True)
         raise
-    return [folder / name for name in files]
+
+
+def _replace_in(folder: Path, files: dict[str, str]) -> None:
+    """An existing folder: the new files are written into a hidden temporary folder in it first, then moved
+    in one by one; the old versions wait there until every move succeeded (and are moved back otherwise)."""
+    tmp = _staging(folder, "policy")
+    new, old = tmp / "new", tmp / "old"
+    moved: list[tuple[str, bool]] = []  # (name, an old version was moved aside)
+    try:
+        for name, text in files.items():
+            write_atomic(new / name, text)
+        old.mkdir()
+        for name in files:
+            target = folder / name
+            had_old = target.exists() or target.is_symlink()
+            if had_old:
+                os.replace(target, old / name)
+            moved.append((name, had_old))
+            os.replace(new / name, target)
+    except BaseException:
+        for name, had_old in reversed(moved):
+            (folder / name).unlink(missing_ok=True)
+            if had_old:
+                os.replace(old / name, folder / name)
+        raise
+    finally:
+        shutil.rmtree(tmp, ignore_errors=True)

@@ -15,7 +15,8 @@ A mix is its own file that names a base scenario, or a `[mix]` table inside a sc
 
 Each cell is the base scenario with the cell's batch, context lengths and acceptance rates (a drafter
 the cell and its task leave out keeps the base's rate). Every error names the cell and the field
-(`mix.cells[3].weight: must be > 0, got 0.0`).
+(`mix.cells[3].weight: must be > 0, got 0.0`). A mix has at most MAX_MIX_CELLS cells; its `name` obeys the
+scenario `name` rule; its base is a plain scenario (not the mix itself, not another mix, no cycle).
 
 The hardware (per model: memory type, PIM units, devices) is shared by the cells; the dataflow is per
 cell. Weights do not move at run time, so a model stores every (operator, layout) copy of a weight
@@ -37,7 +38,7 @@ from pydantic import Field, ValidationError, field_validator
 
 from specpim_cp.catalog import Catalog, default_catalog
 from specpim_cp.errors import ScenarioError, format_validation_error
-from specpim_cp.files import read_table
+from specpim_cp.files import name_problem, read_table, safe_name
 from specpim_cp.physics.evaluate import GIB_IN_KIB, CapacityUse, Evaluator, Metrics
 from specpim_cp.physics.rounds import Acceptance
 from specpim_cp.problem.builtin_sets import resolve_scenario_path
@@ -59,6 +60,12 @@ MIX_UNITS = {"latency": "ns/token", "energy": "nJ/token", "regret": "x own optim
 #: Weight tensors (stored once per layout any cell uses) and the KV-cache tensors (per cell).
 WEIGHT_OPS = FC_OPS
 KV_OPS = ATTENTION_OPS
+#: Most cells a mix may have: 3x the 21 cells of each built-in mix (benchmarks/bench_mix.py). Each cell is
+#: one single-cell solve (up to --cell-time-limit) plus one per screened hardware, and one copy of the
+#: dataflow variables in the mix model; the 21-cell mixes already take 2-6 minutes.
+MAX_MIX_CELLS = 64
+#: Longest chain of mix files followed to tell a cycle from a mix whose base is another mix.
+_MAX_MIX_CHAIN = 16
 
 
 def _check_rates(rates: dict[str, float]) -> dict[str, float]:
@@ -95,6 +102,15 @@ class MixTable(StrictModel):
     cells: list[MixCellEntry]
     tasks: dict[str, dict[str, float]] = Field(default_factory=dict)
 
+    @field_validator("cells", mode="before")
+    @classmethod
+    def _at_most(cls, v):
+        """Counted before any cell is validated: a mix of 10,000 cells is refused at once."""
+        if isinstance(v, list) and len(v) > MAX_MIX_CELLS:
+            raise ValueError(f"{len(v):,} cells, more than the limit of {MAX_MIX_CELLS} per mix (each cell is "
+                             "solved on its own and in the mix model; split the mix or merge similar cells)")
+        return v
+
     @field_validator("cells")
     @classmethod
     def _not_empty(cls, v: list[MixCellEntry]) -> list[MixCellEntry]:
@@ -120,6 +136,15 @@ class MixFile(StrictModel):
     description: str = ""
     scenario: str
     mix: MixTable
+
+    @field_validator("name")
+    @classmethod
+    def _file_stem(cls, v: str | None) -> str | None:
+        """The name names output files (a batch's heatmap, the policy index): the scenario `name` rule."""
+        problem = None if v is None else name_problem(v)
+        if problem is not None:
+            raise ValueError(problem)
+        return v
 
 
 @dataclass(frozen=True)
@@ -187,8 +212,9 @@ def load_mix(name: str | Path, catalog: Catalog | None = None, extra_catalogs: S
         except ValidationError as exc:
             raise ScenarioError(format_validation_error(exc, root="mix")) from None
         base_file = base_scenario_file(mf.scenario, path, "scenario", "mix", example="paper/opt-13b-b1")
+        check_plain_base(path, mf.scenario, base_file)
         base = load_scenario(base_file, catalog, extra_catalogs=extra_catalogs)
-        return build_mix(mf.name or path.stem, mf.description or base.description, base, mf.mix,
+        return build_mix(mf.name or safe_name(path.stem, "mix"), mf.description or base.description, base, mf.mix,
                          catalog or scenario_catalog(base))
     raw = dict(data)  # a scenario file with a [mix] table
     table = raw.pop("mix")
@@ -198,6 +224,47 @@ def load_mix(name: str | Path, catalog: Catalog | None = None, extra_catalogs: S
         raise ScenarioError(format_validation_error(exc, root="mix")) from None
     base = parse_scenario(with_catalog_paths(raw, path.parent, extra_catalogs), catalog)
     return build_mix(base.name, base.description, base, mt, catalog or scenario_catalog(base))
+
+
+def _mix_base(path: Path) -> tuple[str, Path] | None:
+    """(the `scenario` it names, that file) when `path` is a mix file whose base resolves; else None."""
+    try:
+        data = read_table(path, "a mix")
+    except ScenarioError:
+        return None
+    ref = data.get("scenario")
+    if "mix" not in data or not isinstance(ref, str):
+        return None
+    try:
+        return ref, base_scenario_file(ref, path, "scenario", "mix")
+    except ScenarioError:
+        return None
+
+
+def check_plain_base(path: Path, ref: str, base_file: Path) -> None:
+    """A mix's base is a plain scenario: not the mix file itself, not another mix (a scenario with a [mix]
+    table included), and so no cycle of mix files; each is a ScenarioError naming the file and the problem
+    (rather than the base's missing `batch_size`)."""
+    where = f"{path}: scenario"
+    if base_file.resolve() == path.resolve():
+        raise ScenarioError(f"{where}: '{ref}' is this mix file itself; a mix's base is a plain scenario file "
+                            "(no [mix] table)")
+    try:
+        data = read_table(base_file, "a scenario")
+    except ScenarioError:
+        return  # loading the base names its problem
+    if "mix" not in data:
+        return
+    chain, current = [path.resolve(), base_file.resolve()], base_file
+    while len(chain) <= _MAX_MIX_CHAIN and (step := _mix_base(current)) is not None:
+        current = step[1]
+        if current.resolve() in chain:
+            cycle = " -> ".join(str(p) for p in [*chain[chain.index(current.resolve()):], current.resolve()])
+            raise ScenarioError(f"{where}: '{ref}' is a workload mix in a cycle of mix files naming each "
+                                f"other as base ({cycle}); a mix's base is a plain scenario file (no [mix] table)")
+        chain.append(current.resolve())
+    raise ScenarioError(f"{where}: '{ref}' ({base_file}) is itself a workload mix (it has a [mix] table), not a "
+                        "scenario; a mix's base is a plain scenario file (no [mix] table)")
 
 
 def build_mix(name: str, description: str, base: Scenario, table: MixTable, catalog: Catalog | None = None) -> Mix:

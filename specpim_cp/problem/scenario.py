@@ -18,7 +18,7 @@ from pydantic import Field, ValidationError, field_validator, model_validator
 
 from specpim_cp.catalog import Catalog, file_digest, load_catalog
 from specpim_cp.errors import ScenarioError, format_validation_error
-from specpim_cp.files import read_table
+from specpim_cp.files import name_problem, read_table
 from specpim_cp.problem.builtin_sets import resolve_scenario_path
 from specpim_cp.problem.design import DEVICE_COUNTS, StrictModel
 from specpim_cp.problem.trees import check_positional
@@ -147,11 +147,11 @@ class Scenario(StrictModel):
     @field_validator("name")
     @classmethod
     def _file_stem(cls, v: str) -> str:
-        """The name becomes output file and folder names (batch, sweep): it must not leave its folder."""
-        bad = [c for c in v if c in "/\\" or ord(c) < 32 or ord(c) == 127]
-        if bad or v.startswith(".") or v != v.strip():
-            raise ValueError(f"must not contain '/', '\\' or control characters, start with '.' or have "
-                             f"surrounding spaces (it names output files and folders), got {v!r}")
+        """The name becomes output file and folder names (batch, sweep): it must not leave its folder
+        (`files.name_problem`, the rule grid and mix names share)."""
+        problem = name_problem(v)
+        if problem is not None:
+            raise ValueError(problem)
         return v
 
     @model_validator(mode="after")

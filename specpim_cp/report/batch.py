@@ -20,7 +20,7 @@ from collections.abc import Callable, Sequence
 from pathlib import Path
 
 from specpim_cp.errors import ScenarioError
-from specpim_cp.files import safe_stem, write_atomic
+from specpim_cp.files import path_in, safe_stem, write_atomic
 from specpim_cp.problem.ablation_ladder import LADDER_STEPS
 from specpim_cp.problem.design import parse_design
 from specpim_cp.problem.scenario import load_scenario
@@ -372,7 +372,8 @@ def plot_schedules(groups: Sequence[ScenarioResults], out: Path) -> tuple[list[P
             if sc.content_hash() != r.scenario_hash:
                 notes.append(f"schedule of {r.scenario}: skipped, {r.scenario_file} changed since the run")
                 continue
-            made.append(schedule_figure(sc, parse_design(r.design), out / f"schedule-{safe_stem(family)}.png"))
+            path = path_in(out, safe_stem(family), ".png", prefix="schedule-")  # no spaces: a Markdown link
+            made.append(schedule_figure(sc, parse_design(r.design), path))
         except ScenarioError as exc:
             notes.append(f"schedule of {r.scenario}: skipped ({exc})")
     return made, notes

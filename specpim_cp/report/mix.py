@@ -13,7 +13,7 @@ from __future__ import annotations
 from collections.abc import Sequence
 from pathlib import Path
 
-from specpim_cp.files import safe_stem
+from specpim_cp.files import path_in, safe_stem
 from specpim_cp.mix.compare import GPU_SI, MEDIAN, PAPI_HALF, PAPI_MIX, PER_CELL
 from specpim_cp.mix.text import MIX_HUMAN_UNITS, rule_rows
 from specpim_cp.problem.operators import PLACEABLE_OPS
@@ -151,14 +151,15 @@ def plot_heatmap(r: Record, path: Path) -> Path:
     return save_figure(fig, path)
 
 
-def heatmap_name(r: Record) -> str:
-    return f"mix-heatmap-{safe_stem(r.scenario)}.png"
+def heatmap_path(out: Path, r: Record) -> Path:
+    """Where the heatmap of mix record `r` goes in the report folder `out` (`files.path_in`)."""
+    return path_in(out, safe_stem(r.scenario), ".png", prefix="mix-heatmap-")  # no spaces: a Markdown link
 
 
 def mix_sections(records: Sequence[Record], out: Path, plots: bool) -> tuple[list[Table], list[Path], list[str]]:
     """(tables, plots written, consistency-check lines) of the mix records."""
     tables = [t for t in (regret_table(records),) if t is not None] + rule_tables(records)
-    made = [plot_heatmap(r, out / heatmap_name(r)) for r in mix_records(records)] if plots else []
+    made = [plot_heatmap(r, heatmap_path(out, r)) for r in mix_records(records)] if plots else []
     failed = [f"{r.scenario}: {r.status}: {r.error}" for r in records if r.method == "mix" and r.mix is None]
     checks = consistency_checks(records)
     verdict = "all passed" if not checks else "\n- ".join([f"{len(checks)} VIOLATION(S)", *checks])

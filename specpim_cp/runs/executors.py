@@ -13,6 +13,12 @@ executors and be resumed on either. The interface:
 
 With Ray each task is a remote task needing `workers` CPUs (the CP-SAT workers of one solve) and is
 not retried (a task whose worker died is a `WorkerLost`, recorded as ERROR and retried by a re-run).
+
+How many tasks run at once (`--jobs`, `check_jobs`) is bounded before any process starts: a local pool
+or a local Ray runtime forks at most this machine's CPUs (`os.cpu_count()`, at least the default 2);
+on a Ray cluster at most MAX_CLUSTER_JOBS tasks are in flight (jobs 0, no --jobs: as many as its CPUs
+allow).
+A Ray task needing more CPUs than the whole cluster has would wait forever: refused when it connects.
 """
 
 from __future__ import annotations
@@ -32,6 +38,42 @@ from specpim_cp.errors import ScenarioError
 EXECUTORS = ("local", "ray")
 RAY_MISSING = "--executor ray: Ray is not installed (pip install -e '.[ray]', or pip install ray)"
 CONNECT_TIMEOUT_S = 5.0
+DEFAULT_LOCAL_JOBS = 2  # `--jobs` of the local executor when not given
+MAX_CLUSTER_JOBS = 1024  # Ray tasks in flight on a cluster (Ray queues those beyond its free CPUs)
+
+
+def shown(value: Any) -> str:
+    """A user's value for an error line: numbers as given (very long ones cut), text quoted."""
+    if isinstance(value, float):
+        return f"{value:g}"
+    text = str(value) if isinstance(value, int) else repr(value)
+    return text if len(text) <= 40 else f"{text[:20]}... ({len(text)} characters)"
+
+
+def machine_cpus() -> int:
+    """This machine's CPUs (os.cpu_count())."""
+    return os.cpu_count() or 1
+
+
+def on_cluster(ray_address: str | None) -> bool:
+    """Ray joins a cluster (--ray-address or $RAY_ADDRESS), else starts a local runtime."""
+    return bool(ray_address or os.environ.get("RAY_ADDRESS"))
+
+
+def check_jobs(jobs: int, executor: str, ray_address: str | None = None) -> int:
+    """`jobs`, or ScenarioError naming --jobs and its limit: 1 to this machine's CPUs (at least the default
+    2) for the local pool and a local Ray runtime, 1 to MAX_CLUSTER_JOBS on a Ray cluster; with Ray, 0 (the
+    default, no --jobs) is as many as the CPUs allow."""
+    ray = executor == "ray"
+    if ray and on_cluster(ray_address):
+        high, why = MAX_CLUSTER_JOBS, "Ray tasks in flight on a cluster"
+    else:
+        high, why = max(DEFAULT_LOCAL_JOBS, machine_cpus()), f"this machine has {machine_cpus()} CPUs"
+    if ray:
+        why += "; without --jobs: as many as the CPUs allow"
+    if isinstance(jobs, bool) or not isinstance(jobs, int) or not (0 if ray else 1) <= jobs <= high:
+        raise ScenarioError(f"--jobs: must be an integer from 1 to {high} ({why}), got {shown(jobs)}")
+    return jobs
 
 
 @dataclass(frozen=True)
@@ -87,7 +129,7 @@ class PoolExecutor:
 
     def __init__(self, run: Callable[[Any], Any], jobs: int, inherited_fds: Sequence[int] = ()):
         self._run = run
-        self.slots = jobs
+        self.slots = check_jobs(jobs, "local")
         self._fds = tuple(inherited_fds)
         self._pool: cf.ProcessPoolExecutor | None = None
         self._broken = False
@@ -180,6 +222,11 @@ class RayExecutor:
                     from None
             self._owner = True
         cpus = int(ray.cluster_resources().get("CPU", 1))
+        if workers > cpus:  # no node could ever run a task: it would wait forever
+            if self._owner:
+                ray.shutdown()
+            raise ScenarioError(f"--workers {workers}: each Ray task needs {workers} CPUs, the Ray cluster has "
+                                f"{cpus}")
         self.slots = jobs if jobs >= 1 else max(1, cpus // workers)
         self._remote = ray.remote(num_cpus=workers, max_retries=0)(run)
         self._running: dict[Any, Any] = {}  # ObjectRef -> task
@@ -214,7 +261,10 @@ class RayExecutor:
 
 def open_executor(kind: str, run: Callable[[Any], Any], *, jobs: int, workers: int = 1,
                   ray_address: str | None = None, inherited_fds: Sequence[int] = ()) -> Executor:
-    """The executor of `--executor` (local: in this process for one job, else a process pool)."""
+    """The executor of `--executor` (local: in this process for one job, else a process pool); `jobs` within
+    `check_jobs`'s limit."""
+    if kind in EXECUTORS:
+        check_jobs(jobs, kind, ray_address)
     if kind == "ray":
         return RayExecutor(run, workers, jobs, ray_address, local_cpus=jobs * workers if jobs >= 1 else None)
     if kind != "local":

@@ -21,7 +21,9 @@ A grid file (TOML):
 The cells are the product of the axes, in the file's axis order with the last axis varying fastest;
 a cell is the base with the cell's values applied (models first, then acceptance, then the rest),
 named `BASE_b=4_a=0.8_...`. Every cell is validated before any work; a cell that does not validate
-is an error naming the cell and the field.
+is an error naming the cell and the field. A grid has at most MAX_GRID_CELLS cells, counted from its axes
+before any cell is built; its `name` (the default output folder) obeys the scenario `name` rule, and a
+base that is a workload mix or the grid file itself is refused.
 
 Running a grid is a batch (`batch.run_instances`) of `exact` and `baselines` instances, one each per
 cell, with the batch's resumable JSONL and content-hash keys. Warm starts: along the *warm-start axis*
@@ -37,6 +39,7 @@ grid of benchmarks/bench_grid.py a hint did not shorten the solves, see its note
 from __future__ import annotations
 
 import itertools
+import math
 from collections.abc import Sequence
 from dataclasses import dataclass, replace
 from pathlib import Path
@@ -44,7 +47,7 @@ from typing import Any
 
 from specpim_cp.catalog import Catalog
 from specpim_cp.errors import ScenarioError
-from specpim_cp.files import read_table, safe_stem
+from specpim_cp.files import name_problem, read_table, safe_name, safe_stem
 from specpim_cp.problem.scenario import (
     Scenario,
     base_scenario_file,
@@ -67,6 +70,10 @@ AXIS_TITLES = {"batch_size": "batch size (sequences)", "prompt_tokens": "prompt 
                "host": "host GPU", "models": "models (verifier / drafters)"}
 GRID_METHODS = ("exact", "baselines")
 _APPLY_ORDER = ("models", "acceptance")  # then the scalar fields
+#: Most cells a grid may have, counted from its axes before any cell is built: 50x the 200-cell grid of
+#: benchmarks/bench_grid.py. Expanding and planning 10,000 cells (20,000 instances) takes seconds and about
+#: 100 MB; solving them takes about 8 hours at the 1,200 cells per hour that grid measures on 2 cores.
+MAX_GRID_CELLS = 10_000
 
 
 @dataclass(frozen=True)
@@ -125,7 +132,7 @@ def load_base(raw: Any, grid_path: Path, extra_catalogs: Sequence[str | Path] = 
     `catalog` files resolve against the file that names them (the base scenario file, or the grid file
     for a [base] table's own), then `extra_catalogs` (--catalog) follow."""
     if isinstance(raw, str):
-        return read_scenario_data(base_scenario_file(raw, grid_path, f"{grid_path}: base", "grid"), extra_catalogs)
+        return _base_file_data(raw, grid_path, f"{grid_path}: base", extra_catalogs)
     if isinstance(raw, dict):
         raw = dict(raw)
         ref = raw.pop("from", None)
@@ -133,11 +140,24 @@ def load_base(raw: Any, grid_path: Path, extra_catalogs: Sequence[str | Path] = 
             return with_catalog_paths(raw, grid_path.parent, extra_catalogs)
         if not isinstance(ref, str):
             raise ScenarioError(f"{grid_path}: base.from: expected a SET/NAME or a scenario file")
-        base = read_scenario_data(base_scenario_file(ref, grid_path, f"{grid_path}: base", "grid"))
+        base = _base_file_data(ref, grid_path, f"{grid_path}: base.from")
         # the [base] table's own fields replace the loaded ones; its catalog files are relative to the grid file
         merged = {**base, **with_catalog_paths(raw, grid_path.parent, ())}
         return with_catalog_paths(merged, grid_path.parent, extra_catalogs)
     raise ScenarioError(f"{grid_path}: base: expected a SET/NAME, a scenario file or a [base] table")
+
+
+def _base_file_data(ref: str, grid_path: Path, where: str, extra_catalogs: Sequence[str | Path] = ()) -> dict:
+    """The fields of the scenario file a grid's base names; the grid file itself or a workload mix (a
+    file with a [mix] table) is an error naming the field and the file, not a confusing cell error."""
+    path = base_scenario_file(ref, grid_path, where, "grid")
+    if path.resolve() == grid_path.resolve():
+        raise ScenarioError(f"{where}: '{ref}' is this grid file itself; a grid's base is a scenario file")
+    data = read_scenario_data(path, extra_catalogs)
+    if "mix" in data:
+        raise ScenarioError(f"{where}: '{ref}' ({path}) is a workload mix (it has a [mix] table), not a scenario; "
+                            "a grid's base is a plain scenario (solve a mix with `specpim-cp solve-mix`)")
+    return data
 
 
 def _fmt_number(v: Any) -> str:
@@ -182,17 +202,29 @@ def _axis(where: str, name: str, kind: str, values: Any) -> Axis:
         raise ScenarioError(f"{where}: no values")
     _check_values(where, kind, values)
     labels = tuple(safe_stem(_label(kind, v)) for v in values)
-    dup = next((lab for lab in labels if labels.count(lab) > 1), None)
-    if dup is not None:
-        raise ScenarioError(f"{where}: the value {dup} appears twice")
+    seen: set[str] = set()
+    for lab in labels:  # a set, not labels.count: linear in the values
+        if lab in seen:
+            raise ScenarioError(f"{where}: the value {lab} appears twice")
+        seen.add(lab)
     return Axis(name, tuple(values), labels)
+
+
+def check_cell_count(grid_path: Path, sizes: Sequence[tuple[str, int]]) -> None:
+    """The grid's cell count, the product of its axes' lengths (`sizes`: axis name, number of values), is
+    at most MAX_GRID_CELLS; computed before any cell (or even any axis) is built."""
+    count = math.prod(n for _, n in sizes)
+    if count > MAX_GRID_CELLS:
+        product = " x ".join(f"{name} {n}" for name, n in sizes)
+        raise ScenarioError(f"{grid_path}: axes: {product} = {count:,} cells, more than the limit of "
+                            f"{MAX_GRID_CELLS:,} cells per grid (split it into several grids)")
 
 
 def parse_axes(raw: Any, grid_path: Path) -> tuple[Axis, ...]:
     if not isinstance(raw, dict) or not raw:
         raise ScenarioError(f"{grid_path}: axes: expected an [axes] table with at least one axis "
                             f"({', '.join(AXES)})")
-    axes: list[Axis] = []
+    specs: list[tuple[str, str, str, Any]] = []  # (where, axis name, kind, values)
     for key, values in raw.items():
         where = f"{grid_path}: axes.{key}"
         if key not in AXES:
@@ -200,10 +232,14 @@ def parse_axes(raw: Any, grid_path: Path) -> tuple[Axis, ...]:
         if key == "acceptance" and isinstance(values, dict):
             if not values:
                 raise ScenarioError(f"{where}: no drafters")
-            axes += [_axis(f"{where}.{d}", f"acceptance[{d}]", "acceptance", v) for d, v in values.items()]
+            specs += [(f"{where}.{d}", f"acceptance[{d}]", "acceptance", v) for d, v in values.items()]
         else:
-            axes.append(_axis(where, key, key, values))
-    return tuple(axes)
+            specs.append((where, key, key, values))
+    for where, _, _, values in specs:
+        if not isinstance(values, list):
+            raise ScenarioError(f"{where}: expected a list of values, got {values!r}")
+    check_cell_count(grid_path, [(name, len(values)) for _, name, _, values in specs])
+    return tuple(_axis(where, name, kind, values) for where, name, kind, values in specs)
 
 
 # ------------------------------------------------------------------------------------------------
@@ -259,7 +295,8 @@ def _parent(index: tuple[int, ...], sizes: Sequence[int]) -> tuple[int, ...] | N
 
 def expand(name: str, path: Path, base: dict, axes: Sequence[Axis], catalog: Catalog | None = None) -> Grid:
     """Every cell of the grid, validated (a ScenarioError names the first cell that is not valid) against
-    `catalog`, else the cell's own catalog files."""
+    `catalog`, else the cell's own catalog files. More than MAX_GRID_CELLS cells is an error before any cell."""
+    check_cell_count(path, [(a.name, len(a.values)) for a in axes])
     base_name = str(base.get("name") or name)
     order = sorted(range(len(axes)), key=lambda k: (_APPLY_ORDER.index(axes[k].kind)
                                                     if axes[k].kind in _APPLY_ORDER else len(_APPLY_ORDER), k))
@@ -292,9 +329,12 @@ def load_grid(path: str | Path, catalog: Catalog | None = None, extra_catalogs: 
         raise ScenarioError(f"{path}: unknown key(s) {', '.join(sorted(unknown))} (known: name, base, axes)")
     if "base" not in raw:
         raise ScenarioError(f"{path}: base: required (a SET/NAME, a scenario file or a [base] table)")
-    name = raw.get("name", path.stem)
+    name = raw.get("name", safe_name(path.stem, "grid"))  # the default: the file's stem, made safe
     if not isinstance(name, str) or not name:
         raise ScenarioError(f"{path}: name: expected a non-empty string")
+    problem = name_problem(name)
+    if problem is not None:
+        raise ScenarioError(f"{path}: name: {problem}")
     axes = parse_axes(raw.get("axes"), path)
     return expand(name, path, load_base(raw["base"], path, extra_catalogs), axes, catalog)
 

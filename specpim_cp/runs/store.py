@@ -19,7 +19,7 @@ from collections.abc import Iterable, Sequence
 from pathlib import Path
 
 from specpim_cp.errors import ScenarioError
-from specpim_cp.files import write_atomic
+from specpim_cp.files import path_in, write_atomic
 from specpim_cp.runs.instances import METHOD_ORDER
 from specpim_cp.runs.records import PimAllocation, Record
 
@@ -176,7 +176,7 @@ def write_derived_files(out: Path, records: Sequence[Record] | None = None) -> l
     write_atomic(out / RESULTS_CSV, records_csv(records))
     for r in records:
         if r.method == "pareto" and r.front:
-            path = out / PARETO_DIR / f"{r.scenario}.csv"
+            path = path_in(out / PARETO_DIR, r.scenario, ".csv")
             write_atomic(path, pareto_csv(r))
             written.append(path)
     return written

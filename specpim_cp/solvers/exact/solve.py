@@ -7,6 +7,7 @@ with the design's decisions fixed) must equal the evaluator's exactly; a mismatc
 
 from __future__ import annotations
 
+import re
 import time
 from collections.abc import Callable, Mapping
 from dataclasses import dataclass
@@ -20,7 +21,9 @@ from specpim_cp.physics import speculation as spec
 from specpim_cp.physics.evaluate import Evaluation, Evaluator
 from specpim_cp.problem.design import Design
 from specpim_cp.problem.scenario import Scenario, scenario_catalog
+from specpim_cp.problem.space import DesignSpace
 from specpim_cp.solvers.exact.model import SpecModel, ub
+from specpim_cp.solvers.exact.prices import PriceTable
 from specpim_cp.solvers.result import SolveReport, SolveResult, inputs_hash, solver_version
 
 
@@ -66,13 +69,18 @@ def _too_large(scenario: Scenario, what: str) -> ScenarioError:
         "brute-force or the heuristic")
 
 
+#: CP-SAT's sentinels for an unbounded side of a row's domain (`expr <= b` has [INT64_MIN, b]).
+_INT64_MIN, _INT64_MAX = -(1 << 63), (1 << 63) - 1
+
+
 def check_integer_range(sm: SpecModel) -> None:
     """Raise ScenarioError, naming the row's family and bound, when a linear row of the model could
-    overflow CP-SAT's integer check (exactly CP-SAT's rule, on the base model every solve clones)."""
+    overflow CP-SAT's integer check (exactly CP-SAT's rule, on the base model every solve clones), or
+    when a row's right-hand side (a capacity of CAP-1/2) lies beyond 2^62."""
     proto = sm.m.proto
     variables = proto.variables
     bounds: dict[int, tuple[int, int]] = {}
-    worst = (0, None)
+    worst = (0, None, None)
     for c in proto.constraints:
         if not c.has_linear():
             continue
@@ -90,30 +98,105 @@ def check_integer_range(sm: SpecModel) -> None:
             neg += min(0, *terms)
             if abs(k) * max(abs(lo), abs(hi)) > big[0]:
                 big = (abs(k) * max(abs(lo), abs(hi)), idx, k)
+        rhs = max((abs(b) for b in c.linear.domain if b not in (_INT64_MIN, _INT64_MAX)), default=0)
+        if rhs > INT_LIMIT:
+            raise _too_large(sm.scenario, f"[{_row_family(c, variables, '?')}] a row's bound is {rhs:.3g}")
         part = max(pos, -neg)
         if part > worst[0]:
-            worst = (part, big)
-    part, big = worst
+            worst = (part, big, c)
+    part, big, row = worst
     if part <= INT_LIMIT:
         return
     _, idx, k = big
     name = variables[idx].name
-    family, what, unit = _VARIABLE_MEANING.get(name.split("[")[0], ("?", f"variable {name}", ""))
+    family, what, unit = _VARIABLE_MEANING.get(name.split("[")[0], (None, f"variable {name}", ""))
+    family = family or _row_family(row, variables, "?")
     raise _too_large(sm.scenario, f"[{family}] the {what} ({name}) can reach {bounds[idx][1]:.3g} {unit}, and its "
                                   f"row multiplies it by {abs(k):,}, summing to {part:.3g}")
 
 
-def check_capacity(sm: SpecModel) -> None:
+def _row_family(row, variables, default: str) -> str:
+    """The constraint family of a row enforced by an assumption literal (`assume[CAP][0]` -> CAP)."""
+    for ref in row.enforcement_literal:
+        name = variables[ref if ref >= 0 else -ref - 1].name
+        if name.startswith("assume["):
+            return name[len("assume["):].split("]")[0]
+    return default
+
+
+def check_capacity_rows(prices: PriceTable) -> None:
+    """[CAP-1/2] before any row is added: per model and architecture, the KiB a capacity row can sum (every
+    tensor split and draft2 model on the side, each times a 0/1 literal) and its capacity within 2^62,
+    CP-SAT's row limit (user catalogs keep capacities far below it; a KV cache can still reach it)."""
+    for d, pm in zip(prices.space.models, prices.models):
+        for a in d.archs:
+            splits = [v for (arch, _, _), v in pm.tensor_kib.items() if arch == a]
+            splits += [v for (arch, _), v in pm.draft2_kib.items() if arch == a and v is not None]
+            for side, word in enumerate(("PIM", "normal")):
+                need = sum(v[side] for v in splits)
+                worst = max(need, pm.capacity_kib[a][side])
+                if worst > INT_LIMIT:
+                    raise _too_large(prices.space.scenario, f"[CAP-{side + 1}] the {word} units of {d.label} "
+                                     f"({d.spec.name}) on {a.memory_type} k={a.pim_units} x{a.devices}: "
+                                     f"{need:.3g} KiB of tensors against {pm.capacity_kib[a][side]:.3g} KiB")
+
+
+def _overflowing_integer(exc: Exception) -> int | None:
+    """The integer beyond 64 bits that OR-Tools refused while a row or a variable was added (its binding
+    raises a TypeError that shows the arguments), or None for any other error."""
+    if not isinstance(exc, TypeError) or not re.search(r"incompatible (function|constructor) arguments", str(exc)):
+        return None
+    big = [int(x) for x in re.findall(r"-?\d{19,}", str(exc))]
+    big = [x for x in big if not _INT64_MIN <= x <= _INT64_MAX]
+    return max(big, key=abs) if big else None
+
+
+def _largest_price(prices: PriceTable) -> str:
+    """The slowest priced operator of the table, in words (what makes a derived bound too large)."""
+    best = (-1, "")
+    for d, pm in zip(prices.space.models, prices.models):
+        for (op, a, p), by_tokens in pm.op_cost.items():
+            for tokens, cost in by_tokens.items():
+                if cost.time_ns > best[0]:
+                    where = f"{op} of {d.label} ({d.spec.name}) on {a.memory_type} k={a.pim_units} x{a.devices}"
+                    best = (cost.time_ns, f"{where}, {p.engine}, {tokens} tokens")
+    return f"the slowest priced operator, {best[1]}, takes {best[0]:.3g} ns"
+
+
+def build_model(scenario: Scenario, catalog: Catalog, ev: Evaluator) -> SpecModel:
+    """The scenario's CP-SAT model, refused with one line before any solve when it cannot hold: a model
+    larger than every allowed memory (`check_capacity`), a capacity row beyond 2^62
+    (`check_capacity_rows`), a bound derived from the prices beyond 64 bits (OR-Tools refuses it while
+    the model is built), a row beyond 2^62 (`check_integer_range`)."""
+    prices = PriceTable.build(ev, DesignSpace(scenario, catalog))
+    check_capacity(prices)
+    check_capacity_rows(prices)
+    try:
+        sm = SpecModel(scenario, catalog, ev, prices=prices)
+    except TypeError as exc:
+        big = _overflowing_integer(exc)
+        if big is None:
+            raise
+        raise _too_large(scenario, f"a bound the exact model derives from the priced operators reaches {big:.3g}, "
+                                   f"beyond 64-bit integers ({_largest_price(prices)})") from None
+    check_integer_range(sm)
+    return sm
+
+
+def check_capacity(model: SpecModel | PriceTable) -> None:
     """Raise the capacity shortfall when some model's tensors exceed every allowed architecture's total
-    memory (PIM + normal units): infeasible whatever the placement, named before any solve."""
-    for j, d in enumerate(sm.data):
-        pm = sm.prices.models[j]
+    memory (PIM + normal units): infeasible whatever the placement, named before any solve (from the
+    price table alone, so before any row is added)."""
+    prices = model if isinstance(model, PriceTable) else model.prices
+    for j, d in enumerate(prices.space.models):
+        pm = prices.models[j]
         if all(pm.total_kib[a] > sum(pm.capacity_kib[a]) for a in d.archs):
-            raise ScenarioError("infeasible: " + _cap_detail(sm, j, f"CAP capacity of {d.label} ({d.spec.name})"))
+            raise ScenarioError("infeasible: " + _cap_detail(prices, j, f"CAP capacity of {d.label} ({d.spec.name})"))
 
 
-def _cap_detail(sm: SpecModel, j: int, name: str) -> str:
-    archs, pm = sm.data[j].archs, sm.prices.models[j]
+def _cap_detail(model: SpecModel | PriceTable, j: int, name: str) -> str:
+    prices = model if isinstance(model, PriceTable) else model.prices
+    archs, pm = prices.space.models[j].archs, prices.models[j]
     need = min(pm.total_kib[a] for a in archs)
     pim = max(pm.capacity_kib[a][0] for a in archs)
     normal = max(pm.capacity_kib[a][1] for a in archs)
@@ -549,9 +632,7 @@ def solve(scenario: Scenario, *, objective: str | None = None, options: SolverOp
     catalog = catalog or scenario_catalog(scenario)
     objective = objective or scenario.objective
     ev = Evaluator(scenario, catalog)
-    sm = SpecModel(scenario, catalog, ev)
-    check_capacity(sm)
-    check_integer_range(sm)
+    sm = build_model(scenario, catalog, ev)
     run = SolveSession(sm, opts)
     run.t0 = t0  # progress and trajectory times count from the call, model building included
     run.on_progress = on_progress
@@ -640,9 +721,7 @@ def pareto_front(scenario: Scenario, *, options: SolverOptions | None = None, ca
     opts = options or PARETO_OPTIONS
     _check_options(opts.time_limit_s, opts.workers)
     catalog = catalog or scenario_catalog(scenario)
-    sm = SpecModel(scenario, catalog, Evaluator(scenario, catalog))
-    check_capacity(sm)
-    check_integer_range(sm)
+    sm = build_model(scenario, catalog, Evaluator(scenario, catalog))
     run = SolveSession(sm, opts)
     run.on_progress = on_progress
     front, status = _epsilon_front(sm, run)
