@@ -3,13 +3,15 @@
 Everything is derived from `results.jsonl` (see `runs/store.py`), so `specpim-cp report DIR` can be re-run
 at any time, also on a batch that is still running or was killed. Sections:
 
-- latency and energy per token of GPU-AR, GPU-SI, FC-offload, attention-offload, heuristic and exact per
-  scenario; the exact design's speedup and energy efficiency over GPU-SI and over the better fixed-recipe
-  PIM baseline (FC-offload or attention-offload, whichever has the better objective); geometric means;
-  the status and proven gap of every exact result;
+- latency and energy per token of GPU-AR, GPU-SI, FC-offload, attention-offload (and PIM variants such as
+  FC-offload (fit) when run), heuristic and exact per scenario; the exact design's speedup and energy
+  efficiency over GPU-SI and over fixed-recipe PIM two ways (`report/comparisons.py`: over the best PIM
+  recipe, and the paper's geometric mean over the recipes); geometric means; the status and proven gap of
+  every exact result; the same ratios per scenario in `comparisons.csv`;
 - the ablation ladder per model family as factors (each step's optimum over the previous step's);
 - where the PIM goes: per scenario and model, the fraction of memory units that are PIM units;
-- plots (matplotlib Agg, no pyplot state): speedup, energy efficiency, ladder, PIM allocation, Pareto fronts,
+- plots (matplotlib Agg, no pyplot state): speedup and energy efficiency (over GPU-SI, and a panel over the
+  PIM recipes with both comparisons), ladder, PIM allocation, Pareto fronts,
   and one schedule picture per family (the exact design of its smallest batch, `views/schedule_picture.schedule_figure`);
 - workload mixes (records of method `mix`): the regret table, rule views and heatmaps of `report/mix.py`.
 """
@@ -25,10 +27,11 @@ from specpim_cp.problem.ablation_ladder import LADDER_STEPS
 from specpim_cp.problem.design import parse_design
 from specpim_cp.problem.scenario import load_scenario
 from specpim_cp.report.common import (
-    COMPARED,
     PIM_BASELINES,
+    PIM_VARIANTS,
     Report,
     ScenarioResults,
+    compared_methods,
     consistency_checks,
     fmt,
     fmt_excess,
@@ -38,6 +41,18 @@ from specpim_cp.report.common import (
     ladder_latencies,
     ratio,
     scaled,
+)
+from specpim_cp.report.comparisons import (
+    BEST_RECIPE,
+    COMPARISONS_CSV,
+    DEFINITIONS,
+    PAPER,
+    Comparison,
+    Ratios,
+    compare_all,
+    comparisons_csv,
+    mean_ratios,
+    paper_flag,
 )
 from specpim_cp.report.grid import build_grid_report
 from specpim_cp.report.mix import mix_sections
@@ -50,7 +65,9 @@ from specpim_cp.views.tables import md_table, table
 PLOTS = ("speedup.png", "energy_efficiency.png", "ladder.png", "pim_allocation.png", "pareto.png")
 MEMORY_COLORS = {"hbm": "#1f77b4", "gddr": "#ff7f0e"}
 METHOD_COLORS = {"GPU-AR": "#7f7f7f", "FC-offload": "#2ca02c", "attention-offload": "#9467bd",
-                 "heuristic": "#ff7f0e", "exact": "#d62728"}
+                 "FC-offload (fit)": "#98df8a", "heuristic": "#ff7f0e", "exact": "#d62728"}
+PARETO_MARKERS = {"GPU-SI": "s", "FC-offload": "^", "attention-offload": "v", "FC-offload (fit)": "<",
+                  "heuristic": "D"}
 STEP_COLORS = ("#c7c7c7", "#9467bd", "#2ca02c", "#17becf", "#d62728")
 
 
@@ -61,33 +78,51 @@ Table = tuple[str, list[str], list[list[str]]]
 
 
 def latency_energy_tables(groups: Sequence[ScenarioResults]) -> list[Table]:
-    lat = [[s.name, *(fmt(scaled(s.latency(m), 1e-3)) for m in COMPARED)] for s in groups]
-    en = [[s.name, *(fmt(scaled(s.energy(m), 1e-9)) for m in COMPARED)] for s in groups]
-    return [("Latency per generated token (us; '-': infeasible or not run)", ["scenario", *COMPARED], lat),
-            ("Energy per generated token (mJ; batch total / tokens)", ["scenario", *COMPARED], en)]
+    methods = compared_methods(groups)
+    lat = [[s.name, *(fmt(scaled(s.latency(m), 1e-3)) for m in methods)] for s in groups]
+    en = [[s.name, *(fmt(scaled(s.energy(m), 1e-9)) for m in methods)] for s in groups]
+    return [("Latency per generated token (us; '-': infeasible or not run)", ["scenario", *methods], lat),
+            ("Energy per generated token (mJ; batch total / tokens)", ["scenario", *methods], en)]
+
+
+SPEEDUP_TITLE = f"Exact design vs baselines (factors: baseline / exact per token; per scenario also in {COMPARISONS_CSV})"
+SPEEDUP_HEADERS = ["scenario", "exact status", "proven gap", "speedup vs GPU-SI", f"speedup vs {BEST_RECIPE}",
+                   f"speedup vs {PAPER}", "best PIM recipe", "energy eff. vs GPU-SI", f"energy eff. vs {BEST_RECIPE}",
+                   f"energy eff. vs {PAPER}", "heuristic above exact"]
+
+
+def _ratio_cells(rs: Ratios, flag: str) -> list[str]:
+    return [fmt(rs.vs_gpu_si), fmt(rs.vs_best_pim_recipe), fmt(rs.vs_pim_paper) + flag]
 
 
 def speedup_table(groups: Sequence[ScenarioResults]) -> Table:
-    rows, cols = [], {k: [] for k in ("si_s", "pim_s", "si_e", "pim_e", "heur")}
-    for s in groups:
-        ex = s.solved("exact")
-        pim = s.best_pim_baseline()
-        vals = {"si_s": ratio(s.latency("GPU-SI"), s.latency("exact")),
-                "pim_s": ratio(s.latency(pim) if pim else None, s.latency("exact")),
-                "si_e": ratio(s.energy("GPU-SI"), s.energy("exact")),
-                "pim_e": ratio(s.energy(pim) if pim else None, s.energy("exact")),
-                "heur": ratio(s.objective("heuristic"), s.objective("exact"))}
-        for k, v in vals.items():
-            cols[k].append(v)
-        status = s.by_method["exact"].status if "exact" in s.by_method else "-"
-        rows.append([s.name, status, fmt_gap(ex), fmt(vals["si_s"]), fmt(vals["pim_s"]), pim or "-",
-                     fmt(vals["si_e"]), fmt(vals["pim_e"]), fmt_excess(vals["heur"])])
-    rows.append(["geometric mean", "", "", *(fmt(geomean(cols[k])) for k in ("si_s", "pim_s")), "",
-                 *(fmt(geomean(cols[k])) for k in ("si_e", "pim_e")), fmt_excess(geomean(cols["heur"]))])
-    headers = ["scenario", "exact status", "proven gap", "speedup vs GPU-SI", "speedup vs PIM",
-               "PIM baseline", "energy eff. vs GPU-SI", "energy eff. vs PIM", "heuristic above exact"]
-    return ("Exact design vs baselines (factors; PIM = the better of FC-offload and attention-offload)",
-            headers, rows)
+    """The exact design's speedup and energy efficiency over GPU-SI and over PIM (both comparisons)."""
+    comps = compare_all(groups)
+    rows = []
+    for s, c in zip(groups, comps, strict=True):
+        speed, energy = _ratio_cells(c.speedup, paper_flag(c)), _ratio_cells(c.energy_efficiency, paper_flag(c))
+        rows.append([s.name, c.exact_status or "-", fmt_gap(s.solved("exact")), *speed, c.best_pim_recipe or "-",
+                     *energy, fmt_excess(c.heuristic_over_exact)])
+    speed = _ratio_cells(mean_ratios(comps, lambda c: c.speedup), "")
+    energy = _ratio_cells(mean_ratios(comps, lambda c: c.energy_efficiency), "")
+    rows.append(["geometric mean", "", "", *speed, "", *energy,
+                 fmt_excess(geomean([c.heuristic_over_exact for c in comps]))])
+    return SPEEDUP_TITLE, list(SPEEDUP_HEADERS), rows
+
+
+def speedup_notes(groups: Sequence[ScenarioResults]) -> list[str]:
+    """The definitions under the speedup table, with what this report's geometric means are over."""
+    comps = compare_all(groups)
+    paper = [c for c in comps if c.speedup.vs_pim_paper is not None]
+    partial = [c.scenario for c in paper if c.partial]
+    lines = list(DEFINITIONS)
+    lines.append(f"PIM geometric means here: over {len(paper)} of {len(comps)} scenarios"
+                 + (f"; the paper value of {', '.join(partial)} is over one recipe" if partial else "") + ".")
+    variants = [v for v in PIM_VARIANTS if any(v in s.by_method for s in groups)]
+    if variants:
+        lines.append(f"{', '.join(variants)}: in the latency and energy tables, not a recipe of either PIM "
+                     "comparison.")
+    return lines
 
 
 def ladder_factors(s: ScenarioResults) -> list[float | None]:
@@ -166,12 +201,8 @@ def pareto_table(groups: Sequence[ScenarioResults]) -> Table | None:
 # ------------------------------------------------------------------------------------------------
 # Plots
 # ------------------------------------------------------------------------------------------------
-def _bars(groups: Sequence[ScenarioResults], value: Callable[[ScenarioResults, str], float | None],
-          methods: Sequence[str], ylabel: str, title: str, path: Path) -> Path | None:
-    if not methods or all(value(s, m) is None for s in groups for m in methods):
-        return None  # nothing to compare (e.g. a ladder-only batch, or GPU-SI missing everywhere)
-    fig = new_figure(max(7.0, 0.75 * len(groups) + 3), 4.8)
-    ax = fig.subplots()
+def _bars(ax, groups: Sequence[ScenarioResults], value: Callable[[ScenarioResults, str], float | None],
+          methods: Sequence[str], ylabel: str, title: str) -> None:
     width = 0.8 / len(methods)
     for j, m in enumerate(methods):
         xs, ys = [], []
@@ -189,23 +220,87 @@ def _bars(groups: Sequence[ScenarioResults], value: Callable[[ScenarioResults, s
     ax.grid(axis="y", alpha=0.3)
     ax.legend(fontsize=8, ncols=min(len(methods) + 1, 6), loc="upper left")
     ax.set_ylim(0, max([v for s in groups for m in methods if (v := value(s, m)) is not None] + [1.0]) * 1.25)
+
+
+def _pim_panel(ax, comps: Sequence[Comparison], which: Callable[[Comparison], Ratios], what: str) -> None:
+    """The exact design over fixed-recipe PIM: a bar per recipe, a dashed line at the best recipe's ratio, a
+    solid line and diamond at the paper's (geometric mean over the recipes); the last group: geometric means."""
+    from matplotlib.lines import Line2D
+    from matplotlib.patches import Patch
+
+    ratios = [which(c) for c in comps] + [mean_ratios(comps, which)]
+    partial = [c.partial for c in comps] + [False]
+    n, width, half = len(PIM_BASELINES), 0.8 / len(PIM_BASELINES), 0.42
+    top = max([v for rs in ratios for v in rs.vs_recipe.values() if v is not None] + [1.0]) * 1.5  # legend room
+    for j, recipe in enumerate(PIM_BASELINES):
+        pts = [(i + (j - (n - 1) / 2) * width, rs.vs_recipe[recipe]) for i, rs in enumerate(ratios)
+               if rs.vs_recipe[recipe] is not None]
+        ax.bar([x for x, _ in pts], [y for _, y in pts], width, color=METHOD_COLORS.get(recipe), alpha=0.7)
+    for i, (rs, part) in enumerate(zip(ratios, partial, strict=True)):
+        if rs.vs_best_pim_recipe is not None:
+            ax.plot([i - half, i + half], [rs.vs_best_pim_recipe] * 2, color="black", linewidth=1.2, linestyle="--")
+        if rs.vs_pim_paper is not None:
+            ax.plot([i - half, i + half], [rs.vs_pim_paper] * 2, color="black", linewidth=1.6)
+            ax.scatter([i], [rs.vs_pim_paper], marker="D", s=30, zorder=3, edgecolor="black",
+                       facecolor="white" if part else "black")
+            ax.annotate(f"{rs.vs_pim_paper:.2f}", (i, rs.vs_pim_paper), textcoords="offset points", xytext=(0, 5),
+                        ha="center", fontsize=7)
+        else:
+            ax.text(i, top * 0.03, "no PIM recipe", rotation=90, ha="center", va="bottom", fontsize=7, color="#555555")
+    ax.axhline(1.0, color="grey", linewidth=0.8, linestyle=":")
+    ax.axvspan(len(comps) - 0.5, len(comps) + 0.5, color="#eeeeee", zorder=0)
+    ax.set_xticks(range(len(ratios)), [c.scenario for c in comps] + ["geometric mean"], rotation=45, ha="right")
+    ax.get_xticklabels()[-1].set_fontweight("bold")
+    ax.set_xlim(-0.6, len(ratios) - 0.4)
+    ax.set_ylim(0, top)
+    handles = [Patch(color=METHOD_COLORS.get(r), alpha=0.7, label=f"vs {r}") for r in PIM_BASELINES]
+    handles += [Line2D([], [], color="black", linestyle="--", label=f"vs {BEST_RECIPE} (by the objective)"),
+                Line2D([], [], color="black", marker="D", label=f"vs {PAPER}")]
+    if any(partial):
+        handles.append(Line2D([], [], color="black", marker="D", markerfacecolor="white",
+                              label="paper value over one recipe only"))
+    ax.legend(handles=handles, fontsize=8, ncols=2, loc="upper left")
+    ax.set_xlabel("scenario (shaded: geometric mean over the scenarios; dotted: 1 = the recipe)")
+    ax.set_ylabel(f"{what} of the exact design\nover fixed-recipe PIM (x)")
+    ax.set_title(f"Exact design vs fixed-recipe PIM: both comparisons ({what})")
+    ax.grid(axis="y", alpha=0.3)
+
+
+def _comparison_figure(groups: Sequence[ScenarioResults], value: Callable[[ScenarioResults, str], float | None],
+                       which: Callable[[Comparison], Ratios], what: str, ylabel: str, title: str,
+                       path: Path) -> Path | None:
+    """Top: every method over GPU-SI; bottom (when a PIM recipe has a ratio): both PIM comparisons."""
+    methods = _plotted_methods(groups)
+    over_si = bool(methods) and any(value(s, m) is not None for s in groups for m in methods)
+    comps = compare_all(groups)
+    over_pim = any(v is not None for c in comps for v in which(c).vs_recipe.values())
+    if not over_si and not over_pim:
+        return None  # nothing to compare (e.g. a ladder-only batch, or GPU-SI missing everywhere)
+    fig = new_figure(max(7.0 + 2.0 * over_pim, 0.75 * len(groups) + 3), 4.8 * (over_si + over_pim))
+    axes = list(fig.subplots(over_si + over_pim, 1, squeeze=False)[:, 0])
+    if over_si:
+        _bars(axes.pop(0), groups, value, methods, ylabel, title)
+    if over_pim:
+        _pim_panel(axes.pop(0), comps, which, what)
     return save_figure(fig, path)
 
 
 def _plotted_methods(groups: Sequence[ScenarioResults]) -> list[str]:
-    return [m for m in ("GPU-AR", *PIM_BASELINES, "heuristic", "exact") if any(s.solved(m) for s in groups)]
+    return [m for m in ("GPU-AR", *PIM_BASELINES, *PIM_VARIANTS, "heuristic", "exact")
+            if any(s.solved(m) for s in groups)]
 
 
 def plot_speedup(groups: Sequence[ScenarioResults], path: Path) -> Path | None:
-    return _bars(groups, lambda s, m: ratio(s.latency("GPU-SI"), s.latency(m)), _plotted_methods(groups),
-                 "speedup over GPU-SI (latency ratio, x)",
-                 "Speedup over GPU speculative inference (GPU-SI); no bar: infeasible", path)
+    return _comparison_figure(groups, lambda s, m: ratio(s.latency("GPU-SI"), s.latency(m)), lambda c: c.speedup,
+                              "speedup", "speedup over GPU-SI (latency ratio, x)",
+                              "Speedup over GPU speculative inference (GPU-SI); no bar: infeasible", path)
 
 
 def plot_energy(groups: Sequence[ScenarioResults], path: Path) -> Path | None:
-    return _bars(groups, lambda s, m: ratio(s.energy("GPU-SI"), s.energy(m)), _plotted_methods(groups),
-                 "energy efficiency over GPU-SI (energy ratio, x)",
-                 "Energy efficiency over GPU-SI (energy per token ratio); no bar: infeasible", path)
+    return _comparison_figure(groups, lambda s, m: ratio(s.energy("GPU-SI"), s.energy(m)),
+                              lambda c: c.energy_efficiency, "energy efficiency",
+                              "energy efficiency over GPU-SI (energy ratio, x)",
+                              "Energy efficiency over GPU-SI (energy per token ratio); no bar: infeasible", path)
 
 
 def plot_ladder(groups: Sequence[ScenarioResults], path: Path) -> Path | None:
@@ -333,9 +428,9 @@ def plot_pareto(groups: Sequence[ScenarioResults], path: Path) -> Path | None:
             zoom.set_xticks([])
             zoom.set_yticks([])
         zoom.margins(0.3)
-        for m, marker in zip(("GPU-SI", "FC-offload", "attention-offload", "heuristic"), "s^vD", strict=True):
+        for m in ("GPU-SI", *PIM_BASELINES, *PIM_VARIANTS, "heuristic"):
             if s.solved(m) is not None:
-                ax.scatter([s.latency(m) / 1e3], [s.energy(m) / 1e9], marker=marker,
+                ax.scatter([s.latency(m) / 1e3], [s.energy(m) / 1e9], marker=PARETO_MARKERS.get(m, "o"),
                            color=METHOD_COLORS.get(m, "grey"), label=m, zorder=2)
         ax.set_title(f"{s.family}: {s.name}, with baselines")
         ax.legend(fontsize=7, loc="upper left")
@@ -389,6 +484,10 @@ def build_report(out: str | Path, plots: bool = True) -> Report:
     files = write_derived_files(out, records)
     groups = group([r for r in records if r.method != "mix"])  # workload mixes: report/mix.py
     tables = [*latency_energy_tables(groups), speedup_table(groups)] if groups else []
+    notes = {SPEEDUP_TITLE: speedup_notes(groups)} if groups else {}
+    if groups:
+        write_atomic(out / COMPARISONS_CSV, comparisons_csv(compare_all(groups)))
+        files.append(out / COMPARISONS_CSV)
     tables += [t for t in (ladder_table(groups), pim_table(groups), pareto_table(groups)) if t is not None]
     mix_tables, mix_plots, mix_lines = [], [], []
     if any(r.method == "mix" for r in records):
@@ -415,10 +514,10 @@ def build_report(out: str | Path, plots: bool = True) -> Report:
     header += mix_lines
     name = batch_title(records, out)
     text = "\n\n".join([f"Batch report: {name}", *header,
-                         *(f"{title}\n{table(h, rows)}" for title, h, rows in tables)])
+                         *("\n".join([title, table(h, rows), *notes.get(title, [])]) for title, h, rows in tables)])
     md = ["# Batch report: " + name, ""] + [line for h in header for line in (h, "")]
     for title, h, rows in tables:
-        md += [f"## {title}", "", md_table(h, rows), ""]
+        md += [f"## {title}", "", md_table(h, rows), ""] + [line for n in notes.get(title, []) for line in (n, "")]
     if made:
         md += ["## Plots", ""] + [f"![{p.stem}]({p.name})" for p in made if not p.stem.startswith("schedule-")]
         md += [""]

@@ -5,7 +5,8 @@ Every finished instance appends its records in one write, flushed and fsynced: o
 instance's record count `parts` and the id of the write (`attempt`). Only a key's latest attempt
 counts; it is done when all its parts are there and none is an ERROR, so a re-run skips what is done,
 retries what failed or was cut off, and a killed run loses nothing that had finished. `results.csv`
-and `pareto/*.csv` are regenerated from the JSONL.
+and `pareto/*.csv` are regenerated from the JSONL (one row per record); the report adds the per-scenario
+`comparisons.csv` (`report/comparisons.py`), which needs records grouped by scenario.
 """
 
 from __future__ import annotations
