@@ -320,6 +320,18 @@ class CostModel:
         moved_bytes = 2 * (n - 1) * elements * model.bytes_per_param  # ring: 2(n-1)/n per device, n devices
         return make_cost(t_ns, (0.0, 0.0, 0.0, 0.0, moved_bytes * BITS_PER_BYTE * self.host.link_energy_pj_per_bit))
 
+    def spill_cost(self, arch: ArchConfig, spill_kib: int) -> OpCost:
+        """A fixed recipe's spill on one pass (`ModelDesign.spill`, formulations/baselines.md SPILL-2): the
+        `spill_kib` KiB the PIM units cannot hold are read from the normal units and written into the PIM
+        units, two transfers over the external bus of the model's devices at its full bandwidth, one after
+        the other, at the memory's external energy per bit (component "transfer")."""
+        moved = 2 * spill_kib * KIB
+        if moved == 0:
+            return OpCost(0, 0)
+        t_ns = moved / (self.full_bandwidth_gbps(arch) * arch.devices)
+        e_ext = self.memory(arch).external_energy_pj_per_bit * BITS_PER_BYTE
+        return make_cost(t_ns, (0.0, 0.0, 0.0, 0.0, moved * e_ext))
+
     def embedding_cost(self, model: ModelSpec, arch: ArchConfig, layout: str, tokens: int) -> OpCost:
         """The input embedding lookup of one pass: `tokens` rows read (DESIGN.md rule 3), by one host kernel,
         from the channel groups the table sits on (the LM head's layout: tied, or kept beside it)."""

@@ -7,6 +7,12 @@ rules, so an optimizer's claimed objective can be compared with the evaluator's 
 
 `Evaluator.evaluate` and `Evaluator.metrics` share one computation (`Evaluator._price`); `metrics` only
 skips the breakdown, so a search that ranks by `metrics` (the heuristic) ranks by exactly these prices.
+
+A model marked `spill` (`ModelDesign.spill`: fixed recipes only, FC-offload as SpecPIM ran it) may keep
+more on its PIM side than its PIM units hold: the overflow is stored in its normal units (which must hold
+it) and every pass of the model moves it into the PIM units over the external bus (`CostModel.spill_cost`,
+formulations/baselines.md SPILL-1, SPILL-2), added to the pass time and energy and reported in the
+breakdown (`ModelBreakdown.spill_ns`, `CapacityUse.spill_kib`).
 """
 
 from __future__ import annotations
@@ -58,26 +64,40 @@ class PassPrice:
     allreduce_ns: int
     embedding_ns: int
     starts_ns: dict[str, int] = field(default_factory=dict)
+    spill_ns: int = 0  # a spilled model's transfers of its PIM overflow (`CostModel.spill_cost`), in time_ns
 
 
 @dataclass(frozen=True)
 class CapacityUse:
-    """Bytes a model keeps in its PIM units and in its normal units, against what each side holds."""
+    """Bytes a model keeps in its PIM units and in its normal units, against what each side holds.
+    `spill` (a fixed recipe's spilled model, `ModelDesign.spill`): the PIM-side bytes beyond the PIM
+    units' capacity (`spill_kib`) are kept in the normal units instead, and moved every pass."""
 
     pim_need_kib: int
     normal_need_kib: int
     pim_capacity_kib: int
     normal_capacity_kib: int
+    spill: bool = False
+
+    @property
+    def spill_kib(self) -> int:
+        """KiB of the PIM side kept in the normal units and moved into the PIM units every pass (0 unless
+        the model spills)."""
+        return max(0, self.pim_need_kib - self.pim_capacity_kib) if self.spill else 0  # SPILL-1
 
     @property
     def holds(self) -> bool:
-        """Each side holds what the layouts put there (DESIGN.md rule 3: capacity-checked layouts)."""
+        """Each side holds what the layouts put there (DESIGN.md rule 3: capacity-checked layouts; a
+        spilled model's normal units hold its PIM overflow too)."""
+        if self.spill:
+            return self.normal_need_kib + self.spill_kib <= self.normal_capacity_kib
         return self.pim_need_kib <= self.pim_capacity_kib and self.normal_need_kib <= self.normal_capacity_kib
 
     def overflow(self) -> tuple[str, int, int] | None:
         """The first side that overflows as (side, need KiB, have KiB), or None when both hold."""
-        for side, need, have in (("PIM units", self.pim_need_kib, self.pim_capacity_kib),
-                                 ("normal units", self.normal_need_kib, self.normal_capacity_kib)):
+        spill = self.spill_kib
+        for side, need, have in (("PIM units", self.pim_need_kib - spill, self.pim_capacity_kib),
+                                 ("normal units", self.normal_need_kib + spill, self.normal_capacity_kib)):
             if need > have:
                 return side, need, have
         return None
@@ -247,17 +267,25 @@ class ModelBreakdown:
     layer_makespan_ns: int
     allreduce_ns: int
     embedding_ns: int
+    spill_ns: int  # moving a spilled model's PIM overflow, per pass (0 unless it spills), in pass_time_ns
     operators: dict[str, OperatorBreakdown]
     capacity: CapacityUse
 
+    @property
+    def spill_share(self) -> float:
+        """The share of the pass time spent moving the spilled PIM overflow."""
+        return self.spill_ns / self.pass_time_ns if self.pass_time_ns else 0.0
+
     def as_dict(self) -> dict:
         out = {k: v for k, v in vars(self).items() if k not in ("operators", "capacity")}
+        out["spill_share_of_pass"] = self.spill_share
         out["operators"] = {op: asdict(o) for op, o in self.operators.items()}
         cap = self.capacity
         out["capacity"] = {"pim_need_gib": cap.pim_need_kib / GIB_IN_KIB,
                            "normal_need_gib": cap.normal_need_kib / GIB_IN_KIB,
                            "pim_capacity_gib": cap.pim_capacity_kib / GIB_IN_KIB,
-                           "normal_capacity_gib": cap.normal_capacity_kib / GIB_IN_KIB}
+                           "normal_capacity_gib": cap.normal_capacity_kib / GIB_IN_KIB,
+                           "spill_gib": cap.spill_kib / GIB_IN_KIB}
         return out
 
 
@@ -402,11 +430,12 @@ class Evaluator:
     @staticmethod
     def model_key(md: ModelDesign) -> tuple:
         """Hashable key of a model's part of a design without draft length and staging:
-        (model, memory type, PIM units, devices, "engine:share:layout,..." over PLACEABLE_OPS).
-        (A string hashes once; the caches hash these keys on every lookup.)"""
+        (model, memory type, PIM units, devices, "engine:share:layout,..." over PLACEABLE_OPS, with
+        ";spill" after it for a spilled model). (A string hashes once; the caches hash these keys on every
+        lookup.)"""
         pl = md.placement
-        return (md.model, md.memory_type, md.pim_units, md.devices,
-                ",".join([f"{pl[op].engine}:{pl[op].share}:{pl[op].layout}" for op in PLACEABLE_OPS]))
+        places = ",".join([f"{pl[op].engine}:{pl[op].share}:{pl[op].layout}" for op in PLACEABLE_OPS])
+        return (md.model, md.memory_type, md.pim_units, md.devices, places + ";spill" if md.spill else places)
 
     def _arch(self, md: ModelDesign) -> ArchConfig:
         """`md.arch`, one object per architecture (cost-table keys then compare by identity)."""
@@ -430,13 +459,13 @@ class Evaluator:
         table is kept beside the LM head (same layout); a draft2 model with `CostModel.draft2_layout`."""
         d2 = self.draft2_model(md)
         return self.capacity_of(md.model, self._arch(md), tuple(md.placement[op].layout for op in PLACEABLE_OPS),
-                                None if d2 is None else d2.name)
+                                None if d2 is None else d2.name, md.spill)
 
     def capacity_of(self, model_name: str, arch: ArchConfig, layouts: tuple[str, ...],
-                    draft2: str | None) -> CapacityUse:
+                    draft2: str | None, spill: bool = False) -> CapacityUse:
         """`capacity` of model `model_name` on `arch` with these layouts (one per PLACEABLE_OPS op) and this
         draft2 model (a catalog model; None: none, or an n-gram model, which stores nothing): sums of the
-        per-tensor splits of `capacity_table`."""
+        per-tensor splits of `capacity_table`. `spill`: the model is a spilled fixed recipe's."""
         tab = self.capacity_table(model_name, arch)
         pim_need = normal_need = 0
         for o, layout in zip(range(len(tab.ops)), layouts, strict=True):
@@ -447,7 +476,7 @@ class Evaluator:
             p, q = self.draft2_split(model_name, arch, draft2)
             pim_need += p
             normal_need += q
-        return CapacityUse(pim_need, normal_need, *tab.capacity_kib)
+        return CapacityUse(pim_need, normal_need, *tab.capacity_kib, spill)
 
     def draft2_split(self, model_name: str, arch: ArchConfig, draft2: str) -> tuple[int, int]:
         """(PIM-side, normal-side) KiB of catalog model `draft2` as the draft2 model of `model_name` on `arch`:
@@ -484,9 +513,10 @@ class Evaluator:
         if over is not None:
             side, need, have = over
             where = f"{md.devices} device(s) of {md.memory_type} with pim_units={md.pim_units}"
+            spilled = f", the PIM units' {cap.spill_kib / GIB_IN_KIB:.2f} GiB spill included" if cap.spill_kib else ""
             raise ScenarioError(
                 f"{label} ({md.model}): the {side} must hold {need / GIB_IN_KIB:.2f} GiB (weights + KV cache "
-                f"at context {self.scenario.max_context}, by the design's layouts) but {where} have "
+                f"at context {self.scenario.max_context}, by the design's layouts{spilled}) but {where} have "
                 f"{have / GIB_IN_KIB:.2f} GiB there: short by {(need - have) / GIB_IN_KIB:.2f} GiB")
 
     def pass_price(self, md: ModelDesign, tokens: int, host_only: bool = False,
@@ -529,9 +559,15 @@ class Evaluator:
         parts = tuple(tab.layers * layer_parts[k] + op_cost["lm_head"].parts_nj[k] + emb.parts_nj[k]
                       for k in range(len(COMPONENTS)))
         time_ns = emb.time_ns + tab.layers * makespan + op_cost["lm_head"].time_ns
+        spill = None
+        if md.spill and not host_only and name == md.model:  # [SPILL-2] a fixed recipe's overflow, every pass
+            spill = self.costs.spill_cost(arch, self.capacity(md).spill_kib)
+            time_ns += spill.time_ns
+            parts = tuple(p + q for p, q in zip(parts, spill.parts_nj, strict=True))
         price = PassPrice(tokens, time_ns, sum(parts), parts, makespan,
                           {op: op_cost[op].time_ns for op in PLACEABLE_OPS},
-                          {op: op_cost[op].energy_nj for op in PLACEABLE_OPS}, ar.time_ns, emb.time_ns, starts)
+                          {op: op_cost[op].energy_nj for op in PLACEABLE_OPS}, ar.time_ns, emb.time_ns, starts,
+                          0 if spill is None else spill.time_ns)
         return self._store(self._pass_cache, key, price)
 
     def pass_table(self, model_name: str, arch: ArchConfig, tokens: int) -> PassTable:
@@ -667,7 +703,7 @@ class Evaluator:
                for op in PLACEABLE_OPS}
         return ModelBreakdown(md.model, md.memory_type, md.pim_units, md.devices, price.tokens, price.time_ns,
                               price.energy_nj, price.layer_makespan_ns, price.allreduce_ns, price.embedding_ns,
-                              ops, cap)
+                              price.spill_ns, ops, cap)
 
     def _breakdown(self, design: Design, priced: _Priced) -> Breakdown:
         caps, verify, stats = priced.caps, priced.verify, priced.stats

@@ -13,7 +13,7 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import Literal
 
-from pydantic import BaseModel, ConfigDict, Field, ValidationError, model_validator
+from pydantic import BaseModel, ConfigDict, Field, ValidationError, model_serializer, model_validator
 
 from specpim_cp.errors import ScenarioError, format_validation_error, reject_bool_numbers
 from specpim_cp.files import read_data
@@ -132,6 +132,19 @@ class ModelDesign(StrictModel):
     draft_length: int | None = None
     staging: Staging | None = None
     tree: tuple[int, ...] | None = None  # a token tree's width profile (draft_length = its depth)
+    #: A fixed recipe's marker (FC-offload as SpecPIM ran it), never an optimizer's choice: the PIM-side bytes
+    #: beyond the PIM units' capacity are kept in the normal units and moved into the PIM units over the
+    #: external bus on every pass, priced by the evaluator (DESIGN.md rule 3; formulations/baselines.md).
+    #: A scenario's own space is capacity-checked and excludes it (`DesignSpace.violations`); left out of
+    #: the JSON when false, so a design without it reads and writes as before.
+    spill: bool = Field(default=False, strict=True)
+
+    @model_serializer(mode="wrap")
+    def _omit_no_spill(self, handler):
+        data = handler(self)
+        if not self.spill and isinstance(data, dict):
+            data.pop("spill", None)
+        return data
 
     @model_validator(mode="after")
     def _tree(self) -> ModelDesign:

@@ -11,7 +11,9 @@ and the heuristic alike:
 `DesignSpace(scenario, catalog)` is the scenario's *restricted* space (its `[space]` table: fixed
 memory type or PIM units, a mapping rule, pipeline, draft lengths, staging); `DesignSpace.free(...)`
 drops those restrictions (share levels are kept: they define the placements), which is what the
-evaluator accepts (baselines and fixed recipes live outside a restricted space).
+evaluator accepts (baselines and fixed recipes live outside a restricted space). Only the free space
+admits a model marked `spill` (a fixed recipe that moves what does not fit over the external bus every
+pass, `ModelDesign.spill`): a scenario's own space, which every optimizer searches, is capacity-checked.
 """
 
 from __future__ import annotations
@@ -83,9 +85,10 @@ class ModelOptions:
 class DesignSpace:
     """Options, membership and construction of a scenario's designs (see the module docstring)."""
 
-    def __init__(self, scenario: Scenario, catalog: Catalog):
+    def __init__(self, scenario: Scenario, catalog: Catalog, allow_spill: bool = False):
         self.scenario = scenario
         self.catalog = catalog
+        self.allow_spill = allow_spill  # whether a model may be marked `spill` (fixed recipes only)
         self.space: Space = scenario.space
         self.share_levels = scenario.space.share_levels
         self.rule = scenario.space.mapping
@@ -101,9 +104,10 @@ class DesignSpace:
 
     @classmethod
     def free(cls, scenario: Scenario, catalog: Catalog) -> DesignSpace:
-        """The scenario's space without its `[space]` restrictions (share levels kept)."""
+        """The scenario's space without its `[space]` restrictions (share levels kept), fixed recipes'
+        spilled models included: what the evaluator prices."""
         unrestricted = Space(share_levels=scenario.space.share_levels)
-        return cls(scenario.model_copy(update={"space": unrestricted}), catalog)
+        return cls(scenario.model_copy(update={"space": unrestricted}), catalog, allow_spill=True)
 
     # -- options -----------------------------------------------------------------------------
     @property
@@ -238,6 +242,9 @@ class DesignSpace:
         if md.model != opts.entry.model:
             return [f"{where}.model: '{md.model}' but the scenario has '{opts.entry.model}'"]
         out = []
+        if md.spill and not self.allow_spill:
+            out.append(f"{where}.spill: a spilled model (tensors moved over the external bus every pass) is a fixed "
+                       "recipe's, outside the scenario's capacity-checked space")
         arch = md.arch
         if arch not in opts.placements:
             out.append(self._arch_violation(opts, where, arch))

@@ -4,17 +4,23 @@
 - GPU-SI: speculative inference on the scenario's devices, all plain memory, vanilla rounds.
 - GPU-SI trees (only for scenarios whose drafters have token trees): GPU-SI with the best chain or
   top-ranked token tree per drafter for those devices (Sequoia, Chen et al. 2024, on GPUs).
-- FC-offload PIM: every FC operator on PIM, attention and its KV cache on the host, identical half-PIM
-  devices, or the fewest PIM units per device above half that hold the FC weights (Samsung's HBM-PIM
-  GEMV offload, ISCA 2021; SpecPIM's FC-offload baseline; `fc_offload`).
+- FC-offload PIM ("FC-offload", the recipe SpecPIM compares against): every FC operator on PIM,
+  attention and its KV cache on the host, identical half-PIM devices for every model; the FC weights the
+  PIM units cannot hold are kept in the normal units and moved into the PIM units over the external bus
+  on every pass, priced by the evaluator (`ModelDesign.spill`) and reported (`spills`) (Samsung's HBM-PIM
+  GEMV offload, ISCA 2021; `fc_offload`).
+- "FC-offload (fit)": the same mapping on the fewest PIM units per device, half or more, that hold the
+  FC weights (no spill: a design of the optimizer's space; `fc_offload_fit`).
 - attention-offload PIM: attention and its KV cache on PIM, FC on the host with its weights wherever
   the host reads them at full bandwidth (AttAcc, ASPLOS 2024; NeuPIMs, ASPLOS 2024: the FC layers lose
   no bandwidth to the PIM units' existence), identical half-PIM devices.
 - off-the-shelf: HBM-PIM as sold (Aquabolt-XL: 4 of 8 dies PIM) and AiM as sold (every GDDR package
   AiM), each with the better of its fixed mapping rules.
 Draft lengths of a baseline are the best for its fixed recipe (enumerated with the evaluator), and so
-are the host tensors' layout (normal units, or spread over every unit) where the memory model offers a
-choice: a baseline is the best design of its own restricted space; staging is off and rounds are vanilla.
+are the host tensors' layouts (normal units, or spread over every unit) where the memory model offers a
+choice: every assignment of layouts to the host operators is enumerated and checked against both sides'
+capacity (`recipe_layouts`), so a baseline is the best design of its own restricted space, or the proof
+that the space is empty; staging is off and rounds are vanilla. formulations/baselines.md has the recipes.
 """
 
 from __future__ import annotations
@@ -25,7 +31,8 @@ from dataclasses import dataclass
 
 from specpim_cp.catalog import Catalog
 from specpim_cp.errors import ScenarioError
-from specpim_cp.physics.evaluate import Evaluation, Evaluator
+from specpim_cp.physics.evaluate import GIB_IN_KIB, CapacityUse, Evaluation, Evaluator
+from specpim_cp.physics.rounds import drafter_cycle_tokens, tree_pass_tokens, verifier_tokens
 from specpim_cp.problem.design import (
     DEVICE_COUNTS,
     ArchConfig,
@@ -36,6 +43,7 @@ from specpim_cp.problem.design import (
     SpecChoice,
 )
 from specpim_cp.problem.mapping_rules import fit_layouts, rule_placement
+from specpim_cp.problem.operators import PLACEABLE_OPS
 from specpim_cp.problem.scenario import Scenario, scenario_catalog
 from specpim_cp.problem.space import draft_length_options, model_labels, tree_options
 
@@ -60,7 +68,32 @@ class BaselineResult:
         design = ev.pop("design")
         return {"name": self.name, "description": self.description, "design": design,
                 "host_kernel_model": ev.pop("host_kernel_model"), "catalog_files": ev.pop("catalog_files"),
-                "metrics": ev}
+                "spill": [s.as_dict() for s in spills(self.evaluation)], "metrics": ev}
+
+
+@dataclass(frozen=True)
+class Spill:
+    """A spilled model of a baseline's design: what it moves every pass, and what that costs."""
+
+    label: str  # "verifier", "drafters[0]", ...
+    model: str
+    spill_gib: float  # the PIM units' overflow, kept in the normal units
+    spill_ns: int  # moving it, per pass (read from the normal units + write into the PIM units)
+    pass_time_ns: int  # the pass the breakdown reports, spill included
+
+    @property
+    def share(self) -> float:
+        return self.spill_ns / self.pass_time_ns if self.pass_time_ns else 0.0
+
+    def as_dict(self) -> dict:
+        return {"label": self.label, "model": self.model, "spill_gib": self.spill_gib, "spill_ns": self.spill_ns,
+                "pass_time_ns": self.pass_time_ns, "spill_share_of_pass": self.share}
+
+
+def spills(evaluation: Evaluation) -> list[Spill]:
+    """The models of an evaluated design that spill, from the evaluator's breakdown."""
+    return [Spill(label, mb.model, mb.capacity.spill_kib / GIB_IN_KIB, mb.spill_ns, mb.pass_time_ns)
+            for label, mb in evaluation.breakdown.models() if mb.capacity.spill_kib]
 
 
 def baseline_devices(scenario: Scenario) -> list[int]:
@@ -79,37 +112,52 @@ def _memory(scenario: Scenario, preferred: str) -> str:
     return preferred if preferred in scenario.memory_types else scenario.memory_types[0]
 
 
+@dataclass(frozen=True)
+class RecipeLayout:
+    """One model's host layouts under a fixed recipe and whether it spills (`ModelDesign.spill`)."""
+
+    placement: dict[str, Placement]
+    spill: bool = False
+
+
 def best_fixed_recipe(scenario: Scenario, catalog: Catalog, archs: list[ArchConfig], rule: str,
-                      pipeline: bool = False, trees: bool = False) -> Evaluation:
-    """Best draft lengths (and, with `trees`, token-tree shapes) for a fixed architecture and mapping
-    rule (exhaustive, via the evaluator)."""
+                      pipeline: bool = False, trees: bool = False, spill: bool = False) -> Evaluation:
+    """Best draft lengths (and, with `trees`, token-tree shapes) and host layouts for a fixed architecture
+    and mapping rule (exhaustive, via the evaluator). `spill`: a model whose PIM units cannot hold its
+    PIM-side tensors moves the overflow over the external bus every pass (FC-offload as SpecPIM ran it)."""
     ev = Evaluator(scenario, catalog)
     n = len(scenario.drafters)
-    best: Design | None = None
-    last_error: ScenarioError | None = None
     names = [e.model for _, e in model_labels(scenario)]
-    per_model = [_layout_options(ev, name, a, rule) for name, a in zip(names, archs, strict=True)]
-    layouts = [list(combo) for combo in itertools.product(*per_model)]
     drafts = [[DrafterChoice(g) for g in draft_length_options(scenario, i)]
               + ([DrafterChoice(len(w), None, w) for w in tree_options(scenario, i)] if trees else [])
               for i in range(n)]
-    combos = math.prod(len(d) for d in drafts) * len(layouts)
+    n_drafts = math.prod(len(d) for d in drafts)
+    if n_drafts > MAX_RECIPE_DESIGNS:
+        raise ScenarioError(f"{n_drafts} draft combinations exceed {MAX_RECIPE_DESIGNS} for one baseline; give "
+                            "token trees to fewer drafters or lower tree.max_nodes")
+    tokens = recipe_pass_tokens(scenario.batch_size, drafts, pipeline)
+    per_model = [recipe_layouts(ev, label, name, a, rule, tokens[j], spill)
+                 for j, ((label, _), name, a) in enumerate(zip(model_labels(scenario), names, archs, strict=True))]
+    layouts = list(itertools.product(*per_model))
+    combos = n_drafts * len(layouts)
     if combos > MAX_RECIPE_DESIGNS:
         raise ScenarioError(f"{combos} draft and layout combinations exceed {MAX_RECIPE_DESIGNS} for one "
                             "baseline; give token trees to fewer drafters or lower tree.max_nodes")
+    best: Design | None = None
     best_value = None
-    for places in layouts:
+    last_error: ScenarioError | None = None
+    for chosen in layouts:
         # the architecture, placement and capacity do not depend on the drafts: check them once per layout
         # (the draft options come from the space), then price every draft without re-checking
         checked = False
         for combo in itertools.product(*drafts):
-            design = Design.assemble(names, archs, places, SpecChoice(tuple(combo), pipeline))
+            design = _assemble(names, archs, chosen, SpecChoice(tuple(combo), pipeline))
             try:
                 m = ev.metrics(design, check=not checked)
             except ScenarioError as exc:
                 last_error = exc
                 if not checked:
-                    break  # this layout does not fit (or is outside the space) whatever the drafts
+                    break  # this layout is outside the space whatever the drafts
                 continue
             checked = True
             value = m.objective(scenario.objective)
@@ -120,29 +168,87 @@ def best_fixed_recipe(scenario: Scenario, catalog: Catalog, archs: list[ArchConf
     return ev.evaluate(best)
 
 
-def _layout_options(ev: Evaluator, model: str, arch: ArchConfig, rule: str) -> list[dict[str, Placement]]:
-    """A fixed recipe's host layouts on one model's architecture: every host tensor in the normal units,
-    and every host tensor spread (full bandwidth) with, while the PIM units overflow, the largest host
-    tensors moved back to the normal units (a capacity-fitting greedy, deterministic)."""
+def _assemble(names: list[str], archs: list[ArchConfig], chosen: tuple[RecipeLayout, ...],
+              choice: SpecChoice) -> Design:
+    design = Design.assemble(names, archs, [c.placement for c in chosen], choice)
+    if not any(c.spill for c in chosen):
+        return design
+    models = [md.model_copy(update={"spill": c.spill}) for (_, md), c in zip(design.models(), chosen, strict=True)]
+    return design.model_copy(update={"verifier": models[0], "drafters": models[1:]})
+
+
+def recipe_pass_tokens(batch: int, drafts: list[list[DrafterChoice]], pipeline: bool) -> list[tuple[int, ...]]:
+    """Per model (verifier first), every token count of a pass a recipe's drafts make it run: the
+    verification passes of every draft combination; a drafter's step, or its token trees' passes."""
+    verify = {verifier_tokens(batch, SpecChoice(tuple(c), pipeline)) for c in itertools.product(*drafts)}
+    out = [tuple(sorted(verify))]
+    for options in drafts:
+        counts = set()
+        for d in options:
+            counts.update(tree_pass_tokens(batch, d) if d.tree is not None else (drafter_cycle_tokens(batch, d),))
+        out.append(tuple(sorted(counts)))
+    return out
+
+
+def recipe_layouts(ev: Evaluator, label: str, model: str, arch: ArchConfig, rule: str, tokens: tuple[int, ...],
+                   spill: bool = False) -> list[RecipeLayout]:
+    """The host layouts of a fixed recipe on one model's architecture worth pricing: every assignment of
+    the layouts the architecture offers to the rule's host operators (at most 2^5), kept if both sides'
+    capacity holds it (or, with `spill`, if the normal units also hold the PIM units' overflow), then
+    only those no other kept layout matches or beats in pass time and energy at every token count in
+    `tokens` (the round's time and energy grow with each pass's, so this loses no optimum). ScenarioError
+    with the least shortfall when none fits: the enumeration is the proof that no layout exists."""
     share = ev.scenario.space.share_levels
     offered = ev.costs.placements(arch)
-    normal = fit_layouts(rule_placement(rule, share, "normal"), offered)
-    spread = fit_layouts(rule_placement(rule, share, "spread"), offered)
-    out = [normal] if spread == normal else [normal, spread]
-    if spread == normal:
-        return out
-    md = ModelDesign(model=model, memory_type=arch.memory_type, pim_units=arch.pim_units, devices=arch.devices,
-                     placement=spread)
-    cap = ev.capacity(md)
-    if cap.pim_need_kib > cap.pim_capacity_kib:
-        sizes = ev.costs.tensor_bytes(ev.catalog.models[model], arch.devices).op_kib
-        fitted = dict(spread)
-        for op in sorted((op for op, p in spread.items() if p.layout == "spread"), key=lambda op: (-sizes[op], op)):
-            fitted[op] = normal[op]
-            if ev.capacity(md.model_copy(update={"placement": fitted})).pim_need_kib <= cap.pim_capacity_kib:
-                out.append(dict(fitted))
-                break
-    return out
+    base = fit_layouts(rule_placement(rule, share, "normal"), offered)
+    host_ops = [op for op in PLACEABLE_OPS if base[op].engine == "host"]
+    host_layouts = [p.layout for p in offered if p.engine == "host"] or [base[op].layout for op in host_ops[:1]]
+    fitting: list[tuple[ModelDesign, RecipeLayout]] = []
+    short: tuple[int, ModelDesign, CapacityUse] | None = None
+    combos = list(itertools.product(host_layouts, repeat=len(host_ops)))
+    for combo in combos:
+        place = dict(base)
+        place.update({op: Placement(engine="host", share=0, layout=lay) for op, lay in zip(host_ops, combo)})
+        md = ModelDesign(model=model, memory_type=arch.memory_type, pim_units=arch.pim_units, devices=arch.devices,
+                         placement=place)
+        cap = ev.capacity(md)
+        if not cap.holds and spill:
+            md = md.model_copy(update={"spill": True})
+            cap = ev.capacity(md)
+        if cap.holds:
+            fitting.append((md, RecipeLayout(place, md.spill)))
+            continue
+        _, need, have = cap.overflow()
+        if short is None or need - have < short[0]:
+            short = (need - have, md, cap)
+    if not fitting:
+        assert short is not None
+        try:
+            ev.check_capacity(label, short[1], short[2])  # raises, naming the least shortfall
+        except ScenarioError as exc:
+            if len(combos) == 1:
+                raise
+            raise ScenarioError(f"{exc} (the least shortfall of the recipe's {len(combos)} host layouts: none "
+                                "fits)") from None
+    prices = [tuple(_pass(ev, md, t) for t in tokens) for md, _ in fitting]
+    kept = []
+    for k, price in enumerate(prices):
+        # beaten: an equal price met earlier in the enumeration (kept instead), or a dominating one
+        beaten = any((other == price and m < k) or (other != price and _dominates(other, price))
+                     for m, other in enumerate(prices))
+        if not beaten:
+            kept.append(fitting[k][1])
+    return kept
+
+
+def _pass(ev: Evaluator, md: ModelDesign, tokens: int) -> tuple[int, int]:
+    p = ev.pass_price(md, tokens)
+    return p.time_ns, p.energy_nj
+
+
+def _dominates(a: tuple[tuple[int, int], ...], b: tuple[tuple[int, int], ...]) -> bool:
+    """Whether pass prices `a` are no more than `b` in time and energy at every token count."""
+    return all(ta <= tb and ea <= eb for (ta, ea), (tb, eb) in zip(a, b, strict=True))
 
 
 def _run(name: str, description: str, fn) -> BaselineResult:
@@ -183,10 +289,21 @@ def _identical(scenario: Scenario, catalog: Catalog, mem: str, k: int | str) -> 
 
 
 def fc_offload(scenario: Scenario, catalog: Catalog | None = None) -> Evaluation:
-    """Half-PIM devices, or the fewest PIM units per device above half that hold the FC weights: with
-    time-shared channels (DESIGN.md rule 1) an operator runs on PIM only on tensors in the PIM units, and
-    half of a paper device (OPT-13B on 2 x 40 GB: 20 GiB of PIM) cannot hold the FC weights (24 GiB).
-    Samsung's FC offload stores the weights in the PIM banks; the recipe keeps that and buys PIM units."""
+    """SpecPIM's FC-offload baseline as the paper ran it (DESIGN.md section 8): every FC operator on PIM,
+    attention and its KV cache on the host, identical half-PIM devices for every model; where the PIM
+    units cannot hold the FC weights (OPT-13B on 2 x 40 GB: 20 GiB of PIM for 24 GiB of weights) the
+    overflow is kept in the normal units and moved into the PIM units over the external bus on every pass
+    (rule 3, `ModelDesign.spill`), priced by the evaluator and reported in its breakdown."""
+    catalog = catalog or scenario_catalog(scenario)
+    return best_fixed_recipe(scenario, catalog, _identical(scenario, catalog, _memory(scenario, "hbm"), HALF),
+                             "fc-offload", spill=True)
+
+
+def fc_offload_fit(scenario: Scenario, catalog: Catalog | None = None) -> Evaluation:
+    """FC-offload that buys PIM units instead of spilling: half-PIM devices, or the fewest PIM units per
+    device above half that hold the FC weights (with time-shared channels, DESIGN.md rule 1, an operator
+    runs on PIM only on tensors in the PIM units; Samsung's FC offload stores the weights in the PIM
+    banks). Capacity-checked, so a design of the optimizer's space."""
     catalog = catalog or scenario_catalog(scenario)
     mem = _memory(scenario, "hbm")
     last: ScenarioError | None = None
@@ -233,8 +350,10 @@ BASELINES = (
     ("GPU-AR", "verifier alone, autoregressive, plain memory", gpu_ar, None),
     ("GPU-SI", "speculative inference, plain memory, vanilla rounds", gpu_si, None),
     ("GPU-SI trees", "GPU-SI with the best token tree per drafter (Sequoia), plain memory", gpu_si_trees, TREES),
-    ("FC-offload", "FC operators on PIM, identical devices with half (or the fewest that hold the weights) PIM",
+    ("FC-offload", "FC operators on PIM, identical half-PIM devices, what does not fit moved every pass (SpecPIM)",
      fc_offload, None),
+    ("FC-offload (fit)", "FC operators on PIM, identical devices with the fewest PIM units (half+) that hold them",
+     fc_offload_fit, None),
     ("attention-offload", "attention + KV cache on PIM, identical half-PIM devices", attention_offload, None),
     ("HBM-PIM as sold", "Aquabolt-XL stacks (4 of 8 dies PIM), best fixed mapping", off_the_shelf_hbm_pim, "hbm"),
     ("AiM as sold", "every GDDR6 package an AiM, everything on PIM", off_the_shelf_aim, "gddr"),

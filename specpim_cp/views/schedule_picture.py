@@ -72,6 +72,7 @@ class LayerPicture:
     embedding_ns: int
     lm_head_ns: int
     pass_ns: int
+    spill_ns: int = 0  # a spilled model's overflow moved over the external bus (fixed recipes only)
 
 
 @dataclass(frozen=True)
@@ -151,7 +152,7 @@ def layer_picture(ev: Evaluator, label: str, md: ModelDesign, tokens: int) -> La
     bars = [packed.get(b.node, b) for b in bars]
     return LayerPicture(label, md, tokens, levels, tuple(bars), price.layer_makespan_ns,
                         ev.catalog.models[md.model].layers, price.embedding_ns, price.op_time_ns["lm_head"],
-                        price.time_ns)
+                        price.time_ns, price.spill_ns)
 
 
 def layer_pictures(ev: Evaluator, evaluation: Evaluation) -> list[LayerPicture]:
@@ -346,9 +347,10 @@ def _draw_layer(ax, pic: LayerPicture) -> None:
     lm_where = "host" if lm.engine == "host" else f"PIM {lm.share}/{pic.share_levels}"
     ax.set_title(f"{pic.label}: {md.model} on {md.devices} x {md.memory_type} k={md.pim_units}; one decoder layer "
                  f"of the pass over {_tokens(pic.tokens)}: {_us(pic.makespan_ns)} us", loc="left", fontsize=9)
+    spill = f" + spill {_us(pic.spill_ns)}" if pic.spill_ns else ""
     ax.set_title(f"pass {_us(pic.pass_ns)} us = embedding {_us(pic.embedding_ns)} + {pic.layers} layers x "
-                 f"{_us(pic.makespan_ns)} + LM head {_us(pic.lm_head_ns)} ({lm_where})", loc="right", fontsize=8,
-                 color="#444444")
+                 f"{_us(pic.makespan_ns)} + LM head {_us(pic.lm_head_ns)} ({lm_where}){spill}", loc="right",
+                 fontsize=8, color="#444444")
 
 
 def _draw_round(ax, pic: RoundPicture) -> None:

@@ -54,6 +54,8 @@ def design_lines(sc: Scenario, design: Design) -> list[str]:
             extra = f", draft length {md.draft_length}"
             if md.staging is not None:
                 extra += f", staged by {md.staging.draft2} (draft length {md.staging.draft_length})"
+        if md.spill:
+            extra += ", spills what its PIM units cannot hold (moved every pass)"
         out.append(f"  {label:12s} {md.model:12s} {md.devices} x {md.memory_type} k={md.pim_units}{extra}; "
                    f"{placement_summary(md, sc.space.share_levels)}")
     if design.drafters:
@@ -86,6 +88,10 @@ def format_evaluation(sc: Scenario, ev) -> str:
                      f"{cap.normal_need_kib / GIB_IN_KIB:.2f}/{cap.normal_capacity_kib / GIB_IN_KIB:.1f}"])
     lines.append(table(["model", "name", "tokens", "pass us", "layer us", "pass mJ", "PIM GiB used/cap",
                         "normal GiB used/cap"], rows))
+    spilled = spill_text(b)
+    if spilled:
+        lines.append("spill (PIM overflow kept in normal units, moved into the PIM units over the external bus "
+                     f"every pass, in pass us): {spilled}")
     op_rows = []
     for label, mb in b.models():
         for op, o in mb.operators.items():
@@ -104,6 +110,16 @@ def format_evaluation(sc: Scenario, ev) -> str:
     return "\n".join(lines)
 
 
+def spill_text(breakdown, short: bool = False) -> str:
+    """The spilled models of an evaluated design: overflow, its transfer time per pass and share of the
+    pass ("" when nothing spills)."""
+    form = ("{label} {gib:,.2f} GiB {us:,.0f} us/pass ({pct:.0f}%)" if short else
+            "{label} {gib:,.2f} GiB, {us:,.1f} us per pass ({pct:.0f}% of the pass)")
+    return "; ".join(form.format(label=label, gib=mb.capacity.spill_kib / GIB_IN_KIB, us=mb.spill_ns / 1e3,
+                                 pct=100 * mb.spill_share)
+                     for label, mb in breakdown.models() if mb.capacity.spill_kib)
+
+
 def tree_text(widths) -> str:
     """A width profile as text: nodes per depth joined by dashes (2-3-3)."""
     return "-".join(str(w) for w in widths)
@@ -118,17 +134,17 @@ def format_baselines(sc: Scenario, results) -> str:
     rows = []
     for r in results:
         if r.evaluation is None:
-            rows.append([r.name, "infeasible", "", "", "", r.error])
+            rows.append([r.name, "infeasible", "", "", "", "", r.error])
             continue
         m = r.evaluation.metrics
         gam = ",".join(str(d.draft_length) if d.tree is None else f"tree {tree_text(d.tree)}"
                        for d in r.evaluation.design.drafters) or "-"
         rows.append([r.name, m.latency_ns_per_token / 1e3, m.throughput_tokens_per_s, m.energy_pj_per_token / 1e9,
-                     gam, r.description])
+                     gam, spill_text(r.evaluation.breakdown, short=True) or "-", r.description])
     priced = next((r.evaluation for r in results if r.evaluation is not None), None)
     host = "" if priced is None else host_line(sc, priced) + "\n"
     return f"scenario {sc.name} (objective {sc.objective})\n{host}" + table(
-        ["baseline", "us/token", "tokens/s", "mJ/token", "draft len", "recipe"], rows)
+        ["baseline", "us/token", "tokens/s", "mJ/token", "draft len", "spill (moved every pass)", "recipe"], rows)
 
 
 def design_summary(sc: Scenario, design: Design) -> str:
