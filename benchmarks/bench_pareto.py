@@ -1,0 +1,166 @@
+"""Pareto-front benchmark: `pareto_front` on one scenario under both energy accountings (total, dynamic).
+
+    python benchmarks/bench_pareto.py SCENARIO [--time-limit S] [--workers N] [--deterministic]
+                                      [--accounting total|dynamic ...] [--json OUT]
+
+SCENARIO is a file or a built-in SET/NAME (e.g. paper/opt-13b-b1). `--time-limit` bounds each front (all
+its Dinkelbach solves share it; default 120 s). Printed per accounting: every point (latency and energy
+per token, EDP, whether both of its solves were proven), the wall time, CP-SAT's deterministic time summed
+over the front's solves, the number of solves and whether the whole front is proven (exact: every
+sub-solve OPTIMAL and the last latency stage INFEASIBLE, formulations/objectives.md OBJ-2), judged from
+the recorded solves as `_epsilon_front` judges them (a stage is proven when its last solve is OPTIMAL with
+the objective F >= 0, computed in integers from the solution).
+
+`pareto_front` returns the points only, so this script records each solve of the front by wrapping the
+solve session of `specpim_cp.solvers.exact.solve` for the duration of the call (status, objective F,
+bound, deterministic and wall time); nothing in the package changes.
+"""
+
+from __future__ import annotations
+
+import argparse
+import importlib
+import json
+import os
+import sys
+import time
+from contextlib import contextmanager
+from pathlib import Path
+
+from ortools.sat.python import cp_model
+
+from specpim_cp.problem.builtin_sets import resolve_scenario_path
+from specpim_cp.problem.scenario import Scenario, load_scenario, parse_scenario
+from specpim_cp.solvers.exact import SolverOptions, pareto_front
+from specpim_cp.views.tables import table
+
+ACCOUNTINGS = ("total", "dynamic")
+#: Points printed per front without --all-points (the first and last half of them).
+SHOWN = 20
+#: The driver module (`import ... as` would bind the package's `solve` function, which shadows it).
+exact_solve = importlib.import_module("specpim_cp.solvers.exact.solve")
+
+
+@contextmanager
+def recorded_solves():
+    """Yield a list that receives one dict per CP-SAT solve made while the context is open."""
+    log: list[dict] = []
+    base = exact_solve.SolveSession
+
+    class Recording(base):  # type: ignore[misc, valid-type]
+        def solve(self, model, first_solution=False, cautious=False):
+            status, solver = super().solve(model, first_solution, cautious)
+            found = status in (cp_model.OPTIMAL, cp_model.FEASIBLE)
+            log.append({"stage": self.stage, "status": solver.status_name(status), "first_solution": first_solution,
+                        "cautious": cautious, "objective": exact_objective(model, solver) if found else None,
+                        "bound": solver.best_objective_bound if found else None,
+                        "deterministic_time": solver.deterministic_time, "wall_s": solver.wall_time})
+            return status, solver
+
+    exact_solve.SolveSession = Recording
+    try:
+        yield log
+    finally:
+        exact_solve.SolveSession = base
+
+
+def exact_objective(model: cp_model.CpModel, solver: cp_model.CpSolver) -> int:
+    """The objective at the solution in integers (CP-SAT's `objective_value` is a double, which rounds
+    F = d*N' - n*D, of magnitude up to 2^62, by far more than 1)."""
+    obj = model.proto.objective
+    return int(obj.offset) + sum(c * solver.value(model.get_int_var_from_proto_index(v))
+                                 for v, c in zip(list(obj.vars), list(obj.coeffs)))
+
+
+def stage_proven(solves: list[dict]) -> bool:
+    """A Dinkelbach run is exact when its last solve is OPTIMAL with F >= 0 (so F = 0: the incumbent is
+    feasible there), as `minimize_ratio` decides."""
+    last = solves[-1] if solves else None
+    return (last is not None and last["status"] == "OPTIMAL" and not last["first_solution"]
+            and last["objective"] >= 0)
+
+
+def front_proven(log: list[dict], n_points: int) -> tuple[bool, list[bool]]:
+    """(whole front proven, per point proven) from the recorded solves, as `_epsilon_front` decides."""
+    stages: dict[str, list[dict]] = {}
+    for s in log:
+        stages.setdefault(s["stage"], []).append(s)
+    per_point = [stage_proven(stages.get(f"pareto point {k}: latency", []))
+                 and stage_proven(stages.get(f"pareto point {k}: energy", [])) for k in range(1, n_points + 1)]
+    final = stages.get(f"pareto point {n_points + 1}: latency", [])
+    ended = bool(final) and final[-1]["status"] == "INFEASIBLE"
+    return ended and all(per_point), per_point
+
+
+def short_design(design) -> str:
+    """Architectures per model (verifier first), draft lengths and the pipeline, in one short line."""
+    archs = " ".join(md.arch.label() for _, md in design.models())
+    drafts = ",".join(str(d.draft_length) for d in design.choice.drafters)
+    return f"{archs}; gamma {drafts or '-'}; pipeline {'on' if design.pipeline else 'off'}"
+
+
+def with_accounting(sc: Scenario, accounting: str) -> Scenario:
+    data = sc.model_dump(mode="python")
+    data["assumptions"] = {**data["assumptions"], "energy_accounting": accounting}
+    return parse_scenario(data)
+
+
+def run_front(sc: Scenario, opts: SolverOptions) -> dict:
+    t0 = time.perf_counter()
+    error = None
+    with recorded_solves() as log:
+        try:
+            front = pareto_front(sc, options=opts)
+        except exact_solve.ModelMismatch as exc:  # the 9.15 fault guard (objectives.md)
+            front, error = [], f"ModelMismatch: {exc}"
+    wall = time.perf_counter() - t0
+    proven, per_point = front_proven(log, len(front))
+    points = [{"latency_ns_per_token": float(e.metrics.latency_fraction()),
+               "energy_nj_per_token": float(e.metrics.energy_fraction()), "edp": e.metrics.edp,
+               "design": e.design.key(), "summary": short_design(e.design), "proven": p} for e, p in zip(front, per_point)]
+    return {"scenario": sc.name, "accounting": sc.assumptions.energy_accounting, "points": points,
+            "wall_s": round(wall, 3), "deterministic_time": round(sum(s["deterministic_time"] for s in log), 3),
+            "solves": len(log), "proven": proven and error is None, "error": error, "load_1min": os.getloadavg()[0],
+            "solve_log": log}
+
+
+def main() -> int:
+    ap = argparse.ArgumentParser(description=__doc__.splitlines()[0])
+    ap.add_argument("scenario", help="a scenario file or a built-in SET/NAME, e.g. paper/opt-13b-b1")
+    ap.add_argument("--time-limit", type=float, default=120.0, help="per front (default 120 s)")
+    ap.add_argument("--workers", type=int, default=1)
+    ap.add_argument("--deterministic", action="store_true")
+    ap.add_argument("--seed", type=int, default=0)
+    ap.add_argument("--accounting", action="append", choices=ACCOUNTINGS, help="repeatable; default: both")
+    ap.add_argument("--json", help="write both fronts (points and every solve) here")
+    ap.add_argument("--all-points", action="store_true", help=f"print every point (default: the first and last "
+                    f"{SHOWN // 2} of a front with more than {SHOWN})")
+    args = ap.parse_args()
+    base = load_scenario(resolve_scenario_path(args.scenario))
+    opts = SolverOptions(args.time_limit, args.workers, args.seed, args.deterministic)
+    results = []
+    for accounting in args.accounting or ACCOUNTINGS:
+        r = run_front(with_accounting(base, accounting), opts)
+        results.append(r)
+        rows = [[k + 1, f"{p['latency_ns_per_token'] / 1e3:,.3f}", f"{p['energy_nj_per_token']:,.1f}",
+                 f"{p['edp']:.4g}", "yes" if p["proven"] else "no", p["summary"]] for k, p in enumerate(r["points"])]
+        if len(rows) > SHOWN and not args.all_points:
+            rows = rows[:SHOWN // 2] + [["...", "", "", "", "", ""]] + rows[-(SHOWN // 2):]
+        print(f"\n{base.name}, energy accounting {accounting}:")
+        print(table(["point", "latency us/token", "energy nJ/token", "EDP ns*nJ", "proven", "design"], rows))
+        best = min(r["points"], key=lambda p: p["edp"], default=None)
+        if best is not None:
+            print(f"least EDP: {best['edp']:.6g} ns*nJ/token^2 at {best['latency_ns_per_token'] / 1e3:,.3f} us/token, "
+                  f"{best['energy_nj_per_token']:,.1f} nJ/token")
+        print(f"{len(r['points'])} points; wall {r['wall_s']:.1f} s, deterministic time {r['deterministic_time']:.2f}, "
+              f"{r['solves']} solves; every point proven: {'yes' if r['proven'] else 'no'}"
+              f"{'; ' + r['error'][:160] if r['error'] else ''} (time limit {args.time_limit} s per front, "
+              f"workers {args.workers}, deterministic {args.deterministic}, 1-min load {r['load_1min']:.2f})",
+              flush=True)
+    if args.json:
+        Path(args.json).write_text(json.dumps({"scenario": args.scenario, "fronts": results}, indent=1, default=str))
+    return 0
+
+
+if __name__ == "__main__":
+    sys.exit(main())
