@@ -15,6 +15,7 @@ from pathlib import Path
 
 import pytest
 from click.testing import CliRunner
+from test_grid import BASE
 
 from specpim_cp import files
 from specpim_cp.cli import main
@@ -32,26 +33,7 @@ ROOT = Path(__file__).resolve().parents[1]
 
 # A verifier and a drafter on one device each, one memory type, two PIM units, one share level: every
 # solve of it takes well under a second.
-TINY = """name = "tiny"
-batch_size = 1
-prompt_tokens = 64
-generated_tokens = 32
-memory_types = ["hbm"]
-max_draft_length = 2
-
-[verifier]
-model = "gpt2-large"
-devices = 1
-
-[[drafters]]
-model = "gpt2-small"
-devices = 1
-acceptance = 0.7
-
-[space]
-share_levels = 1
-pim_units = 2
-"""
+TINY = BASE.lstrip("\n") + "acceptance = 0.7\n\n[space]\nshare_levels = 1\npim_units = 2\n"
 CELL = "[[mix.cells]]\nbatch_size = 1\nweight = 1\n"
 FAST = ["--deterministic", "--time-limit", "5"]
 MIX_FAST = [*FAST, "--cell-time-limit", "5"]
