@@ -141,7 +141,32 @@ def solve(scenario, objective, time_limit, workers, seed, deterministic, method,
         with Progress("solve") as bar:
             res = cp_solve(sc, objective=objective, options=SolverOptions(time_limit, workers, seed, deterministic),
                            hint=hint, catalog=cat, on_progress=_solve_hook(bar))
-    emit(res.to_json() if as_json else format_solve(sc, res), output)
+    text = format_solve(sc, res)
+    tie = tie_break_line(res.report.extra)
+    emit(res.to_json() if as_json else text + ("\n" + tie if tie else ""), output)
+
+
+#: How the tie-break's levels read in `solve`'s text output.
+_LEVEL_WORDS = {"latency": "latency", "energy": "energy", "edp": "EDP", "pim_units": "PIM units",
+                "devices": "devices", "order": "the fixed order"}
+
+
+def tie_break_line(extra: dict) -> str | None:
+    """One line on the canonical optimum (formulations/objectives.md, OBJ-3): the levels other designs
+    tie on and the level that leaves one design, or why the design is not canonical; None without one."""
+    levels = extra.get("tie_break")
+    if levels is None:
+        return None
+    if not extra.get("canonical"):
+        return f"tie-break: {extra.get('tie_break_note', 'not proven')}"
+    tied = [_LEVEL_WORDS[lv["level"]] for lv in levels if lv["ties"]]
+    unique = next((_LEVEL_WORDS[lv["level"]] for lv in levels if lv["ties"] is False), None)
+    unknown = any(lv["ties"] is None for lv in levels)
+    if not tied:
+        line = f"tie-break: no other design has this {_LEVEL_WORDS[levels[0]['level']]} (unique optimum)"
+    else:
+        line = f"tie-break: other designs tie on {', '.join(tied)}; canonical by {unique}"
+    return line + ("; some ties not checked (time limit)" if unknown else "")
 
 
 @click.command()

@@ -172,12 +172,12 @@ class _MixRun:
         found = status in (cp_model.OPTIMAL, cp_model.FEASIBLE)
         numbers = StageSolve(round(solver.wall_time, 3), round(solver.deterministic_time, 3), plan.scale,
                              len(model.proto.variables), len(model.proto.constraints),
-                             int(solver.objective_value) if found else None,
+                             solver.value(obj) if found else None,
                              int(solver.best_objective_bound) if found else None)
         self.stages.append(MixStage(name, round(time.perf_counter() - t0, 3), solver.status_name(status), numbers))
         if not found:
             return _Stage(solver.status_name(status), None, None, None, plan)
-        return _Stage(solver.status_name(status), self.mm.decode(solver.boolean_value), int(solver.objective_value),
+        return _Stage(solver.status_name(status), self.mm.decode(solver.boolean_value), solver.value(obj),
                       int(solver.best_objective_bound), plan)
 
 

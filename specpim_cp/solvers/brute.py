@@ -12,7 +12,7 @@ from __future__ import annotations
 
 import itertools
 import time
-from collections.abc import Iterator, Sequence
+from collections.abc import Callable, Iterator, Sequence
 from dataclasses import dataclass
 from fractions import Fraction
 
@@ -93,15 +93,14 @@ def pareto_filter(items: list[tuple[tuple, object]]) -> list[object]:
     return [obj for _, obj in kept]
 
 
-def brute_force(scenario: Scenario, *, objective: str | None = None, catalog: Catalog | None = None) -> SolveResult:
-    """The optimum of the scenario's (restricted) space by enumeration; refuses when the space is too large."""
-    t0 = time.perf_counter()
-    catalog = catalog or scenario_catalog(scenario)
-    objective = objective or scenario.objective
-    ev = Evaluator(scenario, catalog)
-    space = DesignSpace(scenario, catalog)
+def _space_options(ev: Evaluator, space: DesignSpace, tail: Callable[[int, ModelDesign], tuple] | None = None
+                   ) -> tuple[list[list[tuple[ModelDesign, str | None]]], list[list[tuple[ModelDesign, str | None]]]]:
+    """Per model, the (design part, draft2) options kept and those dropped: without `tail`, the options
+    no other option of the model matches or beats in every priced quantity (one of equals is kept);
+    with `tail`, only those another option beats or matches in every quantity and whose tail (a key of
+    the model's part) is smaller (`lexicographic_pareto`)."""
     choices = space.choice_list
-    batch = scenario.batch_size
+    batch = space.scenario.batch_size
     # token counts each model may run, and draft2 options per drafter
     tokens: list[set[int]] = [set() for _ in space.models]
     for c in choices:
@@ -112,7 +111,7 @@ def brute_force(scenario: Scenario, *, objective: str | None = None, catalog: Ca
                 tokens[i + 1].update(tree_pass_tokens(batch, dc))
     draft2_models = [sorted({st.draft2 for st in space.staging_options(i) if st is not None})
                      for i in range(space.n_drafters)]
-    options: list[list[ModelDesign]] = []
+    kept_all, dropped_all = [], []
     for j, opts in enumerate(space.models):
         draft2s = draft2_models[j - 1] if j else []
         raw = [((o.draft2,) + o.perf, (o.md, o.draft2))
@@ -121,30 +120,88 @@ def brute_force(scenario: Scenario, *, objective: str | None = None, catalog: Ca
         kept = []
         for d2 in {k[0] for k, _ in raw}:
             cls = [(k[1:], v) for k, v in raw if k[0] == d2]
-            kept += pareto_filter(cls)
-        options.append(kept)
+            kept += pareto_filter(cls) if tail is None else lexicographic_pareto(cls, lambda v, j=j: tail(j, v[0]))
+        kept_all.append(kept)
+        ids = {id(v) for v in kept}
+        dropped_all.append([v for _, v in raw if id(v) not in ids])
+    return kept_all, dropped_all
+
+
+def lexicographic_pareto(items: list[tuple[tuple, object]], tail: Callable[[object], tuple]) -> list[object]:
+    """The items no other item dominates lexicographically: item v drops u when v's vector is at most u's
+    in every coordinate and tail(v) < tail(u) (a strict order, so of equal vectors the least tail stays)."""
+    items = sorted(items, key=lambda it: tail(it[1]))
+    kept: list[tuple[tuple, object]] = []
+    for vec, obj in items:  # a dropped dominator has a kept one (transitivity), which sorts earlier
+        if not any(all(a <= b for a, b in zip(k, vec)) for k, _ in kept):
+            kept.append((vec, obj))
+    return [obj for _, obj in kept]
+
+
+def _designs(space: DesignSpace, options: list[list[tuple[ModelDesign, str | None]]]):
+    """Every design of the options' combinations with every speculation choice (draft2 classes matched)."""
     n_designs = 1
     for o in options:
         n_designs *= max(1, len(o))
-    n_designs *= len(choices)
+    n_designs *= len(space.choice_list)
     if n_designs > MAX_DESIGNS:
         raise ScenarioError(f"brute force: {n_designs} designs after pruning exceed {MAX_DESIGNS}; restrict the space")
-    best: Evaluation | None = None
-    evaluated = 0
     for combo in itertools.product(*options):
-        for c in choices:
+        for c in space.choice_list:
             # a drafter option was priced for one draft2 class (None = unstaged)
             if any(combo[i + 1][1] != (None if dc.staging is None else dc.staging.draft2)
                    for i, dc in enumerate(c.drafters)):
                 continue
-            design = space.build([md.arch for md, _ in combo], [md.placement for md, _ in combo], c)
-            try:
-                e = ev.evaluate(design)
-            except ScenarioError:
-                continue
-            evaluated += 1
-            if best is None or e.metrics.objective(objective) < best.metrics.objective(objective):
-                best = e
+            yield space.build([md.arch for md, _ in combo], [md.placement for md, _ in combo], c)
+
+
+@dataclass(frozen=True)
+class Enumeration:
+    """The priced designs of a space's kept options (`evaluations`, the capacity-feasible ones) and, per
+    model, the options the pruning dropped (`dropped`, with their draft2 class)."""
+
+    space: DesignSpace
+    evaluations: list[Evaluation]
+    dropped: list[list[tuple[ModelDesign, str | None]]]
+
+
+def enumerate_designs(scenario: Scenario, *, tail: Callable[[int, ModelDesign], tuple],
+                      catalog: Catalog | None = None) -> Enumeration:
+    """Every design whose options survive the lexicographic pruning by `tail(j, model part)` (a key of
+    model j's part that a canonical tie-break compares after the objectives; `lexicographic_pareto`),
+    priced by the evaluator: a design that no other design beats in (objectives, sum of the tails)
+    order is among them (the oracle of the canonical optimum's tests)."""
+    catalog = catalog or scenario_catalog(scenario)
+    ev = Evaluator(scenario, catalog)
+    space = DesignSpace(scenario, catalog)
+    kept, dropped = _space_options(ev, space, tail)
+    out = []
+    for design in _designs(space, kept):
+        try:
+            out.append(ev.evaluate(design))
+        except ScenarioError:
+            continue
+    return Enumeration(space, out, dropped)
+
+
+def brute_force(scenario: Scenario, *, objective: str | None = None, catalog: Catalog | None = None) -> SolveResult:
+    """The optimum of the scenario's (restricted) space by enumeration; refuses when the space is too large."""
+    t0 = time.perf_counter()
+    catalog = catalog or scenario_catalog(scenario)
+    objective = objective or scenario.objective
+    ev = Evaluator(scenario, catalog)
+    space = DesignSpace(scenario, catalog)
+    options, _ = _space_options(ev, space)
+    best: Evaluation | None = None
+    evaluated = 0
+    for design in _designs(space, options):
+        try:
+            e = ev.evaluate(design)
+        except ScenarioError:
+            continue
+        evaluated += 1
+        if best is None or e.metrics.objective(objective) < best.metrics.objective(objective):
+            best = e
     if best is None:
         raise ScenarioError("brute force: no feasible design in the space")
     obj: Fraction = best.metrics.objective(objective)

@@ -1,4 +1,5 @@
-"""Drivers of the CP-SAT model: Dinkelbach for ratio objectives, epsilon-constraint Pareto front, EDP.
+"""Drivers of the CP-SAT model: Dinkelbach for ratio objectives, epsilon-constraint Pareto front, EDP, and
+the canonical optimum (an exact lexicographic tie-break among the optimal designs, OBJ-3).
 
 Every result is re-priced by the evaluator, and the claimed objective (recomputed tightly by CP-SAT
 with the design's decisions fixed) must equal the evaluator's exactly; a mismatch raises
@@ -7,6 +8,7 @@ with the design's decisions fixed) must equal the evaluator's exactly; a mismatc
 
 from __future__ import annotations
 
+import math
 import re
 import time
 from collections.abc import Callable, Mapping
@@ -22,7 +24,7 @@ from specpim_cp.physics.evaluate import Evaluation, Evaluator
 from specpim_cp.problem.design import Design
 from specpim_cp.problem.scenario import Scenario, scenario_catalog
 from specpim_cp.problem.space import DesignSpace
-from specpim_cp.solvers.exact.model import SpecModel, ub
+from specpim_cp.solvers.exact.model import SpecModel, TieKey, ub
 from specpim_cp.solvers.exact.prices import PriceTable
 from specpim_cp.solvers.result import SolveReport, SolveResult, inputs_hash, solver_version
 
@@ -61,8 +63,12 @@ _VARIABLE_MEANING = {  # variable name prefix -> (family, what it is, unit)
 }
 
 
-def _too_large(scenario: Scenario, what: str) -> ScenarioError:
-    return ScenarioError(
+class IntegerRangeError(ScenarioError):
+    """A scenario whose rows would exceed CP-SAT's 64-bit range (an input guard, named by its family)."""
+
+
+def _too_large(scenario: Scenario, what: str) -> IntegerRangeError:
+    return IntegerRangeError(
         f"scenario too large for the exact model's 64-bit integers: {what}; CP-SAT rejects rows beyond 2^62 = "
         f"{INT_LIMIT:.3g}. Shorten the context (prompt_tokens + generated_tokens = {scenario.max_context}), the "
         f"batch ({scenario.batch_size}) or max_draft_length ({scenario.max_draft_length}), or use --method "
@@ -369,15 +375,22 @@ def cap_copy(model: cp_model.CpModel, var, cap: int, name: str) -> cp_model.IntV
 def _measure(run: SolveSession, ratio: RatioObjective, design: Design) -> tuple[int, int, Design]:
     """(numerator, denominator, design) of a solution, taken from the evaluator (tight, exact)."""
     mt = run.sm.ev.evaluate(design).metrics
-    n = mt.round_time_ns if ratio.name == "latency" else mt.energy_nj_per_round
-    d_max = max(st.tokens_micro for st in run.sm.stats)
-    if n * d_max + d_max > INT_LIMIT:  # input guard of the Dinkelbach / epsilon rows that use n
-        unit = "ns" if ratio.name == "latency" else "nJ"
-        raise _too_large(run.sm.scenario, f"[OBJ-1] a design's {'round time' if unit == 'ns' else 'energy per round'} "
-                                          f"({n:.3g} {unit}) times the largest expected tokens per round x "
-                                          f"TOKENS_SCALE ({d_max:,}) is {n * d_max:.3g}")
+    n = _guarded_numerator(run.sm, ratio.name, mt)
     run.trajectory.append((time.perf_counter() - run.t0, float(ratio.value(n, mt.tokens_per_round_micro))))
     return n, mt.tokens_per_round_micro, design
+
+
+def _guarded_numerator(sm: SpecModel, name: str, mt) -> int:
+    """The evaluator's round time (latency) or energy per round (energy) of metrics `mt`, refused when
+    it times the largest expected tokens could overflow the Dinkelbach, epsilon and OBJ-3 rows."""
+    n = mt.round_time_ns if name == "latency" else mt.energy_nj_per_round
+    d_max = max(st.tokens_micro for st in sm.stats)
+    if n * d_max + d_max > INT_LIMIT:  # input guard of the Dinkelbach / epsilon rows that use n
+        unit = "ns" if name == "latency" else "nJ"
+        raise _too_large(sm.scenario, f"[OBJ-1] a design's {'round time' if unit == 'ns' else 'energy per round'} "
+                                      f"({n:.3g} {unit}) times the largest expected tokens per round x "
+                                      f"TOKENS_SCALE ({d_max:,}) is {n * d_max:.3g}")
+    return n
 
 
 def _expr_in(model: cp_model.CpModel, sm: SpecModel) -> cp_model.IntVar:
@@ -444,27 +457,28 @@ def minimize_ratio(run: SolveSession, ratio: RatioObjective, extra=None, start: 
             if num_lb * d_prev > n_prev * st.tokens_micro or (focused and br > focus):
                 model.add(model.get_bool_var_from_proto_index(z.index) == 0)
         den = _expr_in(model, sm)
-        model.minimize(d_prev * nvar - n_prev * den)
+        objective = d_prev * nvar - n_prev * den
+        model.minimize(objective)
         if run.budget.remaining() <= 0:
             return "FEASIBLE", incumbent[2], ratio.value(n_prev, d_prev), bound
         status, solver = run.solve(model)
-        if not focused and _contradicts(status, solver):
+        f_val = _value_at(status, solver, objective)
+        if not focused and _contradicts(status, f_val):
             status, solver = run.solve(model, cautious=True)
-            if _contradicts(status, solver):
-                said = ("INFEASIBLE" if status == cp_model.INFEASIBLE else
-                        f"OPTIMAL with F = {solver.objective_value:.6g}")
+            f_val = _value_at(status, solver, objective)
+            if _contradicts(status, f_val):
+                said = "INFEASIBLE" if status == cp_model.INFEASIBLE else f"OPTIMAL with F = {f_val}"
                 raise ModelMismatch(
                     f"CP-SAT reports {said} for a Dinkelbach step whose incumbent has F = 0, also with its default "
                     "presolve: a solver fault (formulations/objectives.md, 'A CP-SAT 9.15 fault'); no optimum is "
                     "claimed")
-        if focused and (status == cp_model.INFEASIBLE or
-                        (status == cp_model.OPTIMAL and solver.objective_value >= 0)):
+        if focused and (status == cp_model.INFEASIBLE or (status == cp_model.OPTIMAL and f_val >= 0)):
             focus = None  # nothing better among the focused choices: search every choice the pruning leaves
             continue
-        if status not in (cp_model.OPTIMAL, cp_model.FEASIBLE):
+        if f_val is None:
             return "FEASIBLE", incumbent[2], ratio.value(n_prev, d_prev), bound
-        f_val = int(solver.objective_value)
-        f_lb = int(solver.best_objective_bound)
+        # OPTIMAL: the bound is the (exact) optimum; else CP-SAT's bound, a double, rounded down with margin
+        f_lb = f_val if status == cp_model.OPTIMAL else min(f_val, _floor_bound(solver.best_objective_bound))
         lam = Fraction(n_prev, d_prev)
         if not focused:  # a focused solve bounds only its choices
             lb = lam + (Fraction(min(f_lb, 0), d_prev * d_min))
@@ -472,6 +486,10 @@ def minimize_ratio(run: SolveSession, ratio: RatioObjective, extra=None, start: 
         run.progress(ratio, ratio.value(n_prev, d_prev), bound)
         if f_val < 0:
             incumbent = _measure(run, ratio, run.remember(solver))
+            if Fraction(incumbent[0], incumbent[1]) >= lam:  # the evaluator's price must be below lambda
+                raise ModelMismatch(f"a Dinkelbach step found F = {f_val} < 0 but the evaluator prices the design at "
+                                    f"{ratio.value(incumbent[0], incumbent[1])}, not below the incumbent's "
+                                    f"{ratio.value(n_prev, d_prev)}")
             if status != cp_model.OPTIMAL and run.budget.remaining() <= 0:
                 n1, d1, design = incumbent
                 return "FEASIBLE", design, ratio.value(n1, d1), bound
@@ -484,11 +502,25 @@ def minimize_ratio(run: SolveSession, ratio: RatioObjective, extra=None, start: 
         return "FEASIBLE", incumbent[2], obj, min(bound, obj)
 
 
-def _contradicts(status: int, solver: cp_model.CpSolver) -> bool:
+def _contradicts(status: int, f_val: int | None) -> bool:
     """Whether an unfocused Dinkelbach solve contradicts its incumbent, a design the step keeps (the cap
     and the OBJ-1 pruning keep it, the extra rows hold for it) with F = 0: INFEASIBLE, or OPTIMAL above 0.
     OR-Tools 9.15 does this on some models with large coefficients (objectives.md)."""
-    return status == cp_model.INFEASIBLE or (status == cp_model.OPTIMAL and solver.objective_value > 0)
+    return status == cp_model.INFEASIBLE or (status == cp_model.OPTIMAL and f_val > 0)
+
+
+def _value_at(status: int, solver: cp_model.CpSolver, objective) -> int | None:
+    """The objective at the solution in integers, or None without one. CP-SAT reports `objective_value` as a
+    double, which is inexact beyond 2^53: an energy step's F = D_k·E - N_k·D reaches 10^16 (PaLM-62B b2), where
+    F = 0 read as a double came out negative and the loop repeated the same incumbent."""
+    if status not in (cp_model.OPTIMAL, cp_model.FEASIBLE):
+        return None
+    return int(solver.value(objective))
+
+
+def _floor_bound(bound: float) -> int:
+    """An integer at most CP-SAT's objective bound, a double that may be off by its last bits."""
+    return math.floor(bound - abs(bound) * 1e-15) - 1
 
 
 def tight_claim(sm: SpecModel, design: Design, opts: SolverOptions) -> tuple[int, int, int]:
@@ -601,6 +633,306 @@ def _best_choice_for(sm: SpecModel, ev: Evaluator, objective: str, start: Evalua
     return start if best is d else ev.evaluate(best)
 
 
+# -- one canonical optimum [OBJ-3] ------------------------------------------------------------------
+#: Most one packed OBJ-3 objective spans: the product of its keys' sizes (a mixed-radix number); keys
+#: beyond it are minimised by the next solve, with these fixed.
+PACK_LIMIT = 1 << 40
+
+#: The ratio levels of the canonical optimum, per objective: the objective, then the other metric
+#: (EDP: the latency, then the energy, of the front points of least EDP).
+RATIO_LEVELS = {"latency": ("latency", "energy"), "energy": ("energy", "latency"),
+                "edp": ("edp", "latency", "energy")}
+
+
+@dataclass(frozen=True)
+class RatioRow:
+    """A ratio level fixed at its optimum n/d [OBJ-3]: N(x)/D(x) <= n/d, written N'·d <= n·D(x)."""
+
+    name: str  # latency | energy
+    n: int  # round ns or energy nJ per round of a design at the optimum (the evaluator's)
+    d: int  # its expected tokens per round x TOKENS_SCALE
+
+    @classmethod
+    def of(cls, sm: SpecModel, name: str, metrics) -> RatioRow:
+        return cls(name, _guarded_numerator(sm, name, metrics), metrics.tokens_per_round_micro)
+
+
+def add_ratio_rows(sm: SpecModel, model: cp_model.CpModel, rows: list[RatioRow]) -> None:
+    """OBJ-3: on a clone, every ratio level of `rows` at most its optimum (so equal to it), as exact
+    cross-multiplied rows on capped copies (int64-safe like OBJ-2's); a choice whose CUT-3 bound ratio
+    exceeds a level cannot reach it and is fixed to 0."""
+    if not rows:
+        return
+    d_max = max(st.tokens_micro for st in sm.stats)
+    den = _expr_in(model, sm)
+    for r in rows:
+        var, bounds = (sm.T, sm.choice_bounds[0]) if r.name == "latency" else (sm.energy, sm.choice_bounds[1])
+        capped = cap_copy(model, var, -(-r.n * d_max // r.d), f"{r.name}_fixed")
+        model.add(capped * r.d <= r.n * den)
+        for z, lb, st in zip(sm.z, bounds, sm.stats):
+            if lb * r.d > r.n * st.tokens_micro:
+                model.add(model.get_bool_var_from_proto_index(z.index) == 0)
+
+
+@dataclass
+class TieLevel:
+    """One level of the canonical optimum: its value at the returned design, whether CP-SAT proved it
+    (OPTIMAL), and whether another design attains every level up to this one (None: not known)."""
+
+    level: str  # latency | energy | edp | pim_units | devices | order
+    value: Fraction | int | list[int] | None
+    status: str  # OPTIMAL | FEASIBLE | UNKNOWN | SKIPPED | FAULT (left out: CP-SAT contradicted a known design)
+    ties: bool | None = None
+
+    def as_dict(self) -> dict:
+        out: dict = {"level": self.level, "status": self.status, "ties": self.ties}
+        if isinstance(self.value, Fraction):
+            out["value"] = float(self.value)
+            out["exact"] = _exact(self.value)
+        else:
+            out["value"] = self.value
+        return out
+
+
+def pack_keys(keys: list[TieKey]) -> list[list[TieKey]]:
+    """Consecutive keys grouped so that each group's mixed-radix number stays within PACK_LIMIT."""
+    groups: list[list[TieKey]] = []
+    span = PACK_LIMIT + 1
+    for key in keys:
+        if span * key.size > PACK_LIMIT:
+            groups.append([])
+            span = 1
+        groups[-1].append(key)
+        span *= key.size
+    return groups
+
+
+class CanonicalOptimum:
+    """[OBJ-3] The lexicographic minimum, among the designs that attain the primary optimum, of: the
+    other metric per token (EDP: latency, then energy), the PIM units over all devices, the devices, and
+    the fixed order of `SpecModel.tie_break_keys`. Each level is solved to proof with the earlier ones
+    fixed exactly, hinted by the design so far; then, from the deepest level up, a feasibility solve
+    asks whether another design attains the levels so far (formulations/objectives.md, OBJ-3)."""
+
+    def __init__(self, run: SolveSession, objective: str, best: Evaluation):
+        self.run, self.sm, self.objective = run, run.sm, objective
+        self.design = best.design
+        self.rows: list[RatioRow] = []
+        self.keys = self.sm.tie_break_keys()
+        self.values: list[int] = []  # proven minima of keys[:len(values)]
+        self.levels: list[TieLevel] = []
+        self.scope: list[tuple[int, int]] = []  # per level: (ratio rows, keys) that fix it
+        self.known: set[int] = set()  # levels another design attains (a later level changed the design)
+        self.note: str | None = None
+        self.several_points = False  # EDP: several front points of least EDP
+        self.stop: tuple[int, str] = (0, "SKIPPED")  # (end of the unproven group's keys, its status)
+
+    # -- the levels ------------------------------------------------------------------------------
+    def ratio_levels(self, best: Evaluation, front: list[Evaluation] | None) -> bool:
+        """The primary level and the other metric(s), fixed as RatioRows; False when not proven."""
+        sm, names = self.sm, RATIO_LEVELS[self.objective]
+        if self.objective == "edp":  # the front is exact: the least-EDP points, the least latency first
+            least = [p for p in front or [best] if p.metrics.objective("edp") == best.metrics.objective("edp")]
+            self.several_points = len(least) > 1
+            self.rows = [RatioRow.of(sm, "latency", best.metrics), RatioRow.of(sm, "energy", best.metrics)]
+            for name in names:
+                self.levels.append(TieLevel(name, best.metrics.objective(name), "OPTIMAL"))
+                self.scope.append((2, 0))
+            return True
+        self.rows = [RatioRow.of(sm, self.objective, best.metrics)]
+        self.levels.append(TieLevel(self.objective, best.metrics.objective(self.objective), "OPTIMAL"))
+        self.scope.append((1, 0))
+        other = names[1]
+        self.run.stage = f"tie-break: {other}"
+        try:
+            status, design, value, _ = minimize_ratio(self.run, RatioObjective(sm, other),
+                                                      lambda model: add_ratio_rows(sm, model, self.rows[:1]),
+                                                      start=best)
+        except (ModelMismatch, IntegerRangeError) as exc:  # go on without this level, say why
+            fault = isinstance(exc, ModelMismatch)
+            self.levels.append(TieLevel(other, None, "FAULT" if fault else "OUT_OF_RANGE"))
+            self.scope.append((1, 0))
+            why = ("CP-SAT contradicted a known design at the {other} level (formulations/objectives.md, 'A CP-SAT "
+                   "9.15 fault')" if fault else "the {other} level's rows exceed the exact model's 64-bit range "
+                   f"({exc})").format(other=other)
+            self.note = (f"{why}: the design is the least in ({self.objective}, PIM units, devices, fixed order) "
+                         f"instead, its {other} not minimised; not canonical")
+            return True
+        if design is None:
+            status, design, value = "UNKNOWN", best.design, best.metrics.objective(other)
+        if design.key() != self.design.key():
+            self.known.add(0)
+        self.design = design
+        self.levels.append(TieLevel(other, value, status))
+        self.scope.append((2, 0))
+        if status != "OPTIMAL":
+            self.note = f"the {other} level is not proven ({status}): the design is not canonical"
+            return False
+        self.rows.append(RatioRow.of(sm, other, sm.ev.evaluate(design).metrics))
+        return True
+
+    def _clone(self, n_rows: int, n_keys: int, minimise: list[TieKey] = ()):
+        """A clone with the first `n_rows` ratio rows and `n_keys` keys fixed (and `minimise` minimised)."""
+        sm = self.sm
+        model = sm.m.clone()
+        sm.enforce_families(model)
+        add_ratio_rows(sm, model, self.rows[:n_rows])
+        if all(r.name == "latency" for r in self.rows[:n_rows]):
+            sm.drop_energy_rows(model)  # only the latency is fixed: the energy rows restrict nothing
+        return model, sm.add_tie_break(model, self.keys, self.values[:n_keys], minimise)
+
+    def integer_levels(self) -> bool:
+        """OBJ-3's PIM units, devices and fixed order, in packed solves; False when one is not proven."""
+        for group in pack_keys(self.keys):
+            first = len(self.values)
+            if all(k.size == 1 for k in group):  # a key with one value is 0
+                self.values += [0] * len(group)
+                continue
+            if self.run.budget.remaining() <= 0:
+                self.stop = (first, "SKIPPED")
+                self.note = "the time limit was reached before the tie-break ended: the design is not canonical"
+                return False
+            if not self._solve_group(group, first):
+                return False
+        return True
+
+    def _solve_group(self, group: list[TieKey], first: int) -> bool:
+        """Minimise one packed group of keys with the earlier ones fixed, hinted by the design so far."""
+        sm, run = self.sm, self.run
+        run.stage = "tie-break: " + ", ".join(dict.fromkeys(k.level for k in group))
+        model, key_vars = self._clone(len(self.rows), first, group)
+        weight = [math.prod(k.size for k in group[i + 1:]) for i in range(len(group))]
+        at_design = sum(w * v for w, v in zip(weight, sm.tie_key_values(self.design, group)))
+        run.hint = sm.decision_literals(self.design)
+
+        def contradicts(status: int, solver: cp_model.CpSolver) -> bool:  # the design so far is feasible here
+            return status == cp_model.INFEASIBLE or (status == cp_model.OPTIMAL and packed(solver) > at_design)
+
+        def packed(solver: cp_model.CpSolver) -> int:  # the objective in integers (CP-SAT reports a double)
+            return sum(w * solver.value(v) for w, v in zip(weight, key_vars))
+
+        status, solver = run.solve(model)
+        if contradicts(status, solver):
+            status, solver = run.solve(model, cautious=True)
+            if contradicts(status, solver):
+                self.note = ("CP-SAT contradicted the design of the previous level (formulations/objectives.md, "
+                             "'A CP-SAT 9.15 fault'): the design is not canonical")
+                return False
+        if status in (cp_model.OPTIMAL, cp_model.FEASIBLE) and packed(solver) <= at_design:
+            design = sm.decode(solver.boolean_value)
+            if design.key() != self.design.key():
+                self.known.add(self._complete_before(first))
+            self.design = design
+        if status != cp_model.OPTIMAL:
+            self.stop = (first + len(group), solver.status_name(status))
+            self.note = (f"the tie-break level {group[0].level} is not proven ({solver.status_name(status)}): "
+                         "the design is not canonical")
+            return False
+        self.values += [solver.value(v) for v in key_vars]
+        return True
+
+    def _complete_before(self, first: int) -> int:
+        """The deepest level all of whose keys come before key `first` (a ratio level when none)."""
+        base = len(RATIO_LEVELS[self.objective])
+        names = list(dict.fromkeys(k.level for k in self.keys))
+        done = [i for i, name in enumerate(names)
+                if max(n for n, k in enumerate(self.keys) if k.level == name) < first]
+        return base + max(done) if done else base - 1
+
+    def add_integer_entries(self) -> None:
+        """The integer levels' entries at the design: OPTIMAL when every key of the level was proven, the
+        unproven solve's status when a key of the level was in it, else SKIPPED."""
+        values = self.sm.tie_key_values(self.design, self.keys)
+        end, status = self.stop
+        for name in dict.fromkeys(k.level for k in self.keys):
+            idx = [n for n, k in enumerate(self.keys) if k.level == name]
+            value = [values[n] for n in idx] if name == "order" else values[idx[0]]
+            proven = max(idx) < len(self.values)
+            self.levels.append(TieLevel(name, value, "OPTIMAL" if proven else status if min(idx) < end else
+                                        "SKIPPED"))
+            self.scope.append((len(self.rows), max(idx) + 1))
+
+    # -- ties ------------------------------------------------------------------------------------
+    def another_design(self, level: int) -> bool | None:
+        """Whether a design other than the canonical one attains levels 0..`level` (None: not known)."""
+        sm, run = self.sm, self.run
+        if run.budget.remaining() <= 0:
+            return None
+        n_rows, n_keys = self.scope[level]
+        model, _ = self._clone(n_rows, n_keys)
+        model.add_bool_or([~model.get_bool_var_from_proto_index(v.index)
+                           for v, val in sm.decision_literals(self.design) if val])
+        run.stage = f"tie-break: another design at {self.levels[level].level}?"
+        run.hint = sm.decision_literals(self.design)
+        status, _ = run.solve(model)
+        if status in (cp_model.OPTIMAL, cp_model.FEASIBLE):
+            return True
+        return False if status == cp_model.INFEASIBLE else None
+
+    def find_ties(self) -> None:
+        """Ties are a prefix (a design that attains level i attains every earlier one): from the deepest
+        level up, one feasibility solve each, until one finds another design or a known tie is reached.
+        The order level has none (its keys fix every decision)."""
+        last = len(self.levels) - 1
+        self.levels[last].ties = False
+        first_checked = 2 if self.objective == "edp" else 0  # EDP: latency and energy name the same set
+        deepest = max(self.known, default=-1)
+        for i in range(last - 1, max(deepest, first_checked - 1), -1):
+            found = self.another_design(i)
+            self.levels[i].ties = found
+            if found:
+                deepest = i
+                break
+        for i in range(deepest + 1):
+            self.levels[i].ties = True
+        untied = next((i for i in range(last + 1) if self.levels[i].ties is False), last)
+        for lv in self.levels[untied:]:  # no other design at level i: none at any later level either
+            lv.ties = False
+        if self.objective == "edp":
+            self.levels[1].ties = self.levels[2].ties
+            self.levels[0].ties = True if self.several_points else self.levels[2].ties
+
+    def report(self) -> dict:
+        return {"tie_break": [lv.as_dict() for lv in self.levels],
+                "canonical": self.note is None, **({"tie_break_note": self.note} if self.note else {})}
+
+
+def canonical_optimum(run: SolveSession, objective: str, best: Evaluation,
+                      front: list[Evaluation] | None = None) -> tuple[Design, dict]:
+    """[OBJ-3] The canonical optimum for a proven optimum `best` (EDP: its exact `front`), and the
+    tie-break's report for SolveReport.extra (levels, values, statuses, ties; `canonical`)."""
+    t0, dtime = time.perf_counter(), run.deterministic_time
+    cano = CanonicalOptimum(run, objective, best)
+    hook, run.on_progress = run.on_progress, None  # progress reports the primary objective only
+    try:
+        proven = cano.ratio_levels(best, front) and cano.integer_levels()
+    finally:
+        run.on_progress = hook
+    cano.add_integer_entries()
+    for lv in cano.levels:  # a level left out after a fault: its value at the returned design
+        if lv.value is None:
+            lv.value = sm_objective(cano.sm, cano.design, lv.level)
+    if proven and cano.note is None:
+        cano.find_ties()
+    else:  # no uniqueness is claimed, but two designs seen at the levels applied are a fact
+        for lv in cano.levels[:max(cano.known, default=-1) + 1]:
+            lv.ties = True if lv.status not in ("FAULT", "OUT_OF_RANGE") else None
+    out = cano.report()
+    out["tie_break_cost"] = {"wall_s": round(time.perf_counter() - t0, 3),
+                             "deterministic_time": round(run.deterministic_time - dtime, 3)}
+    return cano.design, out
+
+
+def sm_objective(sm: SpecModel, design: Design, name: str) -> Fraction:
+    """The evaluator's value of objective `name` for `design`."""
+    return sm.ev.evaluate(design).metrics.objective(name)
+
+
+def skipped_tie_break(status: str) -> dict:
+    return {"tie_break": [], "canonical": False,
+            "tie_break_note": f"skipped: the objective is not proven optimal ({status})"}
+
+
 def _report(method: str, objective: str, status: str, obj: Fraction, bound: Fraction | None, t0: float,
             run: SolveSession, scenario: Scenario, opts: SolverOptions, extra: dict) -> SolveReport:
     return SolveReport(method=method, objective_name=objective, status=status, objective=obj, bound=bound,
@@ -643,27 +975,53 @@ def solve(scenario: Scenario, *, objective: str | None = None, options: SolverOp
             raise ScenarioError(explain_infeasible(sm, opts))
         if not front:
             raise ScenarioError(f"no design found within the time limit ({opts.time_limit_s} s)")
-        best = min(front, key=lambda e: e.metrics.objective("edp"))
+        # the least EDP, then the least latency (the front is exact: both are compared as Fractions)
+        best = min(front, key=lambda e: (e.metrics.objective("edp"), e.metrics.latency_fraction()))
         obj = best.metrics.objective("edp")
-        verify(sm, ev, best.design, opts)
+        if status == "OPTIMAL":
+            design, tie = canonical_optimum(run, "edp", best, front)  # OBJ-3
+        else:
+            design, tie = best.design, skipped_tie_break(status)
+        best, _ = verify(sm, ev, design, opts)
+        check_levels(best, obj, "edp", tie)
         bound = obj if status == "OPTIMAL" else None
         rep = _report("cp-sat", "edp", "OPTIMAL" if status == "OPTIMAL" else "FEASIBLE", obj, bound, t0, run,
                       scenario, opts, {"pareto_points": len(front),
-                                       "deterministic_time": round(run.deterministic_time, 3)})
+                                       "deterministic_time": round(run.deterministic_time, 3), **tie})
         return SolveResult(best, rep)
     status, design, obj, bound = minimize_ratio(run, RatioObjective(sm, objective), start=start)
     if status == "INFEASIBLE":
         raise ScenarioError(explain_infeasible(sm, opts))
     if design is None:
         raise ScenarioError(f"no design found within the time limit ({opts.time_limit_s} s)")
+    if status == "OPTIMAL":
+        design, tie = canonical_optimum(run, objective, ev.evaluate(design))  # OBJ-3
+    else:
+        tie = skipped_tie_break(status)
     evaluation, claim = verify(sm, ev, design, opts)
-    assert evaluation.metrics.objective(objective) == obj, "claimed objective differs from the evaluator's"
+    check_levels(evaluation, obj, objective, tie)
     rep = _report("cp-sat", objective, status, obj, bound, t0, run, scenario, opts,
                   {"claimed": claim, "model_size": {"variables": len(sm.m.proto.variables),
                                                     "constraints": len(sm.m.proto.constraints)},
                    "trajectory": run.trajectory, "deterministic_time": round(run.deterministic_time, 3),
-                   "solves": run.solve_log})
+                   "solves": run.solve_log, **tie})
     return SolveResult(evaluation, rep)
+
+
+def check_levels(evaluation: Evaluation, obj: Fraction, objective: str, tie: dict) -> None:
+    """The evaluator's price of the returned design is the claimed objective and every ratio level's value."""
+    if evaluation.metrics.objective(objective) != obj:
+        raise ModelMismatch(f"the evaluator prices {objective} {evaluation.metrics.objective(objective)} for the "
+                            f"returned design, the solve claims {obj}")
+    for lv in tie["tie_break"]:
+        if lv["level"] in RATIO_LEVELS and lv["status"] == "OPTIMAL" and \
+                lv["exact"] != _exact(evaluation.metrics.objective(lv["level"])):
+            raise ModelMismatch(f"the tie-break's {lv['level']} level claims {lv['exact']}, the evaluator prices "
+                                f"{_exact(evaluation.metrics.objective(lv['level']))}")
+
+
+def _exact(value: Fraction) -> str:
+    return f"{value.numerator}/{value.denominator}"
 
 
 def _epsilon_front(sm: SpecModel, run: SolveSession) -> tuple[list[Evaluation], str]:
