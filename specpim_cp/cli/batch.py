@@ -182,11 +182,15 @@ def _options(executor: str, jobs: int | None, **kw):
               help="latency-energy front of one scenario per family (with exact)")
 @click.option("--mix-objective", type=click.Choice(["latency", "energy", "regret"]), default="latency",
               show_default=True, help="objective of the workload-mix files (solve-mix --objective)")
+@click.option("--ranges", "ranges_within", default="1", show_default=True, metavar="PERCENT|off",
+              help="with exact: decision ranges within PERCENT of each proven optimum ('Where the PIM goes'); "
+                   "off: none")
 @catalog_option
 @user_errors
 def batch(target: str | None, out: str | None, jobs: int | None, executor: str, ray_address: str | None,
           time_limit: float, resume: bool, seed: int, workers: int, deterministic: bool, methods: str,
-          heuristic_budget: str, pareto: bool, mix_objective: str, catalog_files: tuple[str, ...]) -> None:
+          heuristic_budget: str, pareto: bool, mix_objective: str, ranges_within: str,
+          catalog_files: tuple[str, ...]) -> None:
     """Solve a benchmark set (default: paper) with every method; resumable; then write the report.
 
     Workload-mix files (the built-in set `mix`, or any TOML with a [mix] table) are solved by solve-mix
@@ -199,7 +203,8 @@ def batch(target: str | None, out: str | None, jobs: int | None, executor: str, 
     chosen = tuple(m.strip() for m in methods.split(",") if m.strip())
     options = _options(executor, jobs, methods=chosen, time_limit_s=time_limit, seed=seed, workers=workers,
                        deterministic=deterministic, heuristic_budget=heuristic_budget, pareto=pareto,
-                       resume=resume, ray_address=ray_address, mix_objective=mix_objective)
+                       resume=resume, ray_address=ray_address, mix_objective=mix_objective,
+                       ranges_within=None if ranges_within.strip().lower() == "off" else ranges_within)
     name, files = resolve_inputs(target, builtin_sets())
     if name in ("", ".", "..") and target is not None:  # `batch .`, `batch ..`, `batch /`: the folder's own name
         name = Path(target).resolve().name or "batch"

@@ -1,4 +1,4 @@
-"""Commands `solve`, `pareto`, `heuristic`, `compare`: the exact optimizer and the paper's explorer."""
+"""Commands `solve`, `ranges`, `pareto`, `heuristic`, `compare`: the exact optimizer and the paper's explorer."""
 
 from __future__ import annotations
 
@@ -144,6 +144,49 @@ def solve(scenario, objective, time_limit, workers, seed, deterministic, method,
     text = format_solve(sc, res)
     tie = tie_break_line(res.report.extra)
     emit(res.to_json() if as_json else text + ("\n" + tie if tie else ""), output)
+
+
+@click.command()
+@click.argument("scenario")
+@click.option("--within", "within_pct", default="1", show_default=True,
+              help="tolerance in percent of the optimum (a number such as 1 or 0.5)")
+@click.option("--objective", type=click.Choice(["latency", "energy"]), help="default: the scenario's")
+@click.option("--time-limit", type=TIME_LIMIT_TYPE, default=60.0, show_default=True,
+              help="seconds for the optimum, and as much again for the ranges (deterministic units with "
+                   "--deterministic)")
+@click.option("--workers", type=WORKERS_TYPE, default=1, show_default=True,
+              help="CP-SAT workers (not with --deterministic)")
+@click.option("--seed", type=SEED_TYPE, default=0, show_default=True)
+@click.option("--deterministic", is_flag=True, help="one worker, deterministic time limit (rejects --workers > 1)")
+@click.option("--json", "as_json", is_flag=True)
+@click.option("-o", "--output", type=click.Path(dir_okay=False))
+@catalog_option
+@user_errors
+def ranges(scenario, within_pct, objective, time_limit, workers, seed, deterministic, as_json, output,
+           catalog_files) -> None:
+    """Which values each decision takes over the designs within --within percent of the optimum.
+
+    For every model and decision (memory type, PIM units, devices, each operator's engine, draft length,
+    shape and nodes, staging, pipeline): the values designs within the tolerance reach, each proven by
+    CP-SAT (a design that takes it, re-priced by the evaluator) or proven out of reach; "forced" when one
+    value remains, "free" otherwise (formulations/objectives.md, OBJ-4).
+    """
+    from specpim_cp.solvers.exact import SolverOptions
+    from specpim_cp.solvers.exact.ranges import check_within, decision_ranges
+    from specpim_cp.views.ranges import format_ranges
+
+    check_workers(workers, deterministic)
+    check_writable(output, "-o")
+    try:
+        within = check_within(within_pct)
+    except ScenarioError as exc:
+        raise ScenarioError(f"--{exc}") from None
+    sc, cat = load_with_catalog(scenario, catalog_files)
+    with Progress("ranges") as bar:
+        res = decision_ranges(sc, within_pct=within, objective=objective, catalog=cat,
+                              options=SolverOptions(time_limit, workers, seed, deterministic),
+                              on_stage=bar.show if bar else None)
+    emit(json.dumps(res.as_dict(), indent=2) if as_json else format_ranges(res), output)
 
 
 #: How the tie-break's levels read in `solve`'s text output.
@@ -296,12 +339,20 @@ def compare(scenario, budget, time_limit, seed, catalog_files) -> None:
               help="per solve (deterministic time units)")
 @click.option("--seed", type=SEED_TYPE, default=0, show_default=True)
 @click.option("--plot", "plot_path", type=click.Path(dir_okay=False), help="write the tornado plot (PNG) here")
+@click.option("--only", metavar="TEXT", help="vary only the constants whose name contains TEXT (e.g. acceptance, "
+                                              "hosts., pim_efficiency)")
 @click.option("--json", "as_json", is_flag=True)
 @catalog_option
 @user_errors
-def sensitivity(scenario, time_limit, seed, plot_path, as_json, catalog_files) -> None:
-    """Re-solve with each uncertain constant at its low and high source value: a tornado table."""
-    from specpim_cp.check.sensitivity import format_sensitivity, plot_tornado, uncertain_constants
+def sensitivity(scenario, time_limit, seed, plot_path, only, as_json, catalog_files) -> None:
+    """Re-solve with each uncertain constant at its low and high source value: a tornado table (with GPU-SI's
+    speedup over GPU-AR at each end; acceptance rates move over their catalog range_KEY)."""
+    from specpim_cp.check.sensitivity import (
+        format_sensitivity,
+        plot_tornado,
+        selected_constants,
+        uncertain_constants,
+    )
     from specpim_cp.check.sensitivity import sensitivity as run
     from specpim_cp.solvers.exact import SolverOptions
 
@@ -313,6 +364,7 @@ def sensitivity(scenario, time_limit, seed, plot_path, as_json, catalog_files) -
     if not constants:
         raise ScenarioError(f"scenario '{sc.name}' has no uncertain constants (no range_ entries for its host and "
                             "memory types in the catalog, and no drafters): nothing to vary")
+    constants = selected_constants(sc, cat, only)
     with Progress("sensitivity") as bar:
         n = [0]
 
@@ -321,14 +373,15 @@ def sensitivity(scenario, time_limit, seed, plot_path, as_json, catalog_files) -
             bar.show(f"{n[0]}/{2 * len(constants)} ends solved, last: {label}")
 
         result = run(sc, cat, options=SolverOptions(time_limit, seed=seed, deterministic=True),
-                     on_point=on_point if bar else None)
+                     on_point=on_point if bar else None, only=only)
     if plot_path:
         plot_tornado(result, plot_path)
     if as_json:
         rows = [{"constant": r.constant, "nominal": r.nominal, "ends": [
             {"value": p.value, "objective": float(p.objective), "relative": p.relative,
              "energy_relative": p.energy_relative,
-             "design_changed": p.design_changed, "design": p.summary, "resolved": p.resolved}
+             "design_changed": p.design_changed, "design": p.summary, "resolved": p.resolved,
+             "gpu_si_speedup": p.gpu_si_speedup}
             for p in (r.low, r.high)]} for r in result.rows]
         from specpim_cp.solvers.result import OBJECTIVE_UNITS
 
@@ -336,6 +389,7 @@ def sensitivity(scenario, time_limit, seed, plot_path, as_json, catalog_files) -
                                "nominal": float(result.nominal),
                                "objective_unit": OBJECTIVE_UNITS[result.objective_name],
                                "design": result.nominal_summary,
+                               "nominal_gpu_si_speedup": result.nominal_gpu_si_speedup,
                                "host_kernel_model": cat.host(sc.host).kernel_model,
                                "catalog_files": list(cat.files),
                                "rows": rows}, indent=2))
@@ -343,4 +397,4 @@ def sensitivity(scenario, time_limit, seed, plot_path, as_json, catalog_files) -
         click.echo(format_sensitivity(result))
 
 
-COMMANDS = (solve, pareto, heuristic, compare, sensitivity)
+COMMANDS = (solve, ranges, pareto, heuristic, compare, sensitivity)

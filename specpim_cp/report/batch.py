@@ -59,6 +59,7 @@ from specpim_cp.report.mix import mix_sections
 from specpim_cp.runs.records import Record
 from specpim_cp.runs.store import read_records, write_derived_files
 from specpim_cp.views.figures import new_figure, save_figure
+from specpim_cp.views.ranges import value_span
 from specpim_cp.views.schedule_picture import schedule_figure
 from specpim_cp.views.tables import md_table, table
 
@@ -163,22 +164,45 @@ def ladder_table(groups: Sequence[ScenarioResults]) -> Table | None:
     return title, headers, rows
 
 
+def range_cells(ranges: dict | None, role: str) -> list[str]:
+    """A model's decision ranges [OBJ-4] as three cells: memory, PIM units and devices within the
+    tolerance, and the operators whose engine is free ('-': no ranges; '?': a value not decided)."""
+    if not ranges:
+        return ["-", "-", "-"]
+    mine = {r["decision"]: r for r in ranges["ranges"] if r["model"] == role}
+
+    def cell(name: str) -> str:
+        r = mine.get(name)
+        if r is None:
+            return "-"
+        return value_span(r["reached"]) + (" ?" if r["unknown"] else "")
+
+    free = [name[7:-1] for name, r in mine.items() if name.startswith("engine[") and r["forced"] is not True]
+    return [cell("memory_type"), cell("pim_units"), ", ".join(free) or "none"]
+
+
 def pim_table(groups: Sequence[ScenarioResults]) -> Table | None:
-    rows = []
+    rows, within = [], set()
     for s in groups:
         r = s.best_design()
         if r is None:
             continue
+        if r.ranges:
+            within.add(r.ranges["within_pct"])
         for p in r.pim:
             rows.append([s.name, r.method, p.role, p.model, p.memory_type, str(p.devices),
                          f"{p.pim_units}/{p.units_per_group}", fmt(p.pim_fraction, 2), ", ".join(p.pim_ops) or "-",
                          "-" if p.draft_length is None else str(p.draft_length) if p.tree is None else
-                         "tree " + "-".join(map(str, p.tree))])
+                         "tree " + "-".join(map(str, p.tree)), *range_cells(r.ranges, p.role)])
     if not rows:
         return None
+    tol = f"{'/'.join(sorted(within))}%" if within else "tolerance"
     headers = ["scenario", "from", "role", "model", "memory", "devices", "PIM units", "PIM fraction",
-               "operators on PIM", "draft (length or tree)"]
-    title = "Where the PIM goes (best design: exact, else heuristic; PIM units per memory group)"
+               "operators on PIM", "draft (length or tree)", f"memory within {tol}", f"PIM units within {tol}",
+               f"engine free within {tol}"]
+    title = ("Where the PIM goes (best design: exact, else heuristic; PIM units per memory group; the last three "
+             f"columns: the values designs within {tol} of the proven optimum take, each proven by CP-SAT, "
+             "`specpim-cp ranges`)")
     return title, headers, rows
 
 

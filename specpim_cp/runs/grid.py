@@ -343,8 +343,9 @@ def load_grid(path: str | Path, catalog: Catalog | None = None, extra_catalogs: 
 # Running
 # ------------------------------------------------------------------------------------------------
 def grid_options(options: BatchOptions) -> BatchOptions:
-    """A grid runs the exact optimizer and the baselines (for the speedup over GPU-SI) per cell."""
-    return replace(options, methods=GRID_METHODS, pareto=False)
+    """A grid runs the exact optimizer and the baselines (for the speedup over GPU-SI) per cell; decision
+    ranges are for `batch` and `ranges` (a grid has many cells)."""
+    return replace(options, methods=GRID_METHODS, pareto=False, ranges_within=None)
 
 
 def grid_instances(grid: Grid, options: BatchOptions, catalog: Catalog | None = None):

@@ -104,6 +104,7 @@ class BatchOptions:
     executor: str = "local"  # local | ray
     ray_address: str | None = None  # None: $RAY_ADDRESS, else a local Ray runtime
     mix_objective: str = "latency"  # mix files (method `mix`): latency | energy | regret
+    ranges_within: str | None = "1"  # exact: decision ranges within this percent of the optimum (None: none)
 
     def validate(self) -> BatchOptions:
         """Every option checked before any work (the CLI prints the ScenarioError on one line)."""
@@ -127,6 +128,13 @@ class BatchOptions:
             raise ScenarioError("--ray-address: only with --executor ray")
         if self.executor == "ray" and not ray_available():
             raise ScenarioError(RAY_MISSING)
+        if self.ranges_within is not None:
+            from specpim_cp.solvers.exact.ranges import check_within
+
+            try:
+                check_within(self.ranges_within)
+            except ScenarioError as exc:
+                raise ScenarioError(f"--ranges-{exc}") from None
         if self.mix_objective not in MIX_OBJECTIVES:
             raise ScenarioError(f"--mix-objective: unknown objective '{self.mix_objective}' "
                                 f"(known: {', '.join(MIX_OBJECTIVES)})")
@@ -142,6 +150,8 @@ class BatchOptions:
 
     def method_options(self, method: str) -> dict:
         """The options that change a method's answer (part of the instance key)."""
+        if method == "exact" and self.ranges_within is not None:
+            return {**self.solver_options(method).as_dict(), "ranges_within": str(self.ranges_within)}
         if method in ("exact", "ladder", "pareto"):
             return self.solver_options(method).as_dict()
         if method == "heuristic":

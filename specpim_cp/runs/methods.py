@@ -18,6 +18,7 @@ from specpim_cp.runs.instances import Instance, heuristic_budget
 from specpim_cp.runs.mixes import run_mix
 from specpim_cp.runs.records import FrontPoint, Record, evaluation_fields, objective_fields, package_version
 from specpim_cp.solvers import baselines, exact, heuristic
+from specpim_cp.solvers.exact.ranges import RANGE_OBJECTIVES, decision_ranges
 from specpim_cp.solvers.result import inputs_hash, solver_version
 
 
@@ -49,11 +50,22 @@ def _run_solver(inst: Instance, sc: Scenario, catalog: Catalog) -> list[Record]:
     if hint is not None:
         try:
             res = exact.solve(sc, options=options, hint=hint, catalog=catalog)
-            return [solve_record(inst, res, catalog, inst.step or "exact").with_(hint_from=inst.hint_from)]
+            return [solve_record(inst, res, catalog, inst.step or "exact").with_(hint_from=inst.hint_from,
+                                                                                 ranges=_ranges(inst, sc, res, catalog))]
         except ScenarioError:
             pass  # solve() skips a hint outside the space; should it ever reject one, solve without it
     res = exact.solve(sc, options=options, catalog=catalog)
-    return [solve_record(inst, res, catalog, inst.step or "exact")]
+    return [solve_record(inst, res, catalog, inst.step or "exact").with_(ranges=_ranges(inst, sc, res, catalog))]
+
+
+def _ranges(inst: Instance, sc: Scenario, res, catalog: Catalog) -> dict | None:
+    """The decision ranges around a proven optimum [OBJ-4] when the instance asks for them (`ranges_within`)."""
+    within = inst.options.get("ranges_within")
+    if within is None or res.report.status != "OPTIMAL" or res.report.objective_name not in RANGE_OBJECTIVES:
+        return None
+    out = decision_ranges(sc, within_pct=within, options=inst.solver_options(), catalog=catalog, optimum=res)
+    return {"within_pct": str(out.within_pct), "proven": out.proven, "limit": float(out.limit),
+            "solves": out.solves, "wall_s": round(out.wall_s, 3), "ranges": [r.as_dict() for r in out.ranges]}
 
 
 def _run_heuristic(inst: Instance, sc: Scenario, catalog: Catalog) -> list[Record]:

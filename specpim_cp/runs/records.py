@@ -208,6 +208,7 @@ class Record:
     cell: GridCell | None = None  # grid records: the cell's axis values
     hint_from: str | None = None  # grid records: the neighbour cell whose design warm-started the solve
     mix: MixOutcome | None = None  # `mix` records: the solved mix (cells, shared hardware, comparisons)
+    ranges: dict | None = None  # `exact` records: decision ranges (within_pct, proven, ranges: OBJ-4 as_dict)
 
     def with_(self, **changes: Any) -> Record:
         return replace(self, **changes)
@@ -269,7 +270,7 @@ def objective_fields(obj) -> dict:
 _STRINGS = ("key", "scenario", "scenario_file", "scenario_hash", "family", "scenario_objective", "objective_name",
             "method", "part")
 _OPTIONAL = {"status": str, "error": str, "attempt": str, "batch": str, "hint_from": str, "step": str,
-             "design": dict, "options": dict}
+             "design": dict, "options": dict, "ranges": dict}
 
 
 def _check_types(rec: Record) -> None:

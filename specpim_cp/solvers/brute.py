@@ -184,6 +184,22 @@ def enumerate_designs(scenario: Scenario, *, tail: Callable[[int, ModelDesign], 
     return Enumeration(space, out, dropped)
 
 
+def every_design(scenario: Scenario, catalog: Catalog | None = None) -> list[Evaluation]:
+    """Every design of the space whose tensors fit, priced by the evaluator, with no pruning (the oracle of
+    the decision ranges: a design within a tolerance may use an option that another option dominates)."""
+    catalog = catalog or scenario_catalog(scenario)
+    ev = Evaluator(scenario, catalog)
+    space = DesignSpace(scenario, catalog)
+    kept, dropped = _space_options(ev, space)
+    out = []
+    for design in _designs(space, [k + d for k, d in zip(kept, dropped, strict=True)]):
+        try:
+            out.append(ev.evaluate(design))
+        except ScenarioError:
+            continue
+    return out
+
+
 def brute_force(scenario: Scenario, *, objective: str | None = None, catalog: Catalog | None = None) -> SolveResult:
     """The optimum of the scenario's (restricted) space by enumeration; refuses when the space is too large."""
     t0 = time.perf_counter()

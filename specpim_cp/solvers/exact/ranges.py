@@ -1,0 +1,332 @@
+"""Decision ranges [OBJ-4]: the values each decision takes over the designs within a tolerance of the
+optimum, each value proven reached (a design within the tolerance that takes it, re-priced by the
+evaluator) or proven out of reach (CP-SAT: INFEASIBLE), or said to be unknown when the time ran out.
+
+The tolerance is a row on the ratio objective, N(x)/D(x) <= (1 + within) x F*, written like OBJ-3's
+fixed levels (`RatioRow`) with the numerator rounded down to a whole ns (nJ) per round at the optimum's
+expected tokens, so every design counted is within the tolerance (formulations/objectives.md, OBJ-4).
+A decision with a small domain (memory type, PIM units, devices, an operator's engine, draft length,
+draft shape, staging, pipeline) is checked value by value, skipping values a design already found takes;
+a decision with a large domain (tree nodes) by its minimum and maximum, each solved to proof.
+"""
+
+from __future__ import annotations
+
+import math
+import time
+from collections.abc import Callable, Sequence
+from dataclasses import dataclass, field
+from fractions import Fraction
+
+from ortools.sat.python import cp_model
+
+from specpim_cp.catalog import Catalog
+from specpim_cp.errors import ScenarioError
+from specpim_cp.physics.evaluate import Evaluation, Evaluator
+from specpim_cp.problem.design import Design
+from specpim_cp.problem.operators import PLACEABLE_OPS
+from specpim_cp.problem.scenario import Scenario, scenario_catalog
+from specpim_cp.problem.space import model_labels
+from specpim_cp.solvers.exact.model import SpecModel
+from specpim_cp.solvers.exact.solve import (
+    ModelMismatch,
+    RatioRow,
+    SolverOptions,
+    SolveSession,
+    add_ratio_rows,
+    build_model,
+    solve,
+)
+from specpim_cp.solvers.result import SolveResult, inputs_hash, solver_version
+
+__all__ = ["ENUMERATE_LIMIT", "RANGE_OBJECTIVES", "DecisionRange", "RangesResult", "decision_ranges"]
+
+#: The objectives a tolerance applies to (both ratios per token; EDP is a product of two ratios).
+RANGE_OBJECTIVES = ("latency", "energy")
+#: A decision with at most this many values is checked value by value; a larger one by its ends.
+ENUMERATE_LIMIT = 24
+
+Literal = cp_model.IntVar
+
+
+@dataclass
+class Decision:
+    """One decision of one model: its values, each with the decision literals that take it (`values`), or
+    (large domains) one integer expression over literals (`terms`) whose minimum and maximum are solved."""
+
+    model: str  # verifier | drafters[i] | design
+    name: str  # memory_type | pim_units | devices | engine[op] | draft_length | draft_shape | ... | pipeline
+    of: Callable[[Design], object]  # its value in a design
+    values: dict[object, list[Literal]] = field(default_factory=dict)
+    terms: list[tuple[int, Literal]] | None = None
+
+
+@dataclass
+class DecisionRange:
+    """A decision's range over the designs within the tolerance: the values proven reached, proven out of
+    reach and unknown (set decisions), or the proven (or bounded) minimum and maximum (interval ones)."""
+
+    model: str
+    decision: str
+    at_optimum: object
+    reached: list = field(default_factory=list)
+    excluded: list = field(default_factory=list)
+    unknown: list = field(default_factory=list)
+    low: int | None = None  # interval decisions: the least value, its status and CP-SAT's bound
+    high: int | None = None
+    low_status: str = ""
+    high_status: str = ""
+    low_bound: int | None = None
+    high_bound: int | None = None
+
+    @property
+    def interval(self) -> bool:
+        return self.low_status != ""
+
+    @property
+    def proven(self) -> bool:
+        if self.interval:
+            return self.low_status == self.high_status == "OPTIMAL"
+        return not self.unknown
+
+    @property
+    def forced(self) -> bool | None:
+        """One value within the tolerance (None: not proven either way)."""
+        if self.interval:
+            if self.low == self.high and self.proven:
+                return True
+            return False if self.low != self.high else None
+        if len(self.reached) > 1:
+            return False
+        return True if self.proven else None
+
+    def as_dict(self) -> dict:
+        out = {"model": self.model, "decision": self.decision, "at_optimum": self.at_optimum,
+               "forced": self.forced, "proven": self.proven}
+        if self.interval:
+            out.update({"min": self.low, "max": self.high, "min_status": self.low_status,
+                        "max_status": self.high_status, "min_bound": self.low_bound, "max_bound": self.high_bound})
+        else:
+            out.update({"reached": self.reached, "excluded": self.excluded, "unknown": self.unknown})
+        return out
+
+
+@dataclass
+class RangesResult:
+    """The optimum (canonical, `solve`), the tolerance and every decision's range."""
+
+    scenario: Scenario
+    objective: str
+    within_pct: Fraction
+    optimum: SolveResult
+    limit: Fraction  # the largest objective counted (evaluator units per token)
+    ranges: list[DecisionRange]
+    solves: int
+    wall_s: float
+    deterministic_time: float
+    options: SolverOptions
+
+    @property
+    def proven(self) -> bool:
+        return self.optimum.report.status == "OPTIMAL" and all(r.proven for r in self.ranges)
+
+    def as_dict(self) -> dict:
+        rep = self.optimum.report
+        return {"scenario": self.scenario.name, "objective": self.objective,
+                "within_pct": str(self.within_pct), "optimum": float(rep.objective),
+                "optimum_status": rep.status, "limit": float(self.limit),
+                "limit_exact": f"{self.limit.numerator}/{self.limit.denominator}",
+                "objective_unit": rep.UNITS.get(self.objective, ""), "optimum_gap": rep.gap,
+                "proven": self.proven, "design": self.optimum.evaluation.design.model_dump(mode="json"),
+                "ranges": [r.as_dict() for r in self.ranges],
+                "solves": self.solves, "wall_s": round(self.wall_s, 3),
+                "deterministic_time": round(self.deterministic_time, 3),
+                "seed": self.options.seed, "solver_version": solver_version(),
+                "inputs_hash": inputs_hash(self.scenario, {**self.options.as_dict(),
+                                                           "within_pct": str(self.within_pct)})}
+
+
+# -- the decisions -------------------------------------------------------------------------------------
+def _grouped(pairs) -> dict[object, list[Literal]]:
+    out: dict[object, list[Literal]] = {}
+    for value, lit in pairs:
+        out.setdefault(value, []).append(lit)
+    return dict(sorted(out.items(), key=lambda kv: (str(type(kv[0])), kv[0])))
+
+
+def _shape(dc) -> str:
+    return "chain" if dc.tree is None else "tree"
+
+
+def _staging(dc) -> str:
+    return "unstaged" if dc.staging is None else f"{dc.staging.draft2} x{dc.staging.draft_length}"
+
+
+def model_decisions(sm: SpecModel) -> list[Decision]:
+    """Every decision of the space, per model (verifier first), then the design's pipeline."""
+    out: list[Decision] = []
+    for j, (label, _) in enumerate(model_labels(sm.scenario)):
+        def part(design: Design, j=j):
+            return design.models()[j][1]
+
+        xs = sm.x[j].items()
+        out.append(Decision(label, "memory_type", lambda d, p=part: p(d).memory_type,
+                            _grouped((a.memory_type, v) for a, v in xs)))
+        out.append(Decision(label, "pim_units", lambda d, p=part: p(d).pim_units,
+                            _grouped((a.pim_units, v) for a, v in xs)))
+        out.append(Decision(label, "devices", lambda d, p=part: p(d).devices,
+                            _grouped((a.devices, v) for a, v in xs)))
+        for op in PLACEABLE_OPS:
+            out.append(Decision(label, f"engine[{op}]", lambda d, p=part, op=op: p(d).placement[op].engine,
+                                _grouped((q.engine, v) for q, v in sm.y[j][op].items())))
+    for i in range(len(sm.scenario.drafters)):
+        label = f"drafters[{i}]"
+        pick = [(c.drafters[i], z) for c, z in zip(sm.choices, sm.z)]
+        out.append(Decision(label, "draft_length", lambda d, i=i: d.choice.drafters[i].draft_length,
+                            _grouped((dc.draft_length, z) for dc, z in pick)))
+        out.append(Decision(label, "draft_shape", lambda d, i=i: _shape(d.choice.drafters[i]),
+                            _grouped((_shape(dc), z) for dc, z in pick)))
+        nodes = _grouped((dc.nodes, z) for dc, z in pick)
+        if len(nodes) > ENUMERATE_LIMIT:
+            out.append(Decision(label, "draft_nodes", lambda d, i=i: d.choice.drafters[i].nodes,
+                                terms=[(dc.nodes, z) for dc, z in pick]))
+        else:
+            out.append(Decision(label, "draft_nodes", lambda d, i=i: d.choice.drafters[i].nodes, nodes))
+        out.append(Decision(label, "staging", lambda d, i=i: _staging(d.choice.drafters[i]),
+                            _grouped((_staging(dc), z) for dc, z in pick)))
+    out.append(Decision("design", "pipeline", lambda d: d.choice.pipeline,
+                        _grouped((c.pipeline, z) for c, z in zip(sm.choices, sm.z))))
+    return out
+
+
+# -- the search ----------------------------------------------------------------------------------------
+class _Ranges:
+    """The solves behind the ranges: a base model with the tolerance row, witnesses (designs found within
+    the tolerance, each re-priced by the evaluator), one feasibility or optimisation solve per question."""
+
+    def __init__(self, sm: SpecModel, run: SolveSession, objective: str, row: RatioRow, limit: Fraction,
+                 optimum: Design, on_stage: Callable[[str], None] | None = None):
+        self.sm, self.run, self.objective, self.row, self.limit = sm, run, objective, row, limit
+        self.optimum = optimum
+        self.on_stage = on_stage
+        self.witnesses: list[Design] = [optimum]
+
+    def base(self) -> cp_model.CpModel:
+        sm = self.sm
+        model = sm.m.clone()
+        sm.enforce_families(model)
+        add_ratio_rows(sm, model, [self.row])
+        if self.objective == "latency":
+            sm.drop_energy_rows(model)  # only the latency is bounded: the energy rows restrict nothing
+        return model
+
+    def witness(self, solver: cp_model.CpSolver) -> Design:
+        """The solution's design, which the evaluator must price within the tolerance."""
+        design = self.sm.decode(solver.boolean_value)
+        value = self.sm.ev.evaluate(design).metrics.objective(self.objective)
+        if value > self.limit:
+            raise ModelMismatch(f"CP-SAT found {design.key()} within the tolerance ({float(self.limit):.6g}) but "
+                                f"the evaluator prices {self.objective} {float(value):.6g}")
+        self.witnesses.append(design)
+        return design
+
+    def _solve(self, model: cp_model.CpModel, stage: str, first_solution: bool = False):
+        self.run.stage = stage
+        if self.on_stage is not None:
+            self.on_stage(stage)
+        self.run.hint = self.sm.decision_literals(self.optimum)
+        return self.run.solve(model, first_solution=first_solution)
+
+    def _lits(self, model: cp_model.CpModel, lits: Sequence[Literal]):
+        return [model.get_bool_var_from_proto_index(v.index) for v in lits]
+
+    def reach(self, decision: Decision, value: object) -> str:
+        """REACHED | EXCLUDED | UNKNOWN: whether a design within the tolerance takes `value`."""
+        if any(decision.of(w) == value for w in self.witnesses):
+            return "REACHED"
+        if self.run.budget.remaining() <= 0:
+            return "UNKNOWN"
+        model = self.base()
+        model.add_bool_or(self._lits(model, decision.values[value]))
+        status, solver = self._solve(model, f"ranges: {decision.model}.{decision.name} = {value}?", True)
+        if status in (cp_model.OPTIMAL, cp_model.FEASIBLE):
+            self.witness(solver)
+            return "REACHED"
+        return "EXCLUDED" if status == cp_model.INFEASIBLE else "UNKNOWN"
+
+    def end(self, decision: Decision, sign: int) -> tuple[int, str, int | None]:
+        """(value, status, CP-SAT's bound) of the least (sign 1) or largest (sign -1) value."""
+        seen = [decision.of(w) for w in self.witnesses]
+        best = min(seen) if sign > 0 else max(seen)
+        if self.run.budget.remaining() <= 0:
+            return best, "UNKNOWN", None
+        model = self.base()
+        expr = sum(c * model.get_bool_var_from_proto_index(v.index) for c, v in decision.terms)
+        model.minimize(sign * expr)
+        status, solver = self._solve(model, f"ranges: {'least' if sign > 0 else 'largest'} "
+                                            f"{decision.model}.{decision.name}")
+        if status not in (cp_model.OPTIMAL, cp_model.FEASIBLE):
+            return best, solver.status_name(status), None
+        found = decision.of(self.witness(solver))
+        best = min(best, found) if sign > 0 else max(best, found)
+        bound = sign * math.ceil(solver.best_objective_bound - 1e-9)  # the objective is an integer
+        return best, solver.status_name(status), bound
+
+    def decision_range(self, decision: Decision) -> DecisionRange:
+        out = DecisionRange(decision.model, decision.name, decision.of(self.optimum))
+        if decision.terms is not None:
+            out.low, out.low_status, out.low_bound = self.end(decision, 1)
+            out.high, out.high_status, out.high_bound = self.end(decision, -1)
+            return out
+        for value in decision.values:
+            verdict = self.reach(decision, value)
+            {"REACHED": out.reached, "EXCLUDED": out.excluded, "UNKNOWN": out.unknown}[verdict].append(value)
+        return out
+
+
+def tolerance_row(sm: SpecModel, objective: str, best: Evaluation, within_pct: Fraction) -> tuple[RatioRow, Fraction]:
+    """[OBJ-4] The tolerance as a RatioRow: N * d <= floor(n * (1 + within)) * D(x), and the objective value
+    it admits at most (evaluator units per token)."""
+    row = RatioRow.of(sm, objective, best.metrics)
+    n = math.floor(row.n * (1 + within_pct / 100))
+    opt = best.metrics.objective(objective)
+    return RatioRow(objective, n, row.d), opt * Fraction(n, row.n)
+
+
+def check_within(within_pct: Fraction | float | str) -> Fraction:
+    """The tolerance in percent as a Fraction; ScenarioError unless 0 <= within < 1000."""
+    try:
+        value = Fraction(str(within_pct))
+    except (ValueError, ZeroDivisionError):
+        raise ScenarioError(f"within: a percentage is a number such as 1 or 0.5, got {within_pct!r}") from None
+    if not 0 <= value < 1000:
+        raise ScenarioError(f"within: must be in [0, 1000) percent, got {within_pct}")
+    return value
+
+
+def decision_ranges(scenario: Scenario, *, within_pct: Fraction | float | str = 1, objective: str | None = None,
+                    options: SolverOptions | None = None, catalog: Catalog | None = None,
+                    optimum: SolveResult | None = None,
+                    on_stage: Callable[[str], None] | None = None) -> RangesResult:
+    """Every decision's range over the designs within `within_pct` percent of the optimum of `objective`
+    (latency or energy per token): the canonical optimum first (`solve`, or `optimum` when the caller has
+    it), then the range questions on the same time limit (`options.time_limit_s`, spent again).
+    `on_stage` is called with each question before CP-SAT answers it (a CLI status line)."""
+    t0 = time.perf_counter()
+    within = check_within(within_pct)
+    objective = objective or scenario.objective
+    if objective not in RANGE_OBJECTIVES:
+        raise ScenarioError(f"objective: decision ranges take a tolerance on latency or energy per token, not "
+                            f"'{objective}' (EDP is a product of the two); use --objective latency or energy")
+    opts = options or SolverOptions()
+    catalog = catalog or scenario_catalog(scenario)
+    res = optimum or solve(scenario, objective=objective, options=opts, catalog=catalog)
+    if res.report.objective_name != objective:
+        raise ScenarioError(f"optimum: solved for {res.report.objective_name}, ranges asked for {objective}")
+    sm = build_model(scenario, catalog, Evaluator(scenario, catalog))
+    run = SolveSession(sm, opts)
+    row, limit = tolerance_row(sm, objective, res.evaluation, within)
+    search = _Ranges(sm, run, objective, row, limit, res.evaluation.design, on_stage)
+    ranges = [search.decision_range(d) for d in model_decisions(sm)]
+    return RangesResult(scenario, objective, within, res, limit, ranges, run.iterations,
+                        time.perf_counter() - t0, run.deterministic_time, opts)
