@@ -1,15 +1,16 @@
 """`specpim-cp`: a thin click layer over the Python API. Nothing below the CLI prints.
 
-One module per command group (`catalogs`, `info`, `pricing`, `optimize`, `mix`, `batch`, `show`), all on `common` (user errors
-as one line and exit code 2, scenario loading, atomic output); none imports another. Click's own
-usage errors (unknown option, missing argument, bad value) are one `error:` line with exit code 2 too.
+One module per command group (`catalogs`, `info`, `pricing`, `optimize`, `mix`, `batch`, `show`, `trees`),
+all on `common` (user errors as one line and exit code 2, scenario loading, atomic output); none imports
+another. Click's own usage errors (unknown option, missing argument, bad value) are one `error:` line with
+exit code 2 too.
 """
 
 from __future__ import annotations
 
 import click
 
-from specpim_cp.cli import batch, catalogs, info, mix, optimize, pricing, show
+from specpim_cp.cli import batch, catalogs, info, mix, optimize, pricing, show, trees
 from specpim_cp.cli.common import OptionValueError, one_line
 
 
@@ -59,7 +60,7 @@ def main() -> None:
     """Exact (CP-SAT) design-space exploration for speculative LLM inference on PIM systems."""
 
 
-for _module in (catalogs, info, pricing, optimize, mix, batch, show):
+for _module in (catalogs, info, pricing, optimize, mix, batch, show, trees):
     for _cmd in _module.COMMANDS:
         main.add_command(_cmd)
 
