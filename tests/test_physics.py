@@ -239,7 +239,7 @@ def test_host_fc_nearly_flat_in_tokens_while_pim_grows(op):
 
 
 def test_pim_fc_dynamic_energy_cheaper_at_one_token_but_grows_with_tokens():
-    """A PIM byte costs the internal pJ/bit (HBM-PIM 1.56) against the host's external + on-chip
+    """A PIM byte costs the internal pJ/bit (HBM-PIM 0.55) against the host's external + on-chip
     (5.47 + 12.9), but PIM pays it once per token and the host once per pass."""
     sc = _scenario("opt-13b", 2)
     cm = CostModel(sc, CAT)

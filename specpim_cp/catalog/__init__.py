@@ -13,7 +13,7 @@ from __future__ import annotations
 import dataclasses
 import hashlib
 import tomllib
-from collections.abc import Sequence
+from collections.abc import Iterable, Sequence
 from dataclasses import dataclass, field
 from functools import lru_cache
 from importlib import resources
@@ -27,6 +27,12 @@ MIB = 1 << 20
 
 @dataclass(frozen=True)
 class ModelSpec:
+    """A decoder shape. Dense (`experts = 0`): every layer's FFN is `ffn` wide. Mixture of experts
+    (`experts` >= 1, formulations/moe.md): every layer's FFN is a router (hidden x experts), `experts`
+    routed experts of width `ffn` of which each token uses `experts_per_token`, plus `shared_experts`
+    always-on experts of width `shared_expert_ffn`; `distinct_experts_measured` ((tokens, experts) pairs)
+    replaces the uniform-routing estimate of the experts a pass touches [MOE-2]."""
+
     name: str
     family: str
     tokenizer: str
@@ -35,7 +41,7 @@ class ModelSpec:
     heads: int
     kv_heads: int
     head_dim: int
-    ffn: int
+    ffn: int  # dense: the FFN width; MoE: each routed expert's intermediate size
     ffn_kind: str  # "two-matrix" | "gated"
     parallel_block: bool
     vocab: int
@@ -43,6 +49,11 @@ class ModelSpec:
     bytes_per_param: int
     nominal_params_b: float
     source: str
+    experts: int = 0  # routed experts per layer (E); 0: a dense model
+    experts_per_token: int = 0  # k: experts each token is routed to
+    shared_experts: int = 0  # experts every token uses (DeepSeekMoE / Qwen2-MoE style)
+    shared_expert_ffn: int = 0  # intermediate size of each shared expert
+    distinct_experts_measured: tuple[tuple[int, float], ...] = ()  # (tokens in a pass, distinct experts)
     sources: dict = field(default_factory=dict, compare=False, hash=False)  # source_X keys of the entry
 
     @property
@@ -53,11 +64,19 @@ class ModelSpec:
     def kv_dim(self) -> int:
         return self.kv_heads * self.head_dim
 
+    @property
+    def is_moe(self) -> bool:
+        return self.experts > 0
+
     def parameter_count(self) -> int:
-        """Parameters of the decoder layers, LM head and input embedding (counted once when tied)."""
+        """Parameters of the decoder layers, LM head and input embedding (counted once when tied); an MoE
+        layer counts its router, every routed expert and its shared experts [MOE-5]."""
         d = self.hidden
         attn = d * (self.q_dim + 2 * self.kv_dim) + self.q_dim * d
-        ffn = d * self.ffn * (3 if self.ffn_kind == "gated" else 2)
+        matrices = 3 if self.ffn_kind == "gated" else 2
+        ffn = d * self.ffn * matrices
+        if self.is_moe:
+            ffn = d * self.experts + self.experts * ffn + self.shared_experts * d * self.shared_expert_ffn * matrices
         embed = self.vocab * d * (1 if self.tied_embeddings else 2)
         return self.layers * (attn + ffn) + embed
 
@@ -90,6 +109,9 @@ class HostSpec:
     launch_overhead_ns: int
     attention_bandwidth_efficiency: float
     compute_efficiency: float
+    #: the memory type the GPU ships with (a [memories] name), priced when a scenario names this host and
+    #: no memory_types; "" (hosts without one): the scenario default ["hbm", "gddr"]
+    native_memory: str = ""
     sources: dict = field(default_factory=dict, compare=False, hash=False)
     ranges: dict = field(default_factory=dict, compare=False, hash=False)
 
@@ -123,12 +145,16 @@ class MemorySpec:
     external_energy_pj_per_bit: float
     internal_energy_pj_per_bit: float
     pim_mac_energy_pj: float
+    #: True when no product has these PIM units (a what-if, e.g. HBM3-PIM); `catalog devices` shows it
+    what_if: bool = False
+    #: False for a memory as sold without PIM units (an H100's HBM3): designs take no PIM units on it
+    pim_capable: bool = True
     sources: dict = field(default_factory=dict, compare=False, hash=False)
     ranges: dict = field(default_factory=dict, compare=False, hash=False)
 
     @property
     def max_pim_units(self) -> int:
-        return self.units_per_group
+        return self.units_per_group if self.pim_capable else 0
 
     @property
     def unit_external_bandwidth_gbps(self) -> float:
@@ -149,6 +175,10 @@ class Catalog:
     tree_conditional_tail: tuple[float, ...] = ()
     #: the user catalog files merged over the built-in one, in order (empty: the built-in catalog)
     files: tuple[str, ...] = ()
+    #: per acceptance entry ("pairs.D>V", "families.F>G", "default", `acceptance_entry`): its `range_KEY`
+    #: (low, high), the span `sensitivity` moves it over, and its source
+    acceptance_ranges: dict[str, tuple[float, float]] = field(default_factory=dict)
+    acceptance_sources: dict[str, str] = field(default_factory=dict)
 
     def model(self, name: str, field_name: str = "model") -> ModelSpec:
         if name not in self.models:
@@ -170,17 +200,28 @@ class Catalog:
     def family_of(self, name: str) -> str:
         return "ngram" if name in self.ngrams else self.models[name].family
 
-    def default_acceptance(self, drafter: str, verifier: str) -> float:
-        """Exact pair, then family pair, then the catalog default (all marked as assumptions)."""
+    def acceptance_entry(self, drafter: str, verifier: str) -> str:
+        """The entry a pair's default acceptance comes from: the exact pair ("pairs.D>V"), then the family
+        pair ("families.F>G", "families.F>any"), then "default"."""
         pair = f"{drafter}>{verifier}"
         if pair in self.acceptance_pairs:
-            return self.acceptance_pairs[pair]
+            return f"pairs.{pair}"
         fam_d = self.family_of(drafter)
         fam_v = self.family_of(verifier)
         for key in (f"{fam_d}>{fam_v}", f"{fam_d}>any"):
             if key in self.acceptance_families:
-                return self.acceptance_families[key]
-        return self.acceptance_default
+                return f"families.{key}"
+        return "default"
+
+    def default_acceptance(self, drafter: str, verifier: str) -> float:
+        """The rate of `acceptance_entry` (each with its source in acceptance.toml)."""
+        section, _, key = self.acceptance_entry(drafter, verifier).partition(".")
+        table = {"pairs": self.acceptance_pairs, "families": self.acceptance_families}.get(section)
+        return self.acceptance_default if table is None else table[key]
+
+    def acceptance_range(self, drafter: str, verifier: str) -> tuple[float, float] | None:
+        """(low, high) of the entry the pair's default acceptance comes from, None without a range."""
+        return self.acceptance_ranges.get(self.acceptance_entry(drafter, verifier))
 
 
 # -- the values each numeric field accepts -------------------------------------------------------------
@@ -229,6 +270,11 @@ MAX_LAYERS = 10_000
 MAX_MODEL_DIM = 10**7
 #: Parameters of one model: 500x the largest announced (about 2e12); with 8 bytes each, 8 PB of weights.
 MAX_PARAMETERS = 10**15
+#: Routed or shared experts per MoE layer: 50x the 2,048 of Switch-C (Fedus et al. 2022); Mixtral has 8,
+#: Qwen3-30B-A3B 128, DeepSeek-V3 256.
+MAX_EXPERTS = 10**5
+#: Tokens of one pass a measured expert curve may name (`kernels.MAX_TOKENS`, the most a pass is priced at).
+MAX_PASS_TOKENS = 10**6
 #: Memory units per group and groups per device: 5 HBM stacks of 8-16 dies today. Every pim_units value
 #: 0..units_per_group is an architecture the exact model prices, so this also bounds the design space.
 MAX_UNITS = 1024
@@ -259,6 +305,10 @@ FIELD_LIMITS: dict[str, FieldLimit] = {
     "head_dim": FieldLimit(1, MAX_MODEL_DIM),
     "ffn": FieldLimit(1, MAX_MODEL_DIM),
     "vocab": FieldLimit(1, MAX_MODEL_DIM),
+    "experts": FieldLimit(0, MAX_EXPERTS),  # 0: a dense model (formulations/moe.md)
+    "experts_per_token": FieldLimit(0, MAX_EXPERTS),
+    "shared_experts": FieldLimit(0, MAX_EXPERTS),
+    "shared_expert_ffn": FieldLimit(0, MAX_MODEL_DIM),
     "bytes_per_param": FieldLimit(1, 8, "bytes"),  # INT8 .. FP64
     "nominal_params_b": FieldLimit(0, MAX_PARAMETERS / 1e9, "billion"),
     # [ngrams.NAME]
@@ -296,7 +346,7 @@ FIELD_LIMITS: dict[str, FieldLimit] = {
     "sensitivity_delta": FieldLimit(0, 1, high_open=True),
 }
 _SHAPE_FIELDS = ("layers", "hidden", "heads", "kv_heads", "head_dim", "ffn", "vocab", "bytes_per_param",
-                 "nominal_params_b")
+                 "nominal_params_b", "experts", "experts_per_token", "shared_experts", "shared_expert_ffn")
 
 
 def _is_number(v: object) -> bool:
@@ -433,11 +483,64 @@ def model_shape_problem(m: ModelSpec) -> tuple[str | None, str] | None:
     if m.q_dim > MAX_MODEL_DIM:
         return "head_dim", (f"heads x head_dim = {m.heads} x {m.head_dim} = {m.q_dim:,} exceeds "
                             f"{_number_text(MAX_MODEL_DIM)} (the attention width is a matrix dimension, as hidden is)")
+    problem = _experts_problem(m)
+    if problem:
+        return problem
     params = m.parameter_count()
     if params > MAX_PARAMETERS:
         return None, (f"{params:.3g} parameters (layers x (attention + FFN) + embeddings) exceed "
                       f"{_number_text(MAX_PARAMETERS)} (500x the largest announced model)")
     return None
+
+
+def _experts_problem(m: ModelSpec) -> tuple[str, str] | None:
+    """The first mixture-of-experts rule `m` breaks (formulations/moe.md): 1 <= experts_per_token <=
+    experts, shared experts with their width, and a measured curve [MOE-2] of (tokens, experts) points
+    with tokens rising and experts non-decreasing between k and min(experts, tokens x k)."""
+    e, k = m.experts, m.experts_per_token
+    if not m.is_moe:
+        for name, value in (("experts_per_token", k), ("shared_experts", m.shared_experts),
+                            ("shared_expert_ffn", m.shared_expert_ffn)):
+            if value:
+                return name, f"{value} needs routed experts (experts = 0 is a dense model)"
+        if m.distinct_experts_measured:
+            return "distinct_experts_measured", "a measured curve needs routed experts (experts = 0 is a dense model)"
+        return None
+    if k < 1:
+        return "experts_per_token", f"a mixture of experts routes each token to 1 .. {e} experts, got {k}"
+    if k > e:
+        return "experts_per_token", f"{k} experts per token exceed the {e} experts"
+    if m.shared_experts and not m.shared_expert_ffn:
+        return "shared_expert_ffn", f"{m.shared_experts} shared experts need their intermediate size (>= 1)"
+    if m.shared_expert_ffn and not m.shared_experts:
+        return "shared_experts", f"shared_expert_ffn = {m.shared_expert_ffn} but no shared experts (0)"
+    last_tokens, last_experts = 0, 0.0
+    for tokens, touched in m.distinct_experts_measured:
+        what = f"point [{shown(tokens)}, {shown(touched)}]"
+        if not isinstance(tokens, int) or isinstance(tokens, bool) or not 1 <= tokens <= MAX_PASS_TOKENS:
+            return "distinct_experts_measured", f"{what}: tokens must be an integer in [1, {MAX_PASS_TOKENS}]"
+        if tokens <= last_tokens:
+            return "distinct_experts_measured", f"{what}: tokens must rise from point to point"
+        high = min(e, tokens * k)
+        if not k <= touched <= high:
+            return "distinct_experts_measured", (f"{what}: a pass of {tokens} tokens touches between {k} (one "
+                                                 f"token's experts) and {high} distinct experts")
+        if touched < last_experts:
+            return "distinct_experts_measured", f"{what}: distinct experts cannot fall as tokens rise"
+        last_tokens, last_experts = tokens, touched
+    return None
+
+
+def _measured_pairs(m: ModelSpec, where: str) -> ModelSpec:
+    """`distinct_experts_measured` as a tuple of (tokens, experts) pairs (TOML gives lists of lists)."""
+    v = m.distinct_experts_measured
+    if isinstance(v, list | tuple) and not v:
+        return dataclasses.replace(m, distinct_experts_measured=())
+    if not isinstance(v, list | tuple) or any(
+            not isinstance(p, list | tuple) or len(p) != 2 or not all(_is_number(x) for x in p) for p in v):
+        raise ScenarioError(f"catalog: {where}.distinct_experts_measured: must be a list of [tokens, experts] "
+                            f"pairs, got {shown(v)}")
+    return dataclasses.replace(m, distinct_experts_measured=tuple((p[0], float(p[1])) for p in v))
 
 
 def _check_model(m: ModelSpec) -> None:
@@ -459,16 +562,46 @@ def _check_host(h: HostSpec) -> None:
                             f"{', '.join(tables[:-1])}; or \"{ROOFLINE}\" for a host without measurements)")
 
 
-def _check_rates(table: dict, where: str) -> None:
-    """Acceptance rates are in [0, 1); pair and family keys read DRAFTER>VERIFIER."""
+def _check_rates(table: dict, where: str, table_key: str, table_source: object) -> tuple[dict, dict]:
+    """Acceptance rates are in [0, 1); pair and family keys read DRAFTER>VERIFIER. Every rate has a source,
+    its own `"source_KEY"` or the table's (`table_key`, e.g. source_pairs); `"range_KEY" = [low, high]` is
+    its plausible span, around it and inside [0, 1), which `sensitivity` moves it over. Returns the
+    (ranges, sources) of the rates by key."""
+    table_source = table.get(table_key, table_source)
+    ranges, sources = {}, {}
     for k, v in table.items():
-        if k.startswith("source"):
+        if k.startswith(("source", "range_")):
             continue
         if k.count(">") != 1 or not all(k.split(">")):
             raise ScenarioError(f"catalog: {where}.\"{k}\": a key reads DRAFTER>VERIFIER (e.g. \"opt-125m>opt-13b\")")
         problem = field_problem("acceptance", v) if _is_number(v) else f"must be a number, got {shown(v)}"
         if problem:
             raise ScenarioError(f"catalog: {where}.\"{k}\": an acceptance rate {problem}")
+        source = table.get(f"source_{k}", table_source)
+        if not isinstance(source, str) or not source.strip():
+            raise ScenarioError(f"catalog: {where}.\"{k}\" has no source (add \"source_{k}\" = \"...\", or "
+                                f"{table_key} for the whole table)")
+        sources[k] = source
+        if f"range_{k}" in table:
+            ranges[k] = _rate_range(f"{where}.\"range_{k}\"", table[f"range_{k}"], v)
+    for k in table:
+        named = k[len("range_"):] if k.startswith("range_") else k[len("source_"):] if k.startswith("source_") else None
+        if named is not None and k != table_key and named not in sources:
+            raise ScenarioError(f"catalog: {where}.\"{k}\" names no rate of the table")
+    return ranges, sources
+
+
+def _rate_range(where: str, r: object, value: float) -> tuple[float, float]:
+    """`range_KEY = [low, high]` of an acceptance rate: two rates in [0, 1) around `value`."""
+    if not (isinstance(r, list) and len(r) == 2 and all(_is_number(x) for x in r)):
+        raise ScenarioError(f"catalog: {where} must be [low, high] (two numbers), got {shown(r)}")
+    for end, x in zip(("low", "high"), r):
+        problem = field_problem("acceptance", x)
+        if problem:
+            raise ScenarioError(f"catalog: {where}: the {end} end {problem}")
+    if not r[0] <= value <= r[1]:
+        raise ScenarioError(f"catalog: {where} must be [low, high] around {shown(value)}, got {shown(r)}")
+    return float(r[0]), float(r[1])
 
 
 def _shipped(name: str) -> dict:
@@ -484,6 +617,15 @@ def _check_memory(m: MemorySpec) -> None:
         raise ScenarioError(f"{where}.units_per_channel: must divide units_per_group ({m.units_per_group})")
 
 
+def _check_native_memories(hosts: dict[str, HostSpec], memory_names: Iterable[str]) -> None:
+    """Every host's `native_memory` names a memory type (of this file or one merged before it)."""
+    known = sorted(set(memory_names))
+    for h in hosts.values():
+        if h.native_memory and h.native_memory not in known:
+            raise ScenarioError(f"catalog: hosts.{h.name}.native_memory: unknown memory type '{h.native_memory}' "
+                                f"(known: {', '.join(known)})")
+
+
 def build_catalog(models: dict, devices: dict, acceptance: dict) -> Catalog:
     model_specs = {}
     for n, e in models.get("models", {}).items():
@@ -494,6 +636,7 @@ def build_catalog(models: dict, devices: dict, acceptance: dict) -> Catalog:
             raise ScenarioError(f"catalog: models.{n}.range_{next(iter(ranges))}: a model shape takes no range")
         source = _joined_source(sources)
         model_specs[n] = _make(ModelSpec, n, values, f"models.{n}", source=source, sources=sources)
+        model_specs[n] = _measured_pairs(model_specs[n], f"models.{n}")
         _check_model(model_specs[n])
     ngram_specs = {}
     for n, e in models.get("ngrams", {}).items():
@@ -510,24 +653,32 @@ def build_catalog(models: dict, devices: dict, acceptance: dict) -> Catalog:
         _check_host(hosts[n])
     memories = {}
     for n, e in devices.get("memories", {}).items():
+        if "based_on" in e:  # an entry of the same file it starts from (user files resolve theirs on merge)
+            e = _resolve_based_on("memories", e, devices, f"memories.{n}")
         values, sources, ranges = _split_sources(e, f"memories.{n}")
         memories[n] = _make(MemorySpec, n, values, f"memories.{n}", sources=sources)
         memories[n] = dataclasses.replace(memories[n], ranges=_checked_ranges(f"memories.{n}", values, ranges))
         _check_memory(memories[n])
-    for section, key in (("default", "source_default"), ("pairs", "source_pairs"), ("families", "source_families")):
-        table = acceptance.get(section)
-        present = table is not None and (section == "default" or any(not k.startswith("source") for k in table))
-        if present and not (acceptance.get(key) or (isinstance(table, dict) and table.get(key))):
-            raise ScenarioError(f"catalog: acceptance {section} has no source ({key})")
-    for section in ("pairs", "families"):
-        _check_rates(acceptance.get(section, {}), f"acceptance {section}")
+    if "default" in acceptance and not acceptance.get("source_default"):
+        raise ScenarioError("catalog: acceptance default has no source (source_default)")
+    rate_ranges, rate_sources = {}, {"default": acceptance.get("source_default") or "built-in fallback"}
+    for section in _RATE_SECTIONS:
+        ranges, sources = _check_rates(acceptance.get(section, {}), f"acceptance {section}", f"source_{section}",
+                                       acceptance.get(f"source_{section}"))
+        rate_ranges.update({f"{section}.{k}": r for k, r in ranges.items()})
+        rate_sources.update({f"{section}.{k}": s for k, s in sources.items()})
     for key, default, limit in (("default", 0.6, "acceptance"), ("sensitivity_delta", 0.1, "sensitivity_delta")):
         v = acceptance.get(key, default)
         problem = field_problem(limit, v) if _is_number(v) else f"must be a number, got {shown(v)}"
         if problem:
             raise ScenarioError(f"catalog: acceptance {key}: {problem}")
-    pairs = {k: float(v) for k, v in acceptance.get("pairs", {}).items() if not k.startswith("source")}
-    fams = {k: float(v) for k, v in acceptance.get("families", {}).items() if not k.startswith("source")}
+    if "range_default" in acceptance:
+        if "default" not in acceptance:
+            raise ScenarioError("catalog: acceptance range_default needs default (the rate it spans) in the same file")
+        rate_ranges["default"] = _rate_range("acceptance range_default", acceptance["range_default"],
+                                             acceptance["default"])
+    pairs = {k: float(v) for k, v in acceptance.get("pairs", {}).items() if not k.startswith(("source", "range_"))}
+    fams = {k: float(v) for k, v in acceptance.get("families", {}).items() if not k.startswith(("source", "range_"))}
     delta = acceptance.get("sensitivity_delta", 0.1)
     if "sensitivity_delta" in acceptance and not acceptance.get("source_sensitivity_delta"):
         raise ScenarioError("catalog: acceptance sensitivity_delta has no source (source_sensitivity_delta)")
@@ -538,12 +689,15 @@ def build_catalog(models: dict, devices: dict, acceptance: dict) -> Catalog:
         raise ScenarioError("catalog: acceptance tree_conditional_tail must be a list of rates in "
                             f"{FIELD_LIMITS['acceptance'].text()}")
     return Catalog(model_specs, ngram_specs, hosts, memories, float(acceptance.get("default", 0.6)), pairs, fams,
-                   float(delta), tuple(float(c) for c in tail))
+                   float(delta), tuple(float(c) for c in tail), acceptance_ranges=rate_ranges,
+                   acceptance_sources=rate_sources)
 
 
 @lru_cache(maxsize=1)
 def default_catalog() -> Catalog:
-    return build_catalog(_shipped("models.toml"), _shipped("devices.toml"), _shipped("acceptance.toml"))
+    cat = build_catalog(_shipped("models.toml"), _shipped("devices.toml"), _shipped("acceptance.toml"))
+    _check_native_memories(cat.hosts, cat.memories)
+    return cat
 
 
 #: Where each section of a user catalog file goes: the shipped file it extends.
@@ -564,7 +718,7 @@ def _read_user(path: Path) -> dict:
     """A user catalog file as TOML, its sections checked for shape (errors name the file)."""
     data = read_table(path, "a catalog", syntax="TOML", label=f"catalog {path}")
     allowed = [*_ENTRY_SECTIONS, *_RATE_SECTIONS, *_ACCEPTANCE_KEYS]
-    sourced = [f"source_{k}" for k in (*_RATE_SECTIONS, *_ACCEPTANCE_KEYS)]
+    sourced = [f"source_{k}" for k in (*_RATE_SECTIONS, *_ACCEPTANCE_KEYS)] + ["range_default"]
     for key, value in data.items():
         if key not in allowed and key not in sourced:
             raise ScenarioError(f"catalog {path}: unknown section or key '{key}' (known: {', '.join(allowed)}, "
@@ -580,7 +734,7 @@ def _read_user(path: Path) -> dict:
     return data
 
 
-def _resolve_based_on(section: str, entry: dict, known: dict, where: str) -> dict:
+def _resolve_based_on(section: str, entry: dict, known: dict, where: str, depth: int = 0) -> dict:
     """An entry with `based_on = "BASE"`: BASE's fields and sources, the entry's own fields (each with
     its own source, checked before) replacing them; a replaced field drops BASE's range for it."""
     own = {k: v for k, v in entry.items() if k != "based_on"}
@@ -590,6 +744,10 @@ def _resolve_based_on(section: str, entry: dict, known: dict, where: str) -> dic
         raise ScenarioError(f"catalog: {where}.based_on: no {section} entry '{base_name}' to start from "
                             f"(known: {', '.join(sorted(known.get(section, {})))})")
     out = dict(known[section][base_name])
+    if "based_on" in out:  # a base that starts from another entry itself (hbm3 from hbm3-pim)
+        if out["based_on"] == base_name or depth > 8:
+            raise ScenarioError(f"catalog: {where}.based_on: '{base_name}' starts from itself")
+        out = _resolve_based_on(section, out, known, f"{section}.{base_name}", depth + 1)
     for k in own:
         if not k.startswith(("source", "range_")):
             out.pop(f"range_{k}", None)
@@ -614,7 +772,8 @@ def _merge_user(path: Path, data: dict, models: dict, devices: dict, acceptance:
             if f"source_{section}" in own_acceptance and section in own_acceptance:
                 own_acceptance[section] = {**own_acceptance[section],
                                            f"source_{section}": own_acceptance.pop(f"source_{section}")}
-        build_catalog(own["models"], own["devices"], own_acceptance)
+        own_catalog = build_catalog(own["models"], own["devices"], own_acceptance)
+        _check_native_memories(own_catalog.hosts, [*devices.get("memories", {}), *own_catalog.memories])
     except ScenarioError as exc:
         msg = str(exc)
         raise ScenarioError(f"catalog {path}: {msg.removeprefix('catalog: ')}") from None
@@ -627,13 +786,24 @@ def _merge_user(path: Path, data: dict, models: dict, devices: dict, acceptance:
             continue
         merged = acceptance.setdefault(section, {})
         key = f"source_{section}"
-        note = f"{path}: {table.pop(key)}"
-        merged[key] = f"{merged[key]}; {note}" if merged.get(key) else note
+        if key in table:
+            note = f"{path}: {table.pop(key)}"
+            merged[key] = f"{merged[key]}; {note}" if merged.get(key) else note
+        for k in list(table):
+            if k.startswith("source_"):
+                table[k] = f"{path}: {table[k]}"
+            elif not k.startswith("range_"):  # a replaced rate drops the built-in rate's own source and range
+                merged.pop(f"source_{k}", None)
+                merged.pop(f"range_{k}", None)
         merged.update(table)
     for key in _ACCEPTANCE_KEYS:
         if key in own_acceptance:
             acceptance[key] = own_acceptance[key]
             acceptance[f"source_{key}"] = own_acceptance.get(f"source_{key}")
+    if "default" in own_acceptance:  # a replaced default drops the built-in range unless the file gives one
+        acceptance.pop("range_default", None)
+        if "range_default" in own_acceptance:
+            acceptance["range_default"] = own_acceptance["range_default"]
 
 
 def _stat_key(path: str | Path) -> tuple[str, int, int]:

@@ -1,11 +1,14 @@
 """A Hugging Face `config.json` as a catalog model entry (`specpim-cp catalog import-hf`).
 
-Reads the decoder shape of Llama 2/3, Mistral, Qwen2, OPT and GPT-2 style configs and writes a
-`[models."NAME"]` TOML entry of the catalog schema (`models.toml`), every value with its
-`source_X = "Hugging Face config.json PATH (ARCHITECTURES): KEY"`. What the schema cannot express is
-said in the sources rather than silently dropped: biases (a few kB per layer), OPT's embedding
-projection (`word_embed_proj_dim`), Mistral's sliding window and a model's position limit. RoPE
-settings do not change bytes or FLOPs and are ignored. No network: the file is read as given.
+Reads the decoder shape of Llama 2/3, Mistral, Qwen2, OPT and GPT-2 style configs, and of the
+mixture-of-experts Mixtral, Qwen2-MoE and Qwen3-MoE configs (experts, experts per token, expert and
+shared-expert widths; formulations/moe.md), and writes a `[models."NAME"]` TOML entry of the catalog schema
+(`models.toml`), every value with its `source_X = "Hugging Face config.json PATH (ARCHITECTURES): KEY"`.
+What the schema cannot express is said in the sources rather than silently dropped: biases (a few kB per
+layer), OPT's embedding projection (`word_embed_proj_dim`), Mistral's sliding window, Qwen2-MoE's shared
+expert gate and a model's position limit; an MoE config with dense layers (`mlp_only_layers`,
+`decoder_sparse_step` > 1) is refused, since every layer of an MoE entry is priced as MoE. RoPE settings
+do not change bytes or FLOPs and are ignored. No network: the file is read as given.
 """
 
 from __future__ import annotations
@@ -25,10 +28,21 @@ ARCHITECTURES = {
     "qwen2": ("qwen2", "gated", False),
     "opt": ("opt", "two-matrix", True),
     "gpt2": ("gpt2", "two-matrix", True),
+    "mixtral": ("mixtral", "gated", False),
+    "qwen2_moe": ("qwen2_moe", "gated", False),
+    "qwen3_moe": ("qwen3_moe", "gated", False),
+}
+#: model_type -> (config key of the experts count, of each routed expert's intermediate size, of the shared
+#: expert's intermediate size or None): transformers' MixtralConfig, Qwen2MoeConfig, Qwen3MoeConfig
+MOE_KEYS = {
+    "mixtral": ("num_local_experts", "intermediate_size", None),
+    "qwen2_moe": ("num_experts", "moe_intermediate_size", "shared_expert_intermediate_size"),
+    "qwen3_moe": ("num_experts", "moe_intermediate_size", None),
 }
 #: architectures[0] -> model_type, for configs without model_type
 _CLASS_TYPES = {"LlamaForCausalLM": "llama", "MistralForCausalLM": "mistral", "Qwen2ForCausalLM": "qwen2",
-                "OPTForCausalLM": "opt", "GPT2LMHeadModel": "gpt2"}
+                "OPTForCausalLM": "opt", "GPT2LMHeadModel": "gpt2", "MixtralForCausalLM": "mixtral",
+                "Qwen2MoeForCausalLM": "qwen2_moe", "Qwen3MoeForCausalLM": "qwen3_moe"}
 #: (model_type, vocab_size) -> the catalog's tokenizer name, so imported models pair with catalog ones
 _KNOWN_TOKENIZERS = {("llama", 32000): "llama-sp", ("opt", 50272): "gpt2-bpe", ("gpt2", 50257): "gpt2-bpe"}
 #: Keys per schema field (first present wins): transformers' names, GPT-2 style names after them
@@ -130,6 +144,8 @@ def import_hf(path: str | Path, name: str | None = None, tokenizer: str | None =
         integer("ffn", ("ffn_dim",))
     elif kind == "gpt2":
         integer("ffn", ("n_inner",), 4 * hidden, f"4 x n_embd = {4 * hidden} (GPT-2's default)")
+    elif kind in MOE_KEYS:
+        _experts(path, cfg, kind, integer, values, sources, keys, where, notes)
     else:
         integer("ffn", ("intermediate_size",))
     values["ffn_kind"] = ffn_kind
@@ -157,32 +173,71 @@ def import_hf(path: str | Path, name: str | None = None, tokenizer: str | None =
 
     # what the schema leaves out, said where it is decided
     bias_params = 0
-    if kind == "qwen2" or cfg.get("attention_bias") is True:  # Qwen2 always has q/k/v biases
+    if kind in ("qwen2", "qwen2_moe") or cfg.get("attention_bias") is True:  # Qwen2(-MoE) always has q/k/v biases
         bias_params = layers * (heads + 2 * values["kv_heads"]) * values["head_dim"]
         notes.append(f"q/k/v biases ({bias_params} parameters) are counted in nominal_params_b but not priced: "
                      "the schema has no biases, and they add a few kB per layer")
     if kind == "opt" and cfg.get("word_embed_proj_dim", hidden) != hidden:
         notes.append(f"word_embed_proj_dim {cfg['word_embed_proj_dim']} != hidden_size {hidden}: the embedding "
                      "is priced as vocab x hidden_size and the two projections are ignored")
-    if kind == "mistral" and cfg.get("sliding_window"):
+    if kind in ("mistral", "mixtral") and cfg.get("sliding_window"):
         notes.append(f"sliding_window {cfg['sliding_window']} ignored: the KV cache is priced at the full context")
     limit = cfg.get("max_position_embeddings", cfg.get("n_positions"))
     if isinstance(limit, int):
         notes.append(f"position limit {limit} tokens (max_position_embeddings / n_positions): keep "
                      "prompt_tokens + generated_tokens within it")
-    if kind in ("llama", "mistral", "qwen2"):
+    if kind in ("llama", "mistral", "qwen2", *MOE_KEYS):
         notes.append("RoPE settings ignored (they change neither bytes nor FLOPs)")
+    gate_params = layers * hidden if kind == "qwen2_moe" else 0  # Qwen2-MoE's sigmoid shared_expert_gate
+    if gate_params:
+        notes.append(f"the shared expert's gate ({gate_params} parameters, hidden x 1 per layer) is counted in "
+                     "nominal_params_b but not priced")
 
-    params = shape.parameter_count() + bias_params
+    params = shape.parameter_count() + bias_params + gate_params
+    extras = (", q/k/v biases" if bias_params else "") + (", shared expert gates" if gate_params else "")
     values["nominal_params_b"] = round(params / 1e9, 3 if params >= 1e8 else 4)
     sources["nominal_params_b"] = (f"computed from the shapes above ({params} parameters: decoder layers, "
-                                   f"embeddings{', q/k/v biases' if bias_params else ''})")
+                                   f"embeddings{extras})")
     entry_name = (name or _default_name(path, cfg)).strip()
     if not entry_name:
         raise ScenarioError(f"{path}: --name: an empty model name")
     order = ("family", "tokenizer", "layers", "hidden", "heads", "kv_heads", "head_dim", "ffn", "ffn_kind",
-             "parallel_block", "vocab", "tied_embeddings", "bytes_per_param", "nominal_params_b")
+             *(MOE_FIELDS if kind in MOE_KEYS else ()), "parallel_block", "vocab", "tied_embeddings",
+             "bytes_per_param", "nominal_params_b")
     return ImportedModel(entry_name, {k: values[k] for k in order}, sources), tuple(notes)
+
+
+#: The mixture-of-experts fields of a catalog model entry, in the order an imported entry writes them.
+MOE_FIELDS = ("experts", "experts_per_token", "shared_experts", "shared_expert_ffn")
+
+
+def _experts(path: Path, cfg: dict, kind: str, integer, values: dict, sources: dict, keys: dict, where: str,
+             notes: list[str]) -> None:
+    """The MoE fields of an MoE config (formulations/moe.md): experts, experts per token, each routed
+    expert's width as `ffn`, and the shared expert of Qwen2-MoE; every layer must be an MoE layer."""
+    experts_key, width_key, shared_key = MOE_KEYS[kind]
+    for key, dense_layers in (("mlp_only_layers", cfg.get("mlp_only_layers")),
+                              ("decoder_sparse_step", cfg.get("decoder_sparse_step"))):
+        if dense_layers not in (None, [], 1):
+            raise ScenarioError(f"{path}: {key} {shown(dense_layers)}: layers with a dense FFN are not supported "
+                                "(every layer of an MoE entry is priced as a mixture of experts)")
+    integer("experts", (experts_key,))
+    integer("experts_per_token", ("num_experts_per_tok",))
+    integer("ffn", (width_key,))
+    if shared_key is None:
+        values["shared_experts"], values["shared_expert_ffn"] = 0, 0
+        sources["shared_experts"] = sources["shared_expert_ffn"] = f"{where}: model_type {kind} (no shared expert)"
+    else:
+        integer("shared_expert_ffn", (shared_key,))
+        values["shared_experts"] = 1
+        sources["shared_experts"] = f"{where}: model_type {kind} (one shared expert of {shared_key})"
+        keys["shared_experts"] = shared_key
+    notes.append("the experts a pass of M tokens touches: uniform routing, E (1 - (1 - k/E)^M) (formulations/moe.md "
+                 "MOE-1); add distinct_experts_measured = [[tokens, experts], ...] to price measured routing")
+    if kind == "mixtral" or cfg.get("intermediate_size") is None:
+        return
+    notes.append(f"intermediate_size {shown(cfg['intermediate_size'])} (a dense layer's FFN) is unused: every "
+                 f"layer is a mixture of experts of {width_key}")
 
 
 def _checked_shape(path: Path, values: dict, keys: dict) -> ModelSpec:
@@ -191,7 +246,7 @@ def _checked_shape(path: Path, values: dict, keys: dict) -> ModelSpec:
     an error names the config key."""
     shape = ModelSpec(name="", nominal_params_b=0.0, source="", **{k: values[k] for k in (
         "family", "tokenizer", "layers", "hidden", "heads", "kv_heads", "head_dim", "ffn", "ffn_kind",
-        "parallel_block", "vocab", "tied_embeddings", "bytes_per_param")})
+        "parallel_block", "vocab", "tied_embeddings", "bytes_per_param", *MOE_FIELDS) if k in values})
     problem = model_shape_problem(shape)
     if problem:
         field, what = problem

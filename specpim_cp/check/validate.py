@@ -109,6 +109,32 @@ def _latency_rows(catalog: Catalog) -> list[ValidationRow]:
     return out
 
 
+#: Mixture of experts (formulations/moe.md MOE-6 cites the source in full): (label, model, devices, batch, prompt,
+#: generated, host, memory, published tokens/s, source). gpt-fast's Mixtral shards every expert over the GPUs
+#: (tp.py `_apply_tp_moe_ffn`) and replicates the router, as the cost model does; at batch 1 each layer reads
+#: the k = 2 experts of its token.
+MOE_LATENCY_POINTS = (
+    ("Mixtral-8x7B, 2 x A100-80GB TP2, batch 1, BF16", "mixtral-8x7b", 2, 1, 5, 200, "a100-80gb", "hbm2e", 96.67,
+     ("gpt-fast mixtral-moe/README.md (pytorch-labs/gpt-fast @ 48328fb, Mar 2024): 8 x A100-80GB power-limited "
+      "to 330 W, hybrid cube mesh, batch 1, 5-token prompt, bfloat16 baseline 96.67 tokens/s on 2 GPUs")),
+    ("Mixtral-8x7B, 4 x A100-80GB TP4, batch 1, BF16", "mixtral-8x7b", 4, 1, 5, 200, "a100-80gb", "hbm2e", 155.35,
+     "gpt-fast mixtral-moe/README.md (pytorch-labs/gpt-fast @ 48328fb): as above, 155.35 tokens/s on 4 GPUs"),
+)
+
+
+def _moe_rows(catalog: Catalog) -> list[ValidationRow]:
+    out = []
+    for label, model, n, b, p, g, host, mem, tokens_per_s, source in MOE_LATENCY_POINTS:
+        t = _gpu_ar(model, n, b, p, g, host, mem, catalog).metrics.round_time_ns / 1e6
+        measured = 1e3 / tokens_per_s
+        err = _rel(t, measured)
+        out.append(ValidationRow("MoE decode latency", f"GPU-AR per token: {label}",
+                                 f"{t:.2f} ms (x{t / measured:.2f}, {100 * err:+.1f}%)",
+                                 f"{measured:.2f} ms ({tokens_per_s:g} tokens/s)", f"+-{100 * LATENCY_TOLERANCE:.0f}%",
+                                 abs(err) <= LATENCY_TOLERANCE, source))
+    return out
+
+
 #: (label, model, devices, batch inferred from the KV capacity at 4096 tokens, measured W, tolerance, note)
 POWER_POINTS = (
     ("Llama2-7B, 1 x A100", "llama-7b", 1, 30, 293.0, 0.10, "the calibration point"),
@@ -208,7 +234,8 @@ def _monte_carlo_rows(catalog: Catalog) -> list[ValidationRow]:
 
 
 SECTIONS: tuple[Callable[[Catalog], list[ValidationRow]], ...] = (
-    lambda c: _kernel_rows(), lambda c: _allreduce_rows(), _latency_rows, _power_rows, _pim_rows, _monte_carlo_rows)
+    lambda c: _kernel_rows(), lambda c: _allreduce_rows(), _latency_rows, _moe_rows, _power_rows, _pim_rows,
+    _monte_carlo_rows)
 
 
 def validation_rows(catalog: Catalog | None = None) -> list[ValidationRow]:

@@ -41,9 +41,11 @@ def catalog_devices(catalog_files: tuple[str, ...]) -> None:
 
     cat = user_catalog(catalog_files)
     rows = [[h.name, h.peak_fp16_tflops, h.kernel_model, h.kernel_table_bandwidth_gbps, h.idle_power_mw / 1000,
-             h.onchip_energy_pj_per_bit, h.link_bandwidth_gbps] for h in cat.hosts.values()]
+             h.onchip_energy_pj_per_bit, h.link_bandwidth_gbps, h.native_memory or "-"] for h in cat.hosts.values()]
     click.echo(table(["host", "FP16 TFLOPS", "kernel model", "table GB/s", "idle W", "on-chip pJ/bit",
-                      "link GB/s"], rows))
+                      "link GB/s", "native memory"], rows))
+    click.echo("\nA scenario naming a host with a native memory and no memory_types is priced on that memory; "
+               "other hosts default to memory_types = [\"hbm\", \"gddr\"].")
     click.echo("")
     rows = []
     for m in cat.memories.values():
@@ -52,10 +54,13 @@ def catalog_devices(catalog_files: tuple[str, ...]) -> None:
                      m.group_external_bandwidth_gbps * m.groups, units * m.normal_unit_capacity_mib / 1024,
                      m.pim_unit_capacity_mib / 1024, m.pim_lanes_per_unit * m.pim_lane_bandwidth_gbps,
                      m.pim_efficiency, m.pim_mode_switch_ns, m.external_energy_pj_per_bit,
-                     m.internal_energy_pj_per_bit])
+                     m.internal_energy_pj_per_bit, "what-if" if m.what_if else "product"])
     click.echo(table(["memory", "groups x units", "units/channel", "PIM arrangement", "ext GB/s", "GiB (k=0)",
                       "GiB/PIM unit", "PIM GB/s/unit", "PIM efficiency", "PIM kernel ns", "ext pJ/bit",
-                      "PIM pJ/bit"], rows))
+                      "PIM pJ/bit", "PIM units"], rows))
+    click.echo("")
+    for m in cat.memories.values():
+        click.echo(f"{m.name}: {m.label}; PIM units: {'a what-if (no product has them)' if m.what_if else 'a product'}")
     click.echo("\nMemory model (a scenario's [assumptions] memory_model): time-shared by default: the host reads "
                "PIM units in normal mode, host tensors are kept in normal units or spread over every unit; "
                "\"partitioned\" is the SpecPIM authors' convention (formulations/physics.md).")

@@ -21,6 +21,12 @@ sits against every measurement.
 Worker counts other than the measured ones (e.g. 8) are an **extrapolation**: the nearest measured count's
 curve (the larger one on a tie) scaled by the ring all-reduce traffic factor 2(n-1)/n relative to that
 count's factor; not validated against measurements.
+
+**Other links** (formulations/physics.md [AR-2]): the curve splits into its latency floor, the time of the
+smallest measured message, and a bandwidth term, the time above that floor. A host whose link moves L GB/s
+per direction keeps the floor and stretches the bandwidth term by `TABLE_LINK_GBPS / L`, so an A100
+(L = 300) gets the measured curve exactly, a slower link (A40 bridge, 56.25) a proportionally longer
+transfer, a faster one (H100 NVLink4, 450) a shorter one but never below the floor.
 """
 
 from __future__ import annotations
@@ -33,9 +39,14 @@ from importlib.resources import files
 
 import numpy as np
 
-__all__ = ["AllreduceFitRow", "allreduce_us", "envelope_fit_report", "measured_allreduce_workers"]
+__all__ = ["TABLE_LINK_GBPS", "AllreduceFitRow", "allreduce_us", "envelope_fit_report", "measured_allreduce_workers"]
 
 _DATA_FILE = "a100_nvlink_allreduce_measured.csv"
+#: Per-direction bandwidth of the link the table was measured over: A100 NVLink3, 12 links x 25 GB/s =
+#: 300 GB/s per direction (NVIDIA A100 datasheet: 600 GB/s total; the pair of Vidur's a100_pairwise_nvlink
+#: node is joined by an NVLink bridge of the same 600 GB/s). A fact of the shipped measurement, not of a
+#: host: hosts give their own `link_bandwidth_gbps` in the catalog ([AR-2]).
+TABLE_LINK_GBPS = 300.0
 
 
 @functools.lru_cache(maxsize=1)
@@ -96,24 +107,37 @@ def _ring_factor(n: int) -> float:
     return 2.0 * (n - 1) / n
 
 
+def _link_scaled_us(workers: int, size_elements: float, link_bandwidth_gbps: float) -> float:
+    """[AR-2] A measured worker count's envelope over a link of `link_bandwidth_gbps` per direction: the
+    latency floor (the smallest measured message's time) kept, the time above it stretched by
+    TABLE_LINK_GBPS / link (exactly the envelope for a 300 GB/s link: the added term is 0.0)."""
+    t = _envelope_us(workers, size_elements)
+    floor = float(_envelopes()[workers][1][0])
+    return t + (TABLE_LINK_GBPS / link_bandwidth_gbps - 1.0) * (t - floor)
+
+
 @functools.lru_cache(maxsize=1 << 16)
-def allreduce_us(workers: int, size_elements: int) -> float:
-    """Time (us) to all-reduce ``size_elements`` fp16 elements across ``workers`` A100s over NVLink.
+def allreduce_us(workers: int, size_elements: int, link_bandwidth_gbps: float = TABLE_LINK_GBPS) -> float:
+    """Time (us) to all-reduce ``size_elements`` fp16 elements across ``workers`` GPUs whose link moves
+    ``link_bandwidth_gbps`` per direction (default: the measured A100 NVLink, 300 GB/s).
 
     0 for one worker (or an empty message). Measured worker counts (2, 4) follow their lower envelope;
-    other counts are extrapolated from the nearest measured count by the ring traffic factor.
+    other counts are extrapolated from the nearest measured count by the ring traffic factor. Another
+    link keeps the envelope's latency floor and scales the time above it ([AR-2], module docstring).
     """
     if workers < 1:
         raise ValueError(f"workers must be >= 1, got {workers!r}")
     if size_elements < 0:
         raise ValueError(f"size_elements must be >= 0, got {size_elements!r}")
+    if not link_bandwidth_gbps > 0:
+        raise ValueError(f"link_bandwidth_gbps must be > 0, got {link_bandwidth_gbps!r}")
     if workers == 1 or size_elements == 0:
         return 0.0
     measured = measured_allreduce_workers()
     if workers in measured:
-        return _envelope_us(workers, size_elements)
+        return _link_scaled_us(workers, size_elements, link_bandwidth_gbps)
     nearest = min(measured, key=lambda m: (abs(m - workers), -m))
-    return _envelope_us(nearest, size_elements) * _ring_factor(workers) / _ring_factor(nearest)
+    return _link_scaled_us(nearest, size_elements, link_bandwidth_gbps) * _ring_factor(workers) / _ring_factor(nearest)
 
 
 @dataclass(frozen=True)

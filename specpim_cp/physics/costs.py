@@ -16,6 +16,8 @@ A PIM operator streams its tensor from its own PIM units at internal bandwidth x
 efficiency, once per token (no reuse across tokens), plus input broadcast, output read-back and a
 fixed per-kernel overhead. Energy comes in components (`COMPONENTS`): host DRAM access, host on-chip
 and compute, PIM internal streaming, PIM compute, transfers (PIM broadcast/read-back, links).
+A mixture-of-experts FFN operator (formulations/moe.md) is priced as its kernels in sequence: the host
+reads each expert the pass touches once, PIM streams each token's k experts; every expert is stored.
 """
 
 from __future__ import annotations
@@ -27,7 +29,7 @@ from fractions import Fraction
 from specpim_cp import kernels
 from specpim_cp.catalog import Catalog, HostSpec, MemorySpec, ModelSpec
 from specpim_cp.problem.design import ArchConfig, Placement
-from specpim_cp.problem.operators import ATTENTION_OPS, PLACEABLE_OPS, OpShape, op_shapes
+from specpim_cp.problem.operators import ATTENTION_OPS, PLACEABLE_OPS, OpShape, distinct_experts, op_shapes
 from specpim_cp.problem.scenario import Scenario
 from specpim_cp.problem.space import placement_options
 
@@ -207,7 +209,11 @@ class CostModel:
         bpp = model.bytes_per_param
         op_kib: dict[str, int] = {}
         for name, s in self.shapes(model).items():
-            if s.kind == "fc":
+            if s.parts:  # [MOE-4] an MoE FFN stores every expert (and the router on every device)
+                stored = sum(p.in_features * p.out_features * max(1, p.experts) * (devices if p.replicated else 1)
+                             for p in s.parts)
+                op_kib[name] = -(-(model.layers * stored * bpp) // KIB)
+            elif s.kind == "fc":
                 layers = 1 if name == "lm_head" else model.layers
                 op_kib[name] = -(-(layers * s.in_features * s.out_features * bpp) // KIB)
             else:  # K (score) or V (context) cache at the maximum context, stored on every device
@@ -236,8 +242,20 @@ class CostModel:
 
     def _op_cost(self, model: ModelSpec, op: str, engine: str, share: int, arch: ArchConfig,
                  tokens: int, layout: str) -> OpCost | None:
-        mem = self.memory(arch)
         s = self.shapes(model)[op]
+        if not s.parts:
+            raw = self._raw_cost(model, s, engine, share, arch, tokens, layout)
+            return None if raw is None else make_cost(*raw)
+        # [MOE-3] an MoE FFN operator: its kernels (router, routed experts, shared experts) one after another
+        raws = [self._raw_cost(model, part, engine, share, arch, tokens, layout) for part in s.parts]
+        if any(r is None for r in raws):
+            return None
+        return make_cost(sum(r[0] for r in raws), tuple(sum(r[1][c] for r in raws) for c in range(len(COMPONENTS))))
+
+    def _raw_cost(self, model: ModelSpec, s: OpShape, engine: str, share: int, arch: ArchConfig,
+                  tokens: int, layout: str) -> tuple[float, tuple[float, ...]] | None:
+        """(ns, pJ per component) of one kernel of shape `s`, before rounding; None when impossible."""
+        mem = self.memory(arch)
         n = arch.devices
         bpp = model.bytes_per_param
         batch = self.scenario.batch_size
@@ -247,7 +265,27 @@ class CostModel:
         e_ext = mem.external_energy_pj_per_bit * BITS_PER_BYTE  # pJ per byte
         e_int = mem.internal_energy_pj_per_bit * BITS_PER_BYTE
         e_chip = self.host.onchip_energy_pj_per_bit * BITS_PER_BYTE
-        if s.kind == "fc":
+        fc_tokens, touched = tokens, 0.0  # the host kernel's tokens; distinct experts of an expert kernel
+        if s.kind == "fc" and s.experts:  # [MOE-3] routed experts, each split over the devices like a dense FFN
+            in_dev = -(-s.in_features // n) if s.row_parallel else s.in_features
+            out_dev = s.out_features if s.row_parallel else -(-s.out_features // n)
+            expert_bytes_dev = in_dev * out_dev * bpp
+            routed = tokens * s.experts_per_token  # (token, expert) pairs
+            touched = distinct_experts(model, tokens)  # [MOE-1, MOE-2]
+            macs_total = routed * s.in_features * s.out_features
+            stream_bytes_dev = routed * expert_bytes_dev  # PIM: each token streams its k experts
+            input_bytes_dev = tokens * in_dev * bpp * (1 if s.shared_input else s.experts_per_token)
+            output_bytes_dev = routed * out_dev * bpp
+            host_bytes_dev = touched * expert_bytes_dev  # the host reads each touched expert once per pass
+            fc_tokens = max(1, math.ceil(routed / touched - 1e-9))  # tokens per touched expert
+        elif s.kind == "fc" and s.replicated:  # the MoE router: every device holds and computes all of it
+            in_dev, out_dev = s.in_features, s.out_features
+            weight_bytes_dev = in_dev * out_dev * bpp
+            macs_total = tokens * s.in_features * s.out_features * n
+            stream_bytes_dev = tokens * weight_bytes_dev
+            input_bytes_dev, output_bytes_dev = tokens * in_dev * bpp, tokens * out_dev * bpp
+            host_bytes_dev = weight_bytes_dev
+        elif s.kind == "fc":
             in_dev = -(-s.in_features // n) if s.row_parallel else s.in_features
             out_dev = s.out_features if s.row_parallel else -(-s.out_features // n)
             weight_bytes_dev = in_dev * out_dev * bpp
@@ -266,7 +304,7 @@ class CostModel:
             macs_total = tokens * ctx * heads_dev * model.head_dim * n
             # score: q (head_dim) in, probabilities (context) out; context: probabilities in, head_dim out
             q_bytes, p_bytes = tokens * heads_dev * model.head_dim * bpp, tokens * heads_dev * ctx * bpp
-            input_bytes_dev, output_bytes_dev = (q_bytes, p_bytes) if op == "score" else (p_bytes, q_bytes)
+            input_bytes_dev, output_bytes_dev = (q_bytes, p_bytes) if s.name == "score" else (p_bytes, q_bytes)
         if engine == "host":
             if Placement(engine="host", share=0, layout=layout) not in self.placements(arch):
                 return None
@@ -274,16 +312,20 @@ class CostModel:
             if s.kind == "fc" and self.host.kernel_table == kernels.ROOFLINE:  # no measurements: derated roofline
                 h = self.host
                 t_ns = kernels.roofline_linear_ns(
-                    in_dev, out_dev, tokens, bandwidth_gbps=bw, peak_fp16_tflops=h.peak_fp16_tflops,
+                    in_dev, out_dev, fc_tokens, bandwidth_gbps=bw, peak_fp16_tflops=h.peak_fp16_tflops,
                     bandwidth_efficiency=h.attention_bandwidth_efficiency, compute_efficiency=h.compute_efficiency,
                     launch_overhead_ns=h.launch_overhead_ns)
+                launch_ns = h.launch_overhead_ns
             elif s.kind == "fc":
                 scale = bw / self.host.kernel_table_bandwidth_gbps
-                t_ns = kernels.linear_time_us(self.host.kernel_table, in_dev, out_dev, tokens, scale) * 1e3
+                t_ns = kernels.linear_time_us(self.host.kernel_table, in_dev, out_dev, fc_tokens, scale) * 1e3
+                launch_ns = kernels.memory_floor(self.host.kernel_table)[0] * 1e3
             else:
                 t_mem = host_bytes_dev / (self.host.attention_bandwidth_efficiency * bw)
                 t_cmp = host_flops_dev / (self.host.compute_efficiency * self.host.peak_fp16_tflops * 1e3)
                 t_ns = self.host.launch_overhead_ns + max(t_mem, t_cmp)
+            if touched:  # [MOE-3] one grouped kernel: one launch, then each touched expert's GEMM
+                t_ns = launch_ns + touched * (t_ns - launch_ns)
             moved = host_bytes_dev * n
             parts = (moved * e_ext, moved * e_chip + macs_total * self.host.mac_energy_pj, 0.0, 0.0, 0.0)
         elif engine == "pim":
@@ -301,7 +343,7 @@ class CostModel:
                      (input_bytes_dev * units + output_bytes_dev) * n * e_ext)
         else:
             raise ValueError(f"unknown engine {engine!r}")
-        return make_cost(t_ns, parts)
+        return t_ns, parts
 
     def allreduce_cost(self, model: ModelSpec, arch: ArchConfig, tokens: int) -> OpCost:
         """One all-reduce of the layer's output activations across the model's devices."""
@@ -316,7 +358,7 @@ class CostModel:
         if n == 1:
             return OpCost(0, 0)
         elements = tokens * model.hidden
-        t_ns = kernels.allreduce_us(n, elements) * 1e3
+        t_ns = kernels.allreduce_us(n, elements, self.host.link_bandwidth_gbps) * 1e3  # [AR-2] the host's link
         moved_bytes = 2 * (n - 1) * elements * model.bytes_per_param  # ring: 2(n-1)/n per device, n devices
         return make_cost(t_ns, (0.0, 0.0, 0.0, 0.0, moved_bytes * BITS_PER_BYTE * self.host.link_energy_pj_per_bit))
 

@@ -10,6 +10,21 @@ from pathlib import Path
 
 from specpim_cp.errors import ScenarioError
 
+#: What each built-in set is (a set is a folder of `specpim_cp/benchmarks/`; this names the known ones).
+SET_DESCRIPTIONS: dict[str, str] = {
+    "examples": "one scenario per model family, staged drafting and three drafters (examples/NAME)",
+    "paper": "SpecPIM's evaluation: OPT-13B, LLaMA-32.5B, PaLM-62B at batch 1, 2, 4, 8 (the default set)",
+    "paper-assumptions": "the 12 `paper` scenarios under the SpecPIM authors' conventions: partitioned channels, "
+                         "dynamic energy only (formulations/paper_assumptions.md)",
+    "paper-full": "the `paper` families at batch 1 to 64, every drafter up to draft length 8, device counts chosen "
+                  "under the paper's device budget",
+    "paper-trees": "the 12 `paper` scenarios with token trees enabled for every drafter",
+    "staged": "GPT-2 staged drafting with the pipeline on and off",
+    "mix": "workload mixes over the `paper` families (solve-mix)",
+}
+#: A set whose scenarios are another set's under named changes -> that set (its twins share file names).
+TWIN_SETS: dict[str, str] = {"paper-assumptions": "paper", "paper-trees": "paper"}
+
 
 def builtin_sets() -> dict[str, Path]:
     """Set name -> folder of its scenario TOML files."""

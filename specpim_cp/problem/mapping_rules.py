@@ -1,4 +1,8 @@
-"""Fixed mapping recipes: which operators a rule puts on PIM (baselines, warm starts, `[space].mapping`)."""
+"""Fixed mapping recipes: which operators a rule puts on PIM (baselines, warm starts, `[space].mapping`).
+
+A mixture-of-experts model's ffn_up and ffn_down (router, routed and shared experts; formulations/moe.md)
+are FC operators here, so `fc-offload` puts its experts on PIM and `attention-offload` keeps them on the host.
+"""
 
 from __future__ import annotations
 

@@ -118,6 +118,7 @@ class Scenario(StrictModel):
     generated_tokens: int = Field(ge=1)
     objective: Literal["latency", "energy", "edp"] = "latency"
     host: str = "a100-40gb"
+    # not given: the host's native memory (`HostSpec.native_memory`, set when loaded), else these two
     memory_types: list[str] = Field(default_factory=lambda: ["hbm", "gddr"], min_length=1)
     max_draft_length: int = Field(default=8, ge=1, le=16)
     device_budget: int | None = Field(default=None, ge=1)
@@ -219,10 +220,20 @@ def require_catalog(sc: Scenario, catalog: Catalog) -> None:
                             "price it with scenario_catalog(scenario)")
 
 
+def with_native_memory(sc: Scenario, catalog: Catalog) -> Scenario:
+    """`sc` with memory_types = [its host's native memory] when the scenario lists none and the host names
+    one (h100-sxm: hbm3); otherwise `sc` unchanged (hosts without one keep the default ["hbm", "gddr"])."""
+    native = catalog.host(sc.host).native_memory
+    if "memory_types" in sc.model_fields_set or not native:
+        return sc
+    return sc.model_copy(update={"memory_types": [native]})
+
+
 def check_scenario(sc: Scenario, catalog: Catalog) -> Scenario:
-    """Checks that need the catalog: names, tokenizer families, allowed memory types, space knobs."""
+    """Checks that need the catalog: names, tokenizer families, allowed memory types, space knobs; a
+    scenario without memory_types gets its host's native memory (`with_native_memory`)."""
     require_catalog(sc, catalog)
-    catalog.host(sc.host)
+    sc = with_native_memory(sc, catalog)
     for m in sc.memory_types:
         catalog.memory(m)
     v = catalog.model(sc.verifier.model, "verifier.model")

@@ -7,7 +7,7 @@ from collections.abc import Sequence
 from specpim_cp.physics.evaluate import GIB_IN_KIB
 from specpim_cp.problem.design import Design, ModelDesign
 from specpim_cp.problem.operators import PLACEABLE_OPS
-from specpim_cp.problem.scenario import Scenario
+from specpim_cp.problem.scenario import Scenario, scenario_catalog
 from specpim_cp.problem.trees import render_tree
 
 #: Human units of the objectives: (unit, factor from the evaluator's unit); metrics print the same units.
@@ -56,7 +56,9 @@ def design_lines(sc: Scenario, design: Design) -> list[str]:
                 extra += f", staged by {md.staging.draft2} (draft length {md.staging.draft_length})"
         if md.spill:
             extra += ", spills what its PIM units cannot hold (moved every pass)"
-        out.append(f"  {label:12s} {md.model:12s} {md.devices} x {md.memory_type} k={md.pim_units}{extra}; "
+        what_if = md.pim_units and scenario_catalog(sc).memory(md.memory_type).what_if
+        arch = f"{md.memory_type} k={md.pim_units}" + (" (what-if PIM units)" if what_if else "")
+        out.append(f"  {label:12s} {md.model:12s} {md.devices} x {arch}{extra}; "
                    f"{placement_summary(md, sc.space.share_levels)}")
     if design.drafters:
         out.append(f"  pipeline: {'on' if design.pipeline else 'off'}")
