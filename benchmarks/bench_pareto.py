@@ -1,7 +1,7 @@
 """Pareto-front benchmark: `pareto_front` on one scenario under both energy accountings (total, dynamic).
 
     python benchmarks/bench_pareto.py SCENARIO [--time-limit S] [--workers N] [--deterministic]
-                                      [--accounting total|dynamic ...] [--json OUT]
+                                      [--accounting total|dynamic ...] [--resolution PCT] [--json OUT]
 
 SCENARIO is a file or a built-in SET/NAME (e.g. paper/opt-13b-b1). `--time-limit` bounds each front (all
 its Dinkelbach solves share it; default 120 s). Printed per accounting: every point (latency and energy
@@ -9,7 +9,7 @@ per token, EDP, whether both of its solves were proven), the wall time, CP-SAT's
 over the front's solves, the number of solves and whether the whole front is proven (exact: every
 sub-solve OPTIMAL and the last latency stage INFEASIBLE, formulations/objectives.md OBJ-2), judged from
 the recorded solves as `_epsilon_front` judges them (a stage is proven when its last solve is OPTIMAL with
-the objective F >= 0, computed in integers from the solution).
+the scaled objective G >= 1, computed in integers from the solution).
 
 `pareto_front` returns the points only, so this script records each solve of the front by wrapping the
 solve session of `specpim_cp.solvers.exact.solve` for the duration of the call (status, objective F,
@@ -31,7 +31,7 @@ from ortools.sat.python import cp_model
 
 from specpim_cp.problem.builtin_sets import resolve_scenario_path
 from specpim_cp.problem.scenario import Scenario, load_scenario, parse_scenario
-from specpim_cp.solvers.exact import SolverOptions, pareto_front
+from specpim_cp.solvers.exact import SolverOptions
 from specpim_cp.views.tables import table
 
 ACCOUNTINGS = ("total", "dynamic")
@@ -65,19 +65,18 @@ def recorded_solves():
 
 
 def exact_objective(model: cp_model.CpModel, solver: cp_model.CpSolver) -> int:
-    """The objective at the solution in integers (CP-SAT's `objective_value` is a double, which rounds
-    F = d*N' - n*D, of magnitude up to 2^62, by far more than 1)."""
+    """The objective at the solution in integers (CP-SAT's `objective_value` is a double)."""
     obj = model.proto.objective
     return int(obj.offset) + sum(c * solver.value(model.get_int_var_from_proto_index(v))
                                  for v, c in zip(list(obj.vars), list(obj.coeffs)))
 
 
 def stage_proven(solves: list[dict]) -> bool:
-    """A Dinkelbach run is exact when its last solve is OPTIMAL with F >= 0 (so F = 0: the incumbent is
-    feasible there), as `minimize_ratio` decides."""
+    """A Dinkelbach run is exact when its last solve is OPTIMAL with G >= 1 (the scaled objective N -
+    (ceil(lambda D) - 1); the incumbent has G = 1), as `minimize_ratio` decides."""
     last = solves[-1] if solves else None
     return (last is not None and last["status"] == "OPTIMAL" and not last["first_solution"]
-            and last["objective"] >= 0)
+            and last["objective"] >= 1)
 
 
 def front_proven(log: list[dict], n_points: int) -> tuple[bool, list[bool]]:
@@ -105,12 +104,13 @@ def with_accounting(sc: Scenario, accounting: str) -> Scenario:
     return parse_scenario(data)
 
 
-def run_front(sc: Scenario, opts: SolverOptions) -> dict:
+def run_front(sc: Scenario, opts: SolverOptions, resolution: str = "0") -> dict:
     t0 = time.perf_counter()
-    error = None
+    error, statement = None, ""
     with recorded_solves() as log:
         try:
-            front = pareto_front(sc, options=opts)
+            result = exact_solve.pareto(sc, options=opts, resolution_pct=resolution)
+            front, statement = result.points, result.statement()
         except exact_solve.ModelMismatch as exc:  # the 9.15 fault guard (objectives.md)
             front, error = [], f"ModelMismatch: {exc}"
     wall = time.perf_counter() - t0
@@ -121,7 +121,7 @@ def run_front(sc: Scenario, opts: SolverOptions) -> dict:
     return {"scenario": sc.name, "accounting": sc.assumptions.energy_accounting, "points": points,
             "wall_s": round(wall, 3), "deterministic_time": round(sum(s["deterministic_time"] for s in log), 3),
             "solves": len(log), "proven": proven and error is None, "error": error, "load_1min": os.getloadavg()[0],
-            "solve_log": log}
+            "resolution_pct": resolution, "statement": statement, "solve_log": log}
 
 
 def main() -> int:
@@ -132,6 +132,7 @@ def main() -> int:
     ap.add_argument("--deterministic", action="store_true")
     ap.add_argument("--seed", type=int, default=0)
     ap.add_argument("--accounting", action="append", choices=ACCOUNTINGS, help="repeatable; default: both")
+    ap.add_argument("--resolution", default="0", help="front resolution in percent (OBJ-2r; default 0: exact)")
     ap.add_argument("--json", help="write both fronts (points and every solve) here")
     ap.add_argument("--all-points", action="store_true", help=f"print every point (default: the first and last "
                     f"{SHOWN // 2} of a front with more than {SHOWN})")
@@ -140,7 +141,7 @@ def main() -> int:
     opts = SolverOptions(args.time_limit, args.workers, args.seed, args.deterministic)
     results = []
     for accounting in args.accounting or ACCOUNTINGS:
-        r = run_front(with_accounting(base, accounting), opts)
+        r = run_front(with_accounting(base, accounting), opts, args.resolution)
         results.append(r)
         rows = [[k + 1, f"{p['latency_ns_per_token'] / 1e3:,.3f}", f"{p['energy_nj_per_token']:,.1f}",
                  f"{p['edp']:.4g}", "yes" if p["proven"] else "no", p["summary"]] for k, p in enumerate(r["points"])]
@@ -157,6 +158,7 @@ def main() -> int:
               f"{'; ' + r['error'][:160] if r['error'] else ''} (time limit {args.time_limit} s per front, "
               f"workers {args.workers}, deterministic {args.deterministic}, 1-min load {r['load_1min']:.2f})",
               flush=True)
+        print(r["statement"], flush=True)
     if args.json:
         Path(args.json).write_text(json.dumps({"scenario": args.scenario, "fronts": results}, indent=1, default=str))
     return 0

@@ -219,23 +219,34 @@ def tie_break_line(extra: dict) -> str | None:
               help="CP-SAT workers (not with --deterministic)")
 @click.option("--seed", type=SEED_TYPE, default=0, show_default=True)
 @click.option("--deterministic", is_flag=True, help="one worker, deterministic time limit (rejects --workers > 1)")
+@click.option("--resolution", default="0", show_default=True, metavar="PERCENT",
+              help="0: the exact front; r > 0: each next point at least r% below the last in energy per token, "
+                   "every point still proven (formulations/objectives.md, OBJ-2r)")
 @click.option("-o", "--output", type=click.Path(dir_okay=False), help="CSV file (default: stdout)")
 @catalog_option
 @user_errors
-def pareto(scenario, time_limit, workers, seed, deterministic, output, catalog_files) -> None:
-    """The exact latency-energy Pareto front (per token) as CSV, in ns and pJ (units in the header)."""
+def pareto(scenario, time_limit, workers, seed, deterministic, resolution, output, catalog_files) -> None:
+    """The latency-energy Pareto front (per token) as CSV, in ns and pJ (units in the header); its last
+    line, starting with '#', states the front's status, resolution and the time it took."""
     import csv
     import io
 
-    from specpim_cp.solvers.exact import SolverOptions, pareto_front
+    from specpim_cp.solvers.exact import SolverOptions
+    from specpim_cp.solvers.exact.solve import check_resolution
+    from specpim_cp.solvers.exact.solve import pareto as exact_pareto
     from specpim_cp.views.tables import design_summary
 
     check_workers(workers, deterministic)
     check_writable(output, "-o")
+    try:
+        check_resolution(resolution)
+    except ScenarioError as exc:
+        raise ScenarioError(f"--{exc}") from None
     sc, cat = load_with_catalog(scenario, catalog_files)
     with Progress("pareto") as bar:
-        front = pareto_front(sc, options=SolverOptions(time_limit, workers, seed, deterministic), catalog=cat,
-                             on_progress=_solve_hook(bar))
+        result = exact_pareto(sc, options=SolverOptions(time_limit, workers, seed, deterministic), catalog=cat,
+                              on_progress=_solve_hook(bar), resolution_pct=resolution)
+    front = result.points
     buf = io.StringIO()
     w = csv.writer(buf)
     w.writerow(["latency_ns_per_token", "energy_pj_per_token", "edp_ns_pj_per_token2", "round_time_ns",
@@ -245,7 +256,7 @@ def pareto(scenario, time_limit, workers, seed, deterministic, output, catalog_f
         w.writerow([f"{m.latency_ns_per_token:.3f}", f"{m.energy_pj_per_token:.1f}",
                     f"{m.latency_ns_per_token * m.energy_pj_per_token:.6g}", m.round_time_ns,
                     m.energy_nj_per_round * 1000, f"{m.tokens_per_round:.6f}", design_summary(sc, e.design)])
-    emit(buf.getvalue().rstrip("\n"), output)
+    emit(buf.getvalue() + "# " + result.statement(), output)
 
 
 def _run_heuristic(sc, budget, seed: int, label: str, catalog, polish: bool = True):

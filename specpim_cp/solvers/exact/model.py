@@ -106,6 +106,7 @@ class SpecModel:
         self.stats: list[RoundStats] = list(self.prices.stats)
         self.assumption_families: dict[str, cp_model.IntVar] = {}
         self.energy_rows: list[int] = []  # rows that only define energies (`drop_energy_rows`)
+        self.idle_parts: list[tuple] = []  # EN-2 per model: (j, idle energy variable, idle mW per architecture)
         self.build()
         self._tag_names(first_var)
 
@@ -145,6 +146,7 @@ class SpecModel:
         self.add_round()
         self.add_energy()
         self.add_choice_cuts()
+        self.add_idle_cut()
 
     def add_architecture(self) -> None:
         """[ARCH] ARCH-1 exactly one architecture per model; ARCH-2 the device budget."""
@@ -548,6 +550,15 @@ class SpecModel:
         self._energy_row(self.energy >= sum(v * z for v, z in zip(lb_e, self.z) if v))
         self.choice_bounds = (tuple(lb_t), tuple(lb_e))  # (round ns, energy nJ) bound per choice, for OBJ-1
 
+    def add_idle_cut(self) -> None:
+        """[EN] EN-4 the McCormick underestimator of idle power x round time: 1000 I_j >= P_min T +
+        T_min sum_a (P(a) - P_min) x_ja, with T_min the least CUT-3 round-time bound (valid, redundant)."""
+        t_min = min(self.choice_bounds[0])
+        for j, idle, power in self.idle_parts:
+            p_min = min(power.values())
+            self._energy_row(1000 * idle >= p_min * self.T + t_min * sum((p - p_min) * self.x[j][a]
+                                                                         for a, p in power.items() if p > p_min))
+
     def _min_pass_bounds(self, j: int) -> dict[int, dict[int, tuple[int, int, int]]]:
         """Per device count n and token count t of model j: (least CUT-1 time bound, least energy bound,
         least idle power in mW) over its architectures with n devices."""
@@ -746,6 +757,7 @@ class SpecModel:
             for a, xa in self.x[j].items():
                 add_ceil(m, idle, power[a] * self.T, 1000, xa)
             m.add(1000 * idle >= min(power.values()) * self.T)
+            self.idle_parts.append((j, idle, power))
             parts.append(idle)
         self.energy = m.new_int_var(0, sum(ub(p) for p in parts), "energy_nj")
         m.add(self.energy == sum(parts))

@@ -31,7 +31,7 @@ from specpim_cp.errors import ScenarioError
 from specpim_cp.physics.evaluate import Evaluator
 from specpim_cp.problem.scenario import Scenario, parse_scenario, scenario_catalog
 from specpim_cp.solvers.exact.model import SpecModel, ub
-from specpim_cp.solvers.exact.solve import INT_LIMIT, build_model, cap_copy
+from specpim_cp.solvers.exact.solve import INT_LIMIT, build_model, cap_copy, choice_sum, ratio_limits
 
 #: The objectives a scenario can be solved for, and the assumption profiles (memory model, energy accounting).
 OBJECTIVES = ("latency", "energy", "edp")
@@ -211,29 +211,21 @@ def guarded_numerator(sm: SpecModel) -> int:
     return (INT_LIMIT - d_max) // d_max
 
 
-def _tokens(model: cp_model.CpModel, sm: SpecModel) -> cp_model.IntVar:
-    """Expected tokens (x TOKENS_SCALE) as one bounded variable, as `solve._expr_in` adds it."""
-    toks = [st.tokens_micro for st in sm.stats]
-    v = model.new_int_var(min(toks), max(toks), "tokens_micro")
-    model.add(v == sum(t * model.get_bool_var_from_proto_index(z.index) for t, z in zip(toks, sm.z)))
-    return v
+OBJ1 = "OBJ-1 Dinkelbach objective N' - sum_c (ceil(n D_c / d) - 1) z_c"
 
 
-OBJ1 = "OBJ-1 Dinkelbach objective d*N' - n*D"
-
-
-def _dinkelbach_step(model: cp_model.CpModel, sm: SpecModel, num, n_prev: int, d_prev: int, den) -> object:
-    """OBJ-1's cap copy N' in [0, ceil(n*D_max/d)] and objective d*N' - n*D (solve.minimize_ratio)."""
+def _dinkelbach_step(model: cp_model.CpModel, sm: SpecModel, num, n_prev: int, d_prev: int) -> object:
+    """OBJ-1's cap copy N' in [0, ceil(n*D_max/d)] and its scaled objective (solve.minimize_ratio)."""
     d_max = max(st.tokens_micro for st in sm.stats)
     nvar = cap_copy(model, num, -(-n_prev * d_max // d_prev), "N")
-    return d_prev * nvar - n_prev * den
+    return nvar - choice_sum(model, sm, ratio_limits(sm, n_prev, d_prev, strict=True))
 
 
 def solve_rows(sm: SpecModel, objective: str, numerator: str = "model") -> tuple[cp_model.CpModel, int, list]:
     """A clone of the model with the rows a solve of `objective` adds at the worst incumbent: (model, index
     of the first added row, (family, objective expression) pairs). `numerator`: "model" takes ub(T) and
     ub(energy) as the incumbent's N; "guarded" clips them at `guarded_numerator` (what `_measure` admits).
-    Mirrors solve.py: `_capped`/`cap_copy` and `_expr_in` of `minimize_ratio`, the OBJ-2 rows of
+    Mirrors solve.py: `_capped`/`cap_copy` and the scaled rows (`ratio_limits`) of `minimize_ratio`, the OBJ-2 rows of
     `_epsilon_front` (energy cap, latency cap) and `tight_claim`'s objective; the OBJ-1 pruning rows
     (z_c = 0) are single Booleans and left out."""
     model = sm.m.clone()
@@ -245,19 +237,18 @@ def solve_rows(sm: SpecModel, objective: str, numerator: str = "model") -> tuple
     n_t, n_e = ub(sm.T), ub(sm.energy)
     if limit is not None:
         n_t, n_e = min(n_t, limit), min(n_e, limit)
-    den = _tokens(model, sm)
     objectives = []
     stage = " (EDP latency stage)" if objective == "edp" else ""
     if objective in ("latency", "edp"):
-        objectives.append((OBJ1 + stage, _dinkelbach_step(model, sm, sm.T, n_t, d_min, den)))
+        objectives.append((OBJ1 + stage, _dinkelbach_step(model, sm, sm.T, n_t, d_min)))
     stage = " (EDP energy stage)" if objective == "edp" else ""
     if objective in ("energy", "edp"):
-        objectives.append((OBJ1 + stage, _dinkelbach_step(model, sm, sm.energy, n_e, d_min, den)))
+        objectives.append((OBJ1 + stage, _dinkelbach_step(model, sm, sm.energy, n_e, d_min)))
     if objective == "edp":  # OBJ-2: below the last point's energy, within the latency stage's time
         e_cap = cap_copy(model, sm.energy, -(-n_e * d_max // d_min), "E_eps")
-        model.add(e_cap * d_min <= n_e * den - 1)
+        model.add(e_cap <= choice_sum(model, sm, ratio_limits(sm, n_e, d_min, strict=True)))
         t_cap = cap_copy(model, sm.T, -(-n_t * d_max // d_min), "T_eps")
-        model.add(t_cap * d_min <= n_t * den)
+        model.add(t_cap <= choice_sum(model, sm, ratio_limits(sm, n_t, d_min, strict=False)))
     T = model.get_int_var_from_proto_index(sm.T.index)  # tight_claim's lexicographic objective
     E = model.get_int_var_from_proto_index(sm.energy.index)
     objectives.append(("VERIFY tight_claim objective T*(ub(E)+1) + E",

@@ -11,7 +11,7 @@ from __future__ import annotations
 import math
 import re
 import time
-from collections.abc import Callable, Mapping
+from collections.abc import Callable, Mapping, Sequence
 from dataclasses import dataclass
 from fractions import Fraction
 
@@ -317,6 +317,9 @@ class SolveSession:
         self.solve_log: list[dict] = []  # per solve: stage, status, deterministic and wall time (profiling)
         self.on_progress: ProgressHook | None = None
         self.stage = ""
+        #: CP-SAT's linearization level for the solves, None: TimeBudget's (CP-SAT's default). Energy
+        #: steps use 0: the LP of the idle-energy rows stalled them (objectives.md, 'Scaled rows')
+        self.linearization: int | None = None
 
     def progress(self, ratio: RatioObjective, incumbent: Fraction | None, bound: Fraction | None) -> None:
         if self.on_progress is not None:
@@ -338,8 +341,13 @@ class SolveSession:
         self.budget.configure(solver)
         if cautious:
             default = cp_model.CpSolver().parameters
-            for name in ("max_presolve_iterations", "cp_model_probing_level", "linearization_level"):
+            # all of presolve at CP-SAT's defaults, the #5293 workaround too: on paper-full/palm-62b-full-b64's
+            # energy steps that workaround itself gave INFEASIBLE, the defaults the improving design
+            for name in ("max_presolve_iterations", "cp_model_probing_level", "linearization_level",
+                         "presolve_inclusion_work_limit"):
                 setattr(solver.parameters, name, getattr(default, name))
+        if self.linearization is not None:  # the energy steps' LP level holds in a cautious solve too
+            solver.parameters.linearization_level = self.linearization
         if first_solution:
             solver.parameters.stop_after_first_solution = True
         status = solver.solve(model)
@@ -393,13 +401,19 @@ def _guarded_numerator(sm: SpecModel, name: str, mt) -> int:
     return n
 
 
-def _expr_in(model: cp_model.CpModel, sm: SpecModel) -> cp_model.IntVar:
-    """Expected tokens (x TOKENS_SCALE) as one bounded variable of a clone: multiplying the sum over
-    every choice by a large constant would fail CP-SAT's overflow check (it bounds each term)."""
-    toks = [st.tokens_micro for st in sm.stats]
-    v = model.new_int_var(min(toks), max(toks), "tokens_micro")
-    model.add(v == sum(t * model.get_bool_var_from_proto_index(z.index) for t, z in zip(toks, sm.z)))
-    return v
+def ratio_limits(sm: SpecModel, n: int, d: int, strict: bool) -> list[int]:
+    """[OBJ-1] Per speculation choice c (expected tokens D_c): the largest integer N with N / D_c <= n / d,
+    floor(n D_c / d), or with N / D_c < n / d (`strict`), ceil(n D_c / d) - 1. Exactly one choice literal
+    is 1, so `N <= sum_c limit_c z_c` is the ratio row N * d <= n * D(x) (or < ) with coefficients the size
+    of N, not of n x D (which reach 10^17 for energy and strain CP-SAT's LP: objectives.md, 'Scaled rows')."""
+    if strict:
+        return [-(-n * st.tokens_micro // d) - 1 for st in sm.stats]
+    return [n * st.tokens_micro // d for st in sm.stats]
+
+
+def choice_sum(model: cp_model.CpModel, sm: SpecModel, coeffs: Sequence[int]):
+    """sum_c coeffs[c] * z_c on a clone."""
+    return sum(c * model.get_bool_var_from_proto_index(z.index) for c, z in zip(coeffs, sm.z) if c)
 
 
 #: OBJ-1 focus: the first Dinkelbach solves see only the choices whose CUT-3 bound ratio is at most
@@ -414,6 +428,22 @@ def minimize_ratio(run: SolveSession, ratio: RatioObjective, extra=None, start: 
     Returns (status, design, objective, bound) in evaluator units; status OPTIMAL, FEASIBLE,
     INFEASIBLE or UNKNOWN.
     """
+    before = run.linearization
+    keeps_energy = ratio.name == "energy" or extra is not None  # extra rows may read the energy (OBJ-2, OBJ-3)
+    run.linearization = ENERGY_LINEARIZATION if keeps_energy else before
+    try:
+        return _dinkelbach(run, ratio, extra, start)
+    finally:
+        run.linearization = before
+
+
+#: CP-SAT's linearization level in energy Dinkelbach steps (objectives.md, 'Scaled rows'): at the default
+#: (1) the LP of the idle-energy rows stalled paper/palm-62b-b1's third step past 40 s; at 0 it takes 5 s.
+ENERGY_LINEARIZATION = 0
+
+
+def _dinkelbach(run: SolveSession, ratio: RatioObjective, extra, start: Evaluation | None
+                ) -> tuple[str, Design | None, Fraction | None, Fraction]:
     sm = run.sm
     d_min = sm.min_tokens_micro()
     d_max = max(st.tokens_micro for st in sm.stats)
@@ -444,7 +474,7 @@ def minimize_ratio(run: SolveSession, ratio: RatioObjective, extra=None, start: 
     # OBJ-1 focus: search first only the choices whose CUT-3 bound ratio is within FOCUS_SLACK of the least
     bound_ratio = [Fraction(lb, st.tokens_micro) for lb, st in zip(ratio.num_bounds, sm.stats)]
     focus = min(bound_ratio) * (1 + FOCUS_SLACK) if extra is None else None
-    # Dinkelbach: F(lambda) = min D_prev * N(x) - N_prev * D(x); zero at the optimum
+    # Dinkelbach, scaled: G(lambda) = min N(x) - (ceil(lambda D(x)) - 1), lambda = N_prev / D_prev; 1 at the optimum
     while True:
         n_prev, d_prev, _ = incumbent
         focused = focus is not None and focus < Fraction(n_prev, d_prev)  # narrower than the pruning below
@@ -456,8 +486,8 @@ def minimize_ratio(run: SolveSession, ratio: RatioObjective, extra=None, start: 
         for z, num_lb, st, br in zip(sm.z, ratio.num_bounds, sm.stats, bound_ratio):
             if num_lb * d_prev > n_prev * st.tokens_micro or (focused and br > focus):
                 model.add(model.get_bool_var_from_proto_index(z.index) == 0)
-        den = _expr_in(model, sm)
-        objective = d_prev * nvar - n_prev * den
+        # G(x) = N(x) - (ceil(lambda D(x)) - 1): G <= 0 iff N/D < lambda; the incumbent has G = 1
+        objective = nvar - choice_sum(model, sm, ratio_limits(sm, n_prev, d_prev, strict=True))
         model.minimize(objective)
         if run.budget.remaining() <= 0:
             return "FEASIBLE", incumbent[2], ratio.value(n_prev, d_prev), bound
@@ -469,10 +499,10 @@ def minimize_ratio(run: SolveSession, ratio: RatioObjective, extra=None, start: 
             if _contradicts(status, f_val):
                 said = "INFEASIBLE" if status == cp_model.INFEASIBLE else f"OPTIMAL with F = {f_val}"
                 raise ModelMismatch(
-                    f"CP-SAT reports {said} for a Dinkelbach step whose incumbent has F = 0, also with its default "
+                    f"CP-SAT reports {said} for a Dinkelbach step whose incumbent has G = 1, also with its default "
                     "presolve: a solver fault (formulations/objectives.md, 'A CP-SAT 9.15 fault'); no optimum is "
                     "claimed")
-        if focused and (status == cp_model.INFEASIBLE or (status == cp_model.OPTIMAL and f_val >= 0)):
+        if focused and (status == cp_model.INFEASIBLE or (status == cp_model.OPTIMAL and f_val >= 1)):
             focus = None  # nothing better among the focused choices: search every choice the pruning leaves
             continue
         if f_val is None:
@@ -480,14 +510,14 @@ def minimize_ratio(run: SolveSession, ratio: RatioObjective, extra=None, start: 
         # OPTIMAL: the bound is the (exact) optimum; else CP-SAT's bound, a double, rounded down with margin
         f_lb = f_val if status == cp_model.OPTIMAL else min(f_val, _floor_bound(solver.best_objective_bound))
         lam = Fraction(n_prev, d_prev)
-        if not focused:  # a focused solve bounds only its choices
-            lb = lam + (Fraction(min(f_lb, 0), d_prev * d_min))
+        if not focused:  # a focused solve bounds only its choices: N >= lambda D - 1 + G_min everywhere
+            lb = lam + Fraction(min(f_lb - 1, 0), d_min)
             bound = max(bound, lb * ratio.scale, Fraction(0))
         run.progress(ratio, ratio.value(n_prev, d_prev), bound)
-        if f_val < 0:
+        if f_val <= 0:
             incumbent = _measure(run, ratio, run.remember(solver))
             if Fraction(incumbent[0], incumbent[1]) >= lam:  # the evaluator's price must be below lambda
-                raise ModelMismatch(f"a Dinkelbach step found F = {f_val} < 0 but the evaluator prices the design at "
+                raise ModelMismatch(f"a Dinkelbach step found G = {f_val} <= 0 but the evaluator prices the design at "
                                     f"{ratio.value(incumbent[0], incumbent[1])}, not below the incumbent's "
                                     f"{ratio.value(n_prev, d_prev)}")
             if status != cp_model.OPTIMAL and run.budget.remaining() <= 0:
@@ -497,16 +527,16 @@ def minimize_ratio(run: SolveSession, ratio: RatioObjective, extra=None, start: 
         obj = ratio.value(n_prev, d_prev)
         if focused:  # stopped early with no improvement among the focused choices (budget spent)
             return "FEASIBLE", incumbent[2], obj, min(bound, obj)
-        if status == cp_model.OPTIMAL and f_lb >= 0:
+        if status == cp_model.OPTIMAL and f_lb >= 1:
             return "OPTIMAL", incumbent[2], obj, obj
         return "FEASIBLE", incumbent[2], obj, min(bound, obj)
 
 
 def _contradicts(status: int, f_val: int | None) -> bool:
     """Whether an unfocused Dinkelbach solve contradicts its incumbent, a design the step keeps (the cap
-    and the OBJ-1 pruning keep it, the extra rows hold for it) with F = 0: INFEASIBLE, or OPTIMAL above 0.
-    OR-Tools 9.15 does this on some models with large coefficients (objectives.md)."""
-    return status == cp_model.INFEASIBLE or (status == cp_model.OPTIMAL and f_val > 0)
+    and the OBJ-1 pruning keep it, the extra rows hold for it) with G = 1: INFEASIBLE, or OPTIMAL above 1.
+    OR-Tools 9.15 did this on some models with large coefficients (objectives.md)."""
+    return status == cp_model.INFEASIBLE or (status == cp_model.OPTIMAL and f_val > 1)
 
 
 def _value_at(status: int, solver: cp_model.CpSolver, objective) -> int | None:
@@ -664,11 +694,10 @@ def add_ratio_rows(sm: SpecModel, model: cp_model.CpModel, rows: list[RatioRow])
     if not rows:
         return
     d_max = max(st.tokens_micro for st in sm.stats)
-    den = _expr_in(model, sm)
     for r in rows:
         var, bounds = (sm.T, sm.choice_bounds[0]) if r.name == "latency" else (sm.energy, sm.choice_bounds[1])
         capped = cap_copy(model, var, -(-r.n * d_max // r.d), f"{r.name}_fixed")
-        model.add(capped * r.d <= r.n * den)
+        model.add(capped <= choice_sum(model, sm, ratio_limits(sm, r.n, r.d, strict=False)))
         for z, lb, st in zip(sm.z, bounds, sm.stats):
             if lb * r.d > r.n * st.tokens_micro:
                 model.add(model.get_bool_var_from_proto_index(z.index) == 0)
@@ -904,10 +933,11 @@ def canonical_optimum(run: SolveSession, objective: str, best: Evaluation,
     t0, dtime = time.perf_counter(), run.deterministic_time
     cano = CanonicalOptimum(run, objective, best)
     hook, run.on_progress = run.on_progress, None  # progress reports the primary objective only
+    before, run.linearization = run.linearization, ENERGY_LINEARIZATION  # the levels keep energy rows
     try:
         proven = cano.ratio_levels(best, front) and cano.integer_levels()
     finally:
-        run.on_progress = hook
+        run.on_progress, run.linearization = hook, before
     cano.add_integer_entries()
     for lv in cano.levels:  # a level left out after a fault: its value at the returned design
         if lv.value is None:
@@ -970,7 +1000,7 @@ def solve(scenario: Scenario, *, objective: str | None = None, options: SolverOp
     run.on_progress = on_progress
     start = best_start(sm, ev, objective, hint)
     if objective == "edp":
-        front, status = _epsilon_front(sm, run)
+        front, status = _epsilon_front(sm, run, edp=True)
         if status == "INFEASIBLE":
             raise ScenarioError(explain_infeasible(sm, opts))
         if not front:
@@ -987,7 +1017,8 @@ def solve(scenario: Scenario, *, objective: str | None = None, options: SolverOp
         bound = obj if status == "OPTIMAL" else None
         rep = _report("cp-sat", "edp", "OPTIMAL" if status == "OPTIMAL" else "FEASIBLE", obj, bound, t0, run,
                       scenario, opts, {"pareto_points": len(front),
-                                       "deterministic_time": round(run.deterministic_time, 3), **tie})
+                                       "deterministic_time": round(run.deterministic_time, 3),
+                                       "solves": run.solve_log, **tie})
         return SolveResult(best, rep)
     status, design, obj, bound = minimize_ratio(run, RatioObjective(sm, objective), start=start)
     if status == "INFEASIBLE":
@@ -1024,26 +1055,51 @@ def _exact(value: Fraction) -> str:
     return f"{value.numerator}/{value.denominator}"
 
 
-def _epsilon_front(sm: SpecModel, run: SolveSession) -> tuple[list[Evaluation], str]:
-    """Exact latency-energy (per token) Pareto front by epsilon-constraint [OBJ-2]."""
+def _least_energy(sm: SpecModel, run: SolveSession) -> tuple[str, Evaluation | None, Fraction]:
+    """[EDP-1] The least energy per token (status, its design priced, a proven lower bound)."""
+    run.stage = "EDP: least energy"
+    status, design, _, bound = minimize_ratio(run, RatioObjective(sm, "energy"))
+    return status, None if design is None else sm.ev.evaluate(design), bound
+
+
+def _epsilon_front(sm: SpecModel, run: SolveSession, edp: bool = False,
+                   resolution: Fraction = Fraction(0)) -> tuple[list[Evaluation], str]:
+    """Exact latency-energy (per token) Pareto front by epsilon-constraint [OBJ-2]. `edp`: only the part
+    of the front that can hold the least EDP [EDP-1]: the sweep goes from the least latency up and stops
+    once the next point's latency (a proven lower bound) times the least energy per token exceeds the
+    least EDP found, since every later point has at least that latency and at least that energy.
+    `resolution` r > 0 [OBJ-2r]: the next point's energy per token is below (1 - r) x the last one's, so
+    every point found is still a proven Pareto point, and every front point Q has a found point P no
+    slower than Q with (1 - r) E_P <= E_Q."""
     lat, en = RatioObjective(sm, "latency"), RatioObjective(sm, "energy")
     d_max = max(st.tokens_micro for st in sm.stats)
     ev = sm.ev
     front: list[Evaluation] = []
     energy_cap: tuple[int, int] | None = None  # (energy numerator, tokens) of the last point: go strictly below
     proven = True
+    e_low: Fraction | None = None  # EDP-1: a proven lower bound on every design's energy per token
+    if edp:
+        st0, least, e_low = _least_energy(sm, run)
+        if st0 == "INFEASIBLE":
+            return front, "INFEASIBLE"
+        if least is None:
+            return front, "FEASIBLE"
     while True:
         run.stage = f"pareto point {len(front) + 1}: latency"
 
         def below_energy(model, cap=energy_cap):
             if cap is not None:  # strictly less energy per token than the last point
                 e_n, e_d = cap
+                keep = 1 - resolution  # OBJ-2r: below (1 - r) x the last energy per token
                 E = cap_copy(model, sm.energy, -(-e_n * d_max // e_d), "E_eps")
-                model.add(E * e_d <= e_n * _expr_in(model, sm) - 1)
+                model.add(E <= choice_sum(model, sm, ratio_limits(sm, e_n * keep.numerator, e_d * keep.denominator,
+                                                                   strict=True)))
 
-        st1, d1, _o1, _ = minimize_ratio(run, lat, below_energy)
+        st1, d1, _o1, l_low = minimize_ratio(run, lat, below_energy)
         if st1 == "INFEASIBLE":
             return front, ("INFEASIBLE" if not front else ("OPTIMAL" if proven else "FEASIBLE"))
+        if edp and front and l_low * e_low > min(p.metrics.objective("edp") for p in front):  # EDP-1 stop
+            return front, "OPTIMAL" if proven else "FEASIBLE"
         if d1 is None:
             return front, "FEASIBLE"
         proven &= st1 == "OPTIMAL"
@@ -1053,7 +1109,7 @@ def _epsilon_front(sm: SpecModel, run: SolveSession) -> tuple[list[Evaluation], 
         def within_latency(model, t_n=t_n, t_d=t_d, cap=energy_cap):
             below_energy(model, cap)
             T = cap_copy(model, sm.T, -(-t_n * d_max // t_d), "T_eps")
-            model.add(T * t_d <= t_n * _expr_in(model, sm))
+            model.add(T <= choice_sum(model, sm, ratio_limits(sm, t_n, t_d, strict=False)))
 
         # the latency stage's point satisfies both epsilon rows: a close starting ratio for Dinkelbach
         run.stage = f"pareto point {len(front) + 1}: energy"
@@ -1072,17 +1128,70 @@ def _epsilon_front(sm: SpecModel, run: SolveSession) -> tuple[list[Evaluation], 
 PARETO_OPTIONS = SolverOptions(time_limit_s=300.0)
 
 
-def pareto_front(scenario: Scenario, *, options: SolverOptions | None = None, catalog: Catalog | None = None,
-                 on_progress: ProgressHook | None = None) -> list[Evaluation]:
-    """Non-dominated (latency per token, energy per token) designs, sorted by latency; `options` bound the
-    whole front (default `PARETO_OPTIONS`: 300 s)."""
+@dataclass(frozen=True)
+class ParetoFront:
+    """A front and what it cost: OPTIMAL when every point's two stages and the closing latency stage are
+    proven (the front is exact at its `resolution`), FEASIBLE when the time limit cut it short."""
+
+    points: list[Evaluation]
+    status: str
+    resolution: Fraction
+    wall_s: float
+    deterministic_time: float
+    solves: int
+    options: SolverOptions
+
+    def statement(self) -> str:
+        """One line on the front's status and budget (the CLI's CSV ends with it)."""
+        exact = "exact front" if self.resolution == 0 else (
+            f"every front point has a listed point no slower whose energy is at most {float(100 * self.resolution):g}% "
+            "above it, in units of the listed point's")
+        proven = "every point proven" if self.status == "OPTIMAL" else "cut short by the time limit"
+        limit = f"{self.options.time_limit_s:g} {'deterministic units' if self.options.deterministic else 's'}"
+        n = len(self.points)
+        return (f"front: {self.status} ({proven}), {n} point{'' if n == 1 else 's'}, resolution "
+                f"{float(100 * self.resolution):g}% ({exact}); {self.wall_s:.1f} s wall, deterministic time "
+                f"{self.deterministic_time:.1f}, {self.solves} CP-SAT solves, time limit {limit}")
+
+    def as_dict(self) -> dict:
+        return {"status": self.status, "points": len(self.points), "resolution_pct": float(100 * self.resolution),
+                "wall_s": round(self.wall_s, 3), "deterministic_time": round(self.deterministic_time, 3),
+                "solves": self.solves, **self.options.as_dict()}
+
+
+def check_resolution(resolution_pct) -> Fraction:
+    """A front resolution in percent as a fraction of 1; ScenarioError unless 0 <= r < 50."""
+    try:
+        value = Fraction(str(resolution_pct)) / 100
+    except (ValueError, ZeroDivisionError):
+        raise ScenarioError(f"resolution: a percentage such as 0 or 1, got {resolution_pct!r}") from None
+    if not 0 <= value < Fraction(1, 2):
+        raise ScenarioError(f"resolution: must be in [0, 50) percent, got {resolution_pct}")
+    return value
+
+
+def pareto(scenario: Scenario, *, options: SolverOptions | None = None, catalog: Catalog | None = None,
+           on_progress: ProgressHook | None = None, resolution_pct=0) -> ParetoFront:
+    """The latency-energy front (points sorted by latency) with its status and cost; `options` bound the
+    whole front (default `PARETO_OPTIONS`: 300 s); `resolution_pct` [OBJ-2r]: 0 for the exact front."""
+    t0 = time.perf_counter()
+    resolution = check_resolution(resolution_pct)
     opts = options or PARETO_OPTIONS
     _check_options(opts.time_limit_s, opts.workers)
     catalog = catalog or scenario_catalog(scenario)
     sm = build_model(scenario, catalog, Evaluator(scenario, catalog))
     run = SolveSession(sm, opts)
     run.on_progress = on_progress
-    front, status = _epsilon_front(sm, run)
+    front, status = _epsilon_front(sm, run, resolution=resolution)
     if status == "INFEASIBLE":
         raise ScenarioError(explain_infeasible(sm, opts))
-    return sorted(front, key=lambda e: e.metrics.latency_fraction())
+    points = sorted(front, key=lambda e: e.metrics.latency_fraction())
+    return ParetoFront(points, status, resolution, time.perf_counter() - t0, run.deterministic_time, run.iterations,
+                       opts)
+
+
+def pareto_front(scenario: Scenario, *, options: SolverOptions | None = None, catalog: Catalog | None = None,
+                 on_progress: ProgressHook | None = None, resolution_pct=0) -> list[Evaluation]:
+    """Non-dominated (latency per token, energy per token) designs, sorted by latency (`pareto`'s points)."""
+    return pareto(scenario, options=options, catalog=catalog, on_progress=on_progress,
+                  resolution_pct=resolution_pct).points
