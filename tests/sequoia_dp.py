@@ -35,10 +35,15 @@ def sequoia_table(p: Sequence[float], max_nodes: int, max_depth: int) -> tuple[T
     T = [[[NEG] * (max_branch + 1) for _ in range(max_level + 1)] for _ in range(max_budget + 1)]
     branch_map: BranchMap = {}
 
+    best_of: dict[tuple[int, int], tuple[float, int]] = {}
+
     def best(m: int, l: int) -> tuple[float, int]:
-        row = T[m][l]
-        b = max(range(len(row)), key=lambda k: (row[k], -k))  # argmax, first index on ties (torch)
-        return row[b], b
+        # asked only of complete rows (fewer nodes, or the same nodes one level up), so cached
+        if (m, l) not in best_of:
+            row = T[m][l]
+            b = max(range(len(row)), key=lambda k: (row[k], -k))  # argmax, first index on ties (torch)
+            best_of[(m, l)] = (row[b], b)
+        return best_of[(m, l)]
 
     for l in range(1, max_level + 1):
         T[1][l][0] = 1.0
@@ -52,7 +57,7 @@ def sequoia_table(p: Sequence[float], max_nodes: int, max_depth: int) -> tuple[T
             for b in range(2, max_branch + 1):
                 max_value, new_y = NEG, -1
                 for y in range(1, m):
-                    new_value = T[y][l][b - 1] + pv[b] * best(m - y, l - 1)[0]
+                    new_value = T[y][l][b - 1] + pv[b] * best(m - y, l - 1)[0]  # -inf stays -inf
                     if new_value > max_value:
                         max_value, new_y = new_value, y
                 T[m][l][b] = max_value

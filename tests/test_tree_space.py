@@ -166,23 +166,35 @@ def test_bad_tree_inputs_are_one_line_errors(tmp_path):
         path.write_text(_toml(data))
         return CliRunner().invoke(main, ["solve", str(path), "--deterministic"])
 
-    bad_vector = tree_scenario(0)
-    bad_vector["drafters"][0]["tree"]["acceptance_vector"] = [0.5, 0.6]
-    r = run(bad_vector)
-    assert r.exit_code == 2 and "acceptance_vector" in r.output and "non-increasing" in r.output
-    assert "Traceback" not in r.output
+    for vector, needle in [([0.5, -0.1], "acceptance_vector[rank 2] must be in [0, 1]"),
+                           ([0.5, 0.6], "must sum to at most 1")]:
+        bad_vector = tree_scenario(0)
+        bad_vector["drafters"][0]["tree"]["acceptance_vector"] = vector
+        r = run(bad_vector)
+        assert r.exit_code == 2 and "acceptance_vector" in r.output and needle in r.output, r.output
+        assert "Traceback" not in r.output and len(r.output.strip().splitlines()) == 1
     clash = tree_scenario(0)
-    clash["drafters"][0]["tree"]["acceptance_vector"] = [0.5, 0.2]
-    r = run(clash)  # acceptance 0.7 but rank 1 of the vector 0.5
-    assert r.exit_code == 2 and "rank-1 entry" in r.output
+    clash["drafters"][0]["tree"]["acceptance_vector"] = [0.2, 0.5]
+    r = run(clash)  # acceptance 0.7 but rank 1 of the vector (its largest entry) 0.5
+    assert r.exit_code == 2 and "rank-1 entry 0.5" in r.output
     low = tree_scenario(0)
     low["drafters"][0]["acceptance"] = 0.2
     r = run(low)  # the catalog's conditional tail would rank rank 2 above rank 1
     assert r.exit_code == 2 and "give tree.acceptance_vector" in r.output
+    too_many = tree_scenario(0)
+    too_many["drafters"][0]["tree"] = {"max_nodes": 129}
+    r = run(too_many)
+    assert r.exit_code == 2 and "max_nodes" in r.output and "128" in r.output, r.output
+    assert len(r.output.strip().splitlines()) == 1
+    wide = tree_scenario(0)
+    wide["drafters"][0]["tree"] = {"max_children": 17}
+    r = run(wide)
+    assert r.exit_code == 2 and "max_children" in r.output and "16" in r.output, r.output
     big = tree_scenario(0, max_draft_length=8)
-    big["drafters"][0]["tree"] = {"max_nodes": 16, "max_children": 8}
-    r = run(big)
-    assert r.exit_code == 2 and "width profiles" in r.output and "exceed" in r.output
+    big["drafters"][0]["tree"] = {"max_nodes": 64, "max_children": 8}
+    r = run(big)  # millions of profiles of depth <= 8: no exact menu
+    assert r.exit_code == 2 and "width profiles" in r.output and "exceeding" in r.output and "[TREE-4]" in r.output
+    assert len(r.output.strip().splitlines()) == 1
 
 
 def test_a_tree_design_round_trips_through_json(tmp_path):
@@ -234,7 +246,7 @@ def _toml(data: dict) -> str:
 def test_errors_stay_scenario_errors():
     with pytest.raises(ScenarioError, match="tree"):
         parse_scenario(tree_scenario(0, max_draft_length=3) | {
-            "drafters": [{"model": "opt-125m", "tree": {"max_nodes": 40}}]})
+            "drafters": [{"model": "opt-125m", "devices": 1, "tree": {"max_nodes": 129}}]})
 
 
 def test_the_heuristic_searches_tree_genes():

@@ -7,8 +7,10 @@ from __future__ import annotations
 
 import itertools
 import math
+import pickle
 import random
 
+import numpy as np
 import pytest
 from sequoia_dp import sequoia_best_tree, sequoia_table, sequoia_values, sequoia_widths
 
@@ -31,12 +33,15 @@ from specpim_cp.physics.speculation import (
     fail_q_drafts,
 )
 from specpim_cp.problem.trees import (
+    TOKEN_CONVENTION,
+    RankedVector,
     TreeDraft,
     check_widths,
     conditional_rates,
     depth_masses,
     draft_pass_tokens,
     positional_vector,
+    rank_by_probability,
     render_tree,
     top_ranked_tree,
     tree_profiles,
@@ -45,6 +50,10 @@ from specpim_cp.problem.trees import (
 # Sequoia's shipped acceptance-rate-vector.pt (Infini-AI-Lab/Sequoia @ 0ff3ff7), ranks 1..6, float32
 SEQUOIA_MARGINALS = (0.6341829299926758, 0.10794602334499359, 0.056971512734889984, 0.022488756105303764,
                      0.019490255042910576, 0.014992503449320793)
+# ... and all its 32 ranks: float32(count / 667), the counts of formulations/physics_sources.md section 10
+SEQUOIA_COUNTS = (423, 72, 38, 15, 13, 10, 3, 2, 8, 3, 5, 3, 4, 2, 1, 2, 1, 2, 0, 2, 2, 2, 0, 1, 0, 1, 0, 0, 0,
+                  1, 1, 1)
+SEQUOIA_SHIPPED = tuple(float(np.float32(c) / np.float32(667)) for c in SEQUOIA_COUNTS)
 TAIL = (0.294, 0.221, 0.112, 0.109, 0.094)  # the conditional tail the lead ships
 P4 = positional_vector(0.634, TAIL, 4)
 P3 = positional_vector(0.75, TAIL, 3)
@@ -55,6 +64,7 @@ P4_75 = positional_vector(0.75, TAIL, 4)
 
 
 def test_conditionals_of_sequoias_marginals():
+    assert SEQUOIA_SHIPPED[:6] == SEQUOIA_MARGINALS and sum(SEQUOIA_COUNTS) == 667 - 49  # 49: none accepted
     cond = conditional_rates(SEQUOIA_MARGINALS)
     assert cond[0] == SEQUOIA_MARGINALS[0]
     # c_r = p_r / (1 - sum_{i<r} p_i): 0.2951, 0.2209, 0.1119, 0.1092, 0.0943
@@ -333,13 +343,39 @@ def test_profile_enumeration_counts():
 
 def test_render_tree():
     assert render_tree((0.6, 0.3), (2, 2)).splitlines() == [
-        "tree 2-2: 4 nodes, depth 2, W(d) = 0.900, 0.540",
+        "tree 2-2: 4 nodes, depth 2, W(d) = 0.900, 0.540, E = 2.440",
+        f"({TOKEN_CONVENTION})",
         "r1 0.600",
         "  r1 0.360",
         "  r2 0.180",
         "r2 0.300",
     ]
-    assert render_tree((0.7,), (1, 1)).splitlines()[1:] == ["r1 0.700", "  r1 0.490"]
+    assert render_tree((0.7,), (1, 1)).splitlines()[2:] == ["r1 0.700", "  r1 0.490"]
+    assert "root" in TOKEN_CONVENTION and "not a node" in TOKEN_CONVENTION and "bonus" in TOKEN_CONVENTION
+    # a re-ranked vector says so
+    ranked = rank_by_probability((0.6, 0.1, 0.3), 3, "acceptance_vector")
+    assert render_tree(ranked, (2,)).splitlines()[2] == f"(note: {ranked.note})"
+    assert "re-ranked by probability" in ranked.note
+
+
+def test_rank_by_probability():
+    ranked = rank_by_probability((0.5, 0.1, 0.2, 0.0), 3, "v")
+    assert ranked == (0.5, 0.2, 0.1) and isinstance(ranked, RankedVector)
+    assert "measured rank 3 0.2 > rank 2 0.1" in ranked.note and "1 least likely of its 4 ranks" in ranked.note
+    # as measured: no note; shorter than max_children: zero ranks
+    assert rank_by_probability((0.5, 0.2), 4).note == "" and rank_by_probability((0.5, 0.2), 4) == (0.5, 0.2, 0, 0)
+    # a value: equal to and hashed as the tuple, pickled with its note
+    assert hash(ranked) == hash((0.5, 0.2, 0.1))
+    back = pickle.loads(pickle.dumps(ranked))
+    assert back == ranked and back.note == ranked.note and isinstance(back, RankedVector)
+    for bad, match in [((0.5, -0.1), r"v\[rank 2\] must be in \[0, 1\]"), ((0.7, 0.6), "sum to at most 1"),
+                       ((0.2, 1.0), r"v\[rank 2\] must be < 1"), ((), "at least one")]:
+        with pytest.raises(ValueError, match=match):
+            rank_by_probability(bad, 4, "v")
+    # Sequoia's shipped vector: rank 9 (8 of 667 positions) above rank 8 (2 of 667), 32 ranks
+    shipped = rank_by_probability(SEQUOIA_SHIPPED, 16, "acceptance_vector")
+    assert list(shipped) == sorted(SEQUOIA_SHIPPED, reverse=True)[:16]
+    assert "measured rank 9 0.01199 > rank 8 0.002999" in shipped.note and "16 least likely of its 32" in shipped.note
 
 
 def test_draft_pass_tokens():

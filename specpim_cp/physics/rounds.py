@@ -7,15 +7,19 @@ tokens does this pass process" and "what does this choice yield per round" have 
 
 from __future__ import annotations
 
+from collections.abc import Sequence
 from dataclasses import dataclass
 from functools import lru_cache
 
 from specpim_cp.catalog import Catalog
 from specpim_cp.errors import ScenarioError
 from specpim_cp.physics import speculation as spec
+from specpim_cp.physics.costs import CostModel
 from specpim_cp.problem.design import DrafterChoice, SpecChoice
+from specpim_cp.problem.operators import PLACEABLE_OPS
 from specpim_cp.problem.scenario import Scenario
-from specpim_cp.problem.trees import TreeDraft, draft_pass_tokens, positional_vector
+from specpim_cp.problem.space import ModelOptions, drafter_alpha, drafter_tree_vector
+from specpim_cp.problem.trees import RankedVector, TreeDraft, draft_pass_tokens
 
 
 # -- tokens per pass -------------------------------------------------------------------------
@@ -37,6 +41,26 @@ def tree_pass_tokens(batch: int, drafter: DrafterChoice) -> tuple[int, ...]:
     return tuple(batch * w for w in draft_pass_tokens(drafter.tree))
 
 
+def falling_prices(costs: CostModel, model: ModelOptions, tokens: Sequence[int]) -> list[str]:
+    """The premise of dominance rule [TREE-4], checked on the price tables: every operator (at every
+    placement), all-reduce and embedding-lookup price of `model` on each of its architectures, time and
+    energy, is non-decreasing along the ascending token counts `tokens`. Returns each exception as
+    'arch what: t1 -> t2 tokens' (empty: the premise holds there)."""
+    out = []
+    for a in model.archs:
+        series = {f"{op} {p.engine}{p.share or ''} {p.layout}": [costs.placement_cost(model.spec, op, p, a, t)
+                                                                 for t in tokens]
+                  for op in PLACEABLE_OPS for p in model.allowed(a, op)}
+        series["allreduce"] = [costs.allreduce_cost(model.spec, a, t) for t in tokens]
+        for lay in sorted({p.layout for p in model.allowed(a, "lm_head")}):
+            series[f"embedding {lay}"] = [costs.embedding_cost(model.spec, a, lay, t) for t in tokens]
+        for what, prices in series.items():
+            for (t0, c0), (t1, c1) in zip(zip(tokens, prices), zip(tokens[1:], prices[1:])):
+                if c0 is not None and c1 is not None and (c1.time_ns < c0.time_ns or c1.energy_nj < c0.energy_nj):
+                    out.append(f"{a.label()} {what}: {t0} -> {t1} tokens")
+    return out
+
+
 def draft2_tokens(batch: int) -> int:
     """A draft2 model's step: one token per sequence."""
     return batch
@@ -49,36 +73,16 @@ def pass_tokens(batch: int, choice: SpecChoice, index: int) -> int:
 
 # -- acceptance ------------------------------------------------------------------------------
 def drafter_acceptance(scenario: Scenario, catalog: Catalog, i: int) -> float:
-    """Drafter i's acceptance rate: the scenario's value, else the rank-1 entry of its token trees'
-    acceptance_vector, else the catalog's (pair, family, default)."""
-    e = scenario.drafters[i]
-    if e.acceptance is not None:
-        return e.acceptance
-    if e.tree is not None and e.tree.acceptance_vector is not None:
-        return e.tree.acceptance_vector[0]
-    return catalog.default_acceptance(e.model, scenario.verifier.model)
+    """Drafter i's acceptance rate: the scenario's value, else the largest entry of its token trees'
+    acceptance_vector (rank 1 once ranked by probability), else the catalog's (pair, family, default)."""
+    return drafter_alpha(scenario, catalog, i)
 
 
-def tree_vector(scenario: Scenario, catalog: Catalog, i: int, alpha: float) -> tuple[float, ...] | None:
+def tree_vector(scenario: Scenario, catalog: Catalog, i: int, alpha: float) -> RankedVector | None:
     """Drafter i's positional acceptance vector p_1..p_R for token trees (None without a [tree] table):
-    the scenario's acceptance_vector, else alpha with the catalog's conditional tail ([TREE])."""
-    t = scenario.drafters[i].tree
-    if t is None:
-        return None
-    if t.acceptance_vector is not None:
-        return tuple(t.acceptance_vector)
-    tail = catalog.tree_conditional_tail
-    if len(tail) < t.max_children - 1:
-        raise ScenarioError(f"drafters[{i}].tree.max_children: {t.max_children} needs {t.max_children - 1} "
-                            f"conditional rates but the catalog's tree_conditional_tail has {len(tail)}; "
-                            "give tree.acceptance_vector")
-    try:
-        return positional_vector(alpha, tail, t.max_children)
-    except ValueError:
-        raise ScenarioError(
-            f"drafters[{i}].tree: acceptance {alpha:g} is below the catalog's rank-2 conditional rate "
-            f"{tail[0]:g} / (1 + {tail[0]:g}), so its default vector would rank a worse candidate above the best; "
-            "give tree.acceptance_vector") from None
+    the scenario's acceptance_vector ranked by probability and cut or padded to max_children ([TREE-5];
+    its `note` says how), else alpha with the catalog's conditional tail ([TREE])."""
+    return drafter_tree_vector(scenario, catalog, i, alpha)
 
 
 def draft2_acceptance(scenario: Scenario, catalog: Catalog, i: int, draft2: str) -> float:
@@ -95,6 +99,12 @@ class Acceptance:
     drafters: tuple[float, ...]
     draft2: tuple[dict[str, float], ...]
     trees: tuple[tuple[float, ...] | None, ...] = ()  # per drafter: positional vector of its token trees
+
+    @property
+    def notes(self) -> tuple[str, ...]:
+        """What the scenario's acceptance vectors became ([TREE-5]: re-ranked by probability, ranks beyond
+        max_children dropped), one line per drafter it concerns (naming the field), for a report to show."""
+        return tuple(p.note for p in self.trees if getattr(p, "note", ""))
 
     @classmethod
     def of(cls, scenario: Scenario, catalog: Catalog) -> Acceptance:

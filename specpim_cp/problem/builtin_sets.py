@@ -19,6 +19,8 @@ SET_DESCRIPTIONS: dict[str, str] = {
     "paper-full": "the `paper` families at batch 1 to 64, every drafter up to draft length 8, device counts chosen "
                   "under the paper's device budget",
     "paper-trees": "the 12 `paper` scenarios with token trees enabled for every drafter",
+    "paper-trees-large": "opt-13b of `paper-trees` at batch 1-8 with trees of up to 64 and 128 nodes (16 candidates, "
+                         "depth <= 2), GPU-SI and PIM spaces (benchmarks/bench_trees_large.py)",
     "staged": "GPT-2 staged drafting with the pipeline on and off",
     "mix": "workload mixes over the `paper` families (solve-mix)",
 }

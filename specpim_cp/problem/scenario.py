@@ -50,22 +50,24 @@ class ModelEntry(StrictModel):
 class TreeSpace(StrictModel):
     """Token trees for one drafter (formulations/speculation_rounds.md, [TREE]): besides chains, every
     width profile with at most `max_nodes` nodes, `max_children` candidates per node and depth up to
-    the scenario's max_draft_length, each drafted as its top-ranked tree."""
+    the scenario's max_draft_length, each drafted as its top-ranked tree (the exact model is offered
+    those no other profile dominates, [TREE-4])."""
 
-    max_nodes: int = Field(default=8, ge=1, le=16)
-    # the catalog's conditional tail (Sequoia's measured vector) decreases up to rank 8 only
-    max_children: int = Field(default=4, ge=1, le=8)
-    # marginal P(the rank-r candidate is accepted), r = 1..max_children (missing ranks: 0)
-    acceptance_vector: list[float] | None = None
+    max_nodes: int = Field(default=8, ge=1, le=128)
+    # the catalog's conditional tail (Sequoia's measured vector) reaches rank 8; beyond, give acceptance_vector
+    max_children: int = Field(default=4, ge=1, le=16)
+    # marginal P(the rank-r candidate is accepted), as measured: any order (ranked by probability, [TREE-5]),
+    # any length (the max_children likeliest ranks are used; missing ranks: 0)
+    acceptance_vector: list[float] | None = Field(default=None, max_length=1024)
 
     @model_validator(mode="after")
     def _vector(self) -> TreeSpace:
         v = self.acceptance_vector
         if v is None:
             return self
-        if not v or len(v) > self.max_children:
-            raise ValueError(f"acceptance_vector: needs 1..max_children ({self.max_children}) entries, got {len(v)}")
-        check_positional(v, "acceptance_vector")
+        if not v:
+            raise ValueError("acceptance_vector: needs at least one entry (P(rank 1 accepted))")
+        check_positional(v, "acceptance_vector", ranked=False)
         return self
 
 
@@ -77,9 +79,9 @@ class DrafterEntry(ModelEntry):
     @model_validator(mode="after")
     def _tree_acceptance(self) -> DrafterEntry:
         v = None if self.tree is None else self.tree.acceptance_vector
-        if v is not None and self.acceptance is not None and v[0] != self.acceptance:
-            raise ValueError(f"tree.acceptance_vector: its rank-1 entry {v[0]} is the chain acceptance, but "
-                             f"acceptance is {self.acceptance} (give one of them, or equal values)")
+        if v is not None and self.acceptance is not None and max(v) != self.acceptance:
+            raise ValueError(f"tree.acceptance_vector: its rank-1 entry {max(v)} (its largest) is the chain "
+                             f"acceptance, but acceptance is {self.acceptance} (give one of them, or equal values)")
         return self
 
 

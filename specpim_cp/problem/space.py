@@ -36,12 +36,22 @@ from specpim_cp.problem.design import (
 )
 from specpim_cp.problem.mapping_rules import rule_allows
 from specpim_cp.problem.operators import PLACEABLE_OPS
-from specpim_cp.problem.scenario import ModelEntry, Scenario, Space
-from specpim_cp.problem.trees import tree_profiles
+from specpim_cp.problem.scenario import ModelEntry, Scenario, Space, scenario_catalog
+from specpim_cp.problem.trees import (
+    Dominance,
+    MenuTooLarge,
+    RankedVector,
+    dominant_profiles,
+    positional_vector,
+    rank_by_probability,
+)
 
-#: Most token-tree width profiles one drafter may offer (each is a speculation choice of the exact model;
-#: 228 for the default 8 nodes, 4 children, depth 8, 3,095 for 12 nodes).
-MAX_TREE_PROFILES = 1024
+#: Most token-tree width profiles one drafter may offer after dominance ([TREE-4]); each is a speculation
+#: choice of the exact model. Measured (benchmarks/bench_trees_large.py, formulations/speculation_rounds.md
+#: [TREE-4]): 1,670 profiles (16 nodes, 16 children, depth 8) solve in 1.4-4.6 s, 5,078 (20 nodes) in 4-11 s.
+MAX_TREE_PROFILES = 4096
+#: Most profiles of the tree space the menu's generator enumerates (about 6 s per million).
+MAX_TREE_ENUMERATION = 1_000_000
 
 
 # ------------------------------------------------------------------------------------------------
@@ -152,7 +162,8 @@ class DesignSpace:
         return tuple(opts)
 
     def tree_options(self, i: int) -> tuple[tuple[int, ...], ...]:
-        return tree_options(self.scenario, i)
+        """Drafter i's exact menu of tree profiles ([TREE-4], `tree_options`)."""
+        return tree_options(self.scenario, i, self.catalog)
 
     def choices(self) -> Iterator[SpecChoice]:
         """Every speculation choice: the product of the drafters' options and the pipeline modes, except
@@ -347,22 +358,75 @@ def draft_length_options(scenario: Scenario, i: int) -> tuple[int, ...]:
     return tuple(range(1, scenario.max_draft_length + 1))
 
 
-def tree_options(scenario: Scenario, i: int) -> tuple[tuple[int, ...], ...]:
-    """Drafter i's token-tree width profiles (chains excluded: they are the chain options), depth within
-    its draft lengths, at most `tree.max_nodes` nodes and `tree.max_children` children per node; none
-    without a `[drafters.tree]` table or with `[space] trees = "off"`."""
+def tree_options(scenario: Scenario, i: int, catalog: Catalog | None = None) -> tuple[tuple[int, ...], ...]:
+    """Drafter i's token-tree width profiles (chains excluded: they are the chain options): depth within
+    its draft lengths, at most `tree.max_nodes` nodes and `tree.max_children` children per node, minus
+    the profiles another one dominates for every hardware and mapping ([TREE-4], `dominant_profiles`);
+    none without a `[drafters.tree]` table or with `[space] trees = "off"`. `catalog`: the scenario's
+    (default `scenario_catalog`), for the acceptance vector and the models' price monotonicity."""
     tree = scenario.drafters[i].tree
     if tree is None or scenario.space.trees == "off":
         return ()
-    depths = set(draft_length_options(scenario, i))
-    out = tuple(w for w in tree_profiles(tree.max_children, max(depths), tree.max_nodes)
-                if len(w) in depths and any(x > 1 for x in w))
-    if len(out) > MAX_TREE_PROFILES:
+    catalog = catalog or scenario_catalog(scenario)
+    depths = draft_length_options(scenario, i)
+    p = drafter_tree_vector(scenario, catalog, i)
+    assert p is not None
+    # [TREE-4] premise: a mixture-of-experts model's prices are not proven monotone in tokens
+    rule = Dominance(joint=len(scenario.drafters) > 1,
+                     exact_verify=catalog.model(scenario.verifier.model, "verifier.model").is_moe,
+                     exact_passes=catalog.model(scenario.drafters[i].model, f"drafters[{i}].model").is_moe)
+    try:
+        return dominant_profiles(p, tree.max_children, depths, tree.max_nodes, rule,
+                                 limit=MAX_TREE_PROFILES, work_limit=MAX_TREE_ENUMERATION)
+    except MenuTooLarge as exc:
+        shape = (f"{tree.max_nodes} nodes, max_children {tree.max_children}, depth up to {max(depths)}"
+                 f"{', several drafters' if rule.joint else ''}")
+        what = (f"{exc.count:,}+ width profiles remain after dominance, exceeding the {exc.limit:,} the exact model "
+                "takes" if exc.what.startswith("left") else
+                f"the tree space holds {exc.count:,} width profiles, exceeding the {exc.limit:,} its exact menu "
+                "enumerates")
+        raise ScenarioError(f"drafters[{i}].tree.max_nodes: {shape}: {what} ([TREE-4]); lower tree.max_nodes, "
+                            "tree.max_children or max_draft_length") from None
+
+
+def drafter_alpha(scenario: Scenario, catalog: Catalog, i: int) -> float:
+    """Drafter i's acceptance rate: the scenario's value, else the largest entry of its token trees'
+    acceptance_vector (its rank 1 once ranked by probability), else the catalog's (pair, family, default)."""
+    e = scenario.drafters[i]
+    if e.acceptance is not None:
+        return e.acceptance
+    if e.tree is not None and e.tree.acceptance_vector is not None:
+        return max(e.tree.acceptance_vector)
+    return catalog.default_acceptance(e.model, scenario.verifier.model)
+
+
+def drafter_tree_vector(scenario: Scenario, catalog: Catalog, i: int,
+                        alpha: float | None = None) -> RankedVector | None:
+    """Drafter i's positional acceptance vector p_1..p_R (R = tree.max_children; None without a [tree]
+    table): the scenario's acceptance_vector ranked by probability ([TREE-5], `rank_by_probability`: its
+    `note` says when it was re-ranked or cut), else alpha (default `drafter_alpha`) with the catalog's
+    conditional tail ([TREE])."""
+    t = scenario.drafters[i].tree
+    if t is None:
+        return None
+    if t.acceptance_vector is not None:
+        try:
+            return rank_by_probability(t.acceptance_vector, t.max_children, f"drafters[{i}].tree.acceptance_vector")
+        except ValueError as exc:
+            raise ScenarioError(str(exc)) from None
+    alpha = drafter_alpha(scenario, catalog, i) if alpha is None else alpha
+    tail = catalog.tree_conditional_tail
+    if len(tail) < t.max_children - 1:
+        raise ScenarioError(f"drafters[{i}].tree.max_children: {t.max_children} needs {t.max_children - 1} "
+                            f"conditional rates but the catalog's tree_conditional_tail has {len(tail)}; "
+                            "give tree.acceptance_vector")
+    try:
+        return RankedVector(positional_vector(alpha, tail, t.max_children))
+    except ValueError:
         raise ScenarioError(
-            f"drafters[{i}].tree: {len(out)} width profiles (max_nodes {tree.max_nodes}, max_children "
-            f"{tree.max_children}, depth up to {max(depths)}) exceed {MAX_TREE_PROFILES}; lower tree.max_nodes, "
-            "tree.max_children or max_draft_length")
-    return out
+            f"drafters[{i}].tree: acceptance {alpha:g} is below the catalog's rank-2 conditional rate "
+            f"{tail[0]:g} / (1 + {tail[0]:g}), so its default vector would rank a worse candidate above the best; "
+            "give tree.acceptance_vector") from None
 
 
 def model_labels(scenario: Scenario) -> list[tuple[str, ModelEntry]]:

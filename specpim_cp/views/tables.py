@@ -80,7 +80,8 @@ def host_line(sc: Scenario, ev) -> str:
 
 def format_evaluation(sc: Scenario, ev) -> str:
     lines = [f"scenario {sc.name}: batch {sc.batch_size}, context {sc.prompt_tokens}+{sc.generated_tokens}",
-             host_line(sc, ev), "design:", *design_lines(sc, ev.design), "metrics: " + format_metrics(ev.metrics), "breakdown:"]
+             host_line(sc, ev), "design:", *design_lines(sc, ev.design), "metrics: " + format_metrics(ev.metrics),
+             *acceptance_notes(sc), "breakdown:"]
     b = ev.breakdown
     rows = []
     for label, mb in b.models():
@@ -171,8 +172,16 @@ def format_solve(sc: Scenario, res) -> str:
             f"{human_objective(r.objective_name, r.objective)}, bound {bound}, gap {gap}, {r.wall_s:.2f} s, "
             f"{r.iterations} iterations, seed {r.seed}, {r.solver_version}")
     lines = [head, host_line(sc, res.evaluation), "design:", *design_lines(sc, res.design),
-             "metrics: " + format_metrics(res.evaluation.metrics)]
+             "metrics: " + format_metrics(res.evaluation.metrics), *acceptance_notes(sc)]
     return "\n".join(lines)
+
+
+def acceptance_notes(sc: Scenario) -> list[str]:
+    """One line per measured acceptance vector the model re-ranked or cut ([TREE-5])."""
+    from specpim_cp.physics.rounds import Acceptance
+    from specpim_cp.problem.scenario import scenario_catalog
+
+    return [f"note: {n}" for n in Acceptance.of(sc, scenario_catalog(sc)).notes]
 
 
 def md_table(headers: Sequence[str], rows: Sequence[Sequence[str]]) -> str:
