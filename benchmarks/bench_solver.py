@@ -30,20 +30,10 @@ from fractions import Fraction
 from pathlib import Path
 
 from specpim_cp.errors import ScenarioError
-from specpim_cp.problem.builtin_sets import builtin_sets
+from specpim_cp.problem.builtin_sets import scenario_files
 from specpim_cp.problem.scenario import load_scenario
 from specpim_cp.solvers.exact import ModelMismatch, SolverOptions, solve
 from specpim_cp.views.tables import table
-
-
-def scenario_files(names: list[str]) -> list[Path]:
-    sets = builtin_sets()
-    out: list[Path] = []
-    for n in names:
-        p = sets.get(n, Path(n))
-        out += sorted(p.glob("*.toml")) if p.is_dir() else [p]
-    return out
-
 
 #: Objectives `--objective` can ask for, and how the table prints each one's value.
 OBJECTIVE_TEXT = {

@@ -31,7 +31,7 @@ from specpim_cp.catalog import default_catalog
 from specpim_cp.errors import ScenarioError
 from specpim_cp.physics.costs import CostModel
 from specpim_cp.physics.rounds import falling_prices
-from specpim_cp.problem.builtin_sets import builtin_sets
+from specpim_cp.problem.builtin_sets import scenario_files
 from specpim_cp.problem.scenario import load_scenario, scenario_catalog
 from specpim_cp.problem.space import MAX_TREE_PROFILES, DesignSpace
 from specpim_cp.problem.trees import count_profiles, dominant_profiles, rank_by_probability
@@ -45,15 +45,6 @@ SEQUOIA_COUNTS = (423, 72, 38, 15, 13, 10, 3, 2, 8, 3, 5, 3, 4, 2, 1, 2, 1, 2, 0
 SEQUOIA_SHIPPED = tuple(float(np.float32(c) / np.float32(667)) for c in SEQUOIA_COUNTS)
 COUNT_NODES = (16, 20, 24, 32, 64, 128)
 COUNT_DEPTHS = (2, 3, 4, 8)
-
-
-def scenario_files(names: list[str]) -> list[Path]:
-    sets = builtin_sets()
-    out: list[Path] = []
-    for n in names:
-        p = sets.get(n, Path(n))
-        out += sorted(p.glob("*.toml")) if p.is_dir() else [p]
-    return out
 
 
 def draft_text(design) -> str:

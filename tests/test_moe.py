@@ -24,6 +24,7 @@ from pathlib import Path
 
 import pytest
 from click.testing import CliRunner
+from test_catalog_user import _ok, _one_line_error
 
 from specpim_cp.catalog import default_catalog, load_catalog
 from specpim_cp.catalog.import_hf import import_hf
@@ -52,18 +53,6 @@ def _run(*args: str):
     return CliRunner().invoke(main, list(args))
 
 
-def _ok(result) -> str:
-    assert result.exit_code == 0, (result.stdout, result.stderr, result.exception)
-    return result.stdout
-
-
-def _one_line_error(result, *needles: str) -> str:
-    assert result.exit_code == 2, (result.exit_code, result.stdout, result.stderr, result.exception)
-    err = result.stderr
-    assert err.startswith("error: ") and err.count("\n") == 1 and "Traceback" not in err, err
-    for n in needles:
-        assert n in err, f"{n!r} not in {err!r}"
-    return err
 
 
 def _scenario(model: str, devices: int, catalog=None, **extra):

@@ -47,3 +47,13 @@ def resolve_scenario_path(name: str) -> Path:
             if cand.exists():
                 return cand
     raise ScenarioError(f"{name}: no such scenario file (or built-in SET/NAME, e.g. examples/opt-13b)")
+
+
+def scenario_files(names: list[str]) -> list[Path]:
+    """The scenario files of built-in set names, folders or files, in order (a folder's sorted)."""
+    sets = builtin_sets()
+    out: list[Path] = []
+    for n in names:
+        p = sets.get(n, Path(n))
+        out += sorted(p.glob("*.toml")) if p.is_dir() else [p]
+    return out
