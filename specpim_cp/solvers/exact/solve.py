@@ -1078,12 +1078,16 @@ def _epsilon_front(sm: SpecModel, run: SolveSession, edp: bool = False,
     energy_cap: tuple[int, int] | None = None  # (energy numerator, tokens) of the last point: go strictly below
     proven = True
     e_low: Fraction | None = None  # EDP-1: a proven lower bound on every design's energy per token
+    best: Fraction | None = None  # EDP-2: the least EDP of a design seen so far
     if edp:
         st0, least, e_low = _least_energy(sm, run)
         if st0 == "INFEASIBLE":
             return front, "INFEASIBLE"
         if least is None:
             return front, "FEASIBLE"
+        best = least.metrics.objective("edp")
+    edp_bounds = [lat.value(lt, st.tokens_micro) * en.value(le, st.tokens_micro)
+                  for lt, le, st in zip(lat.num_bounds, en.num_bounds, sm.stats)] if edp else []
     while True:
         run.stage = f"pareto point {len(front) + 1}: latency"
 
@@ -1095,7 +1099,19 @@ def _epsilon_front(sm: SpecModel, run: SolveSession, edp: bool = False,
                 model.add(E <= choice_sum(model, sm, ratio_limits(sm, e_n * keep.numerator, e_d * keep.denominator,
                                                                    strict=True)))
 
-        st1, d1, _o1, l_low = minimize_ratio(run, lat, below_energy)
+        def edp_box(model, cap=energy_cap, best=best):
+            """EDP-2: only designs that can reach the least EDP seen: CUT-3's EDP bound of their choice and
+            their latency (at most best / E_min) at most it."""
+            below_energy(model, cap)
+            for z, bound in zip(sm.z, edp_bounds):
+                if bound > best:
+                    model.add(model.get_bool_var_from_proto_index(z.index) == 0)
+            if e_low:
+                q = best / (e_low * lat.scale)  # T / D <= q
+                T = model.get_int_var_from_proto_index(sm.T.index)
+                model.add(T <= choice_sum(model, sm, ratio_limits(sm, q.numerator, q.denominator, strict=False)))
+
+        st1, d1, _o1, l_low = minimize_ratio(run, lat, edp_box if edp else below_energy)
         if st1 == "INFEASIBLE":
             return front, ("INFEASIBLE" if not front else ("OPTIMAL" if proven else "FEASIBLE"))
         if edp and front and l_low * e_low > min(p.metrics.objective("edp") for p in front):  # EDP-1 stop
@@ -1105,6 +1121,8 @@ def _epsilon_front(sm: SpecModel, run: SolveSession, edp: bool = False,
         proven &= st1 == "OPTIMAL"
         e1 = ev.evaluate(d1)
         t_n, t_d = e1.metrics.round_time_ns, e1.metrics.tokens_per_round_micro
+        if edp:
+            best = min(best, e1.metrics.objective("edp"))
 
         def within_latency(model, t_n=t_n, t_d=t_d, cap=energy_cap):
             below_energy(model, cap)
@@ -1119,6 +1137,8 @@ def _epsilon_front(sm: SpecModel, run: SolveSession, edp: bool = False,
         proven &= st2 == "OPTIMAL"
         point = ev.evaluate(d2)
         front.append(point)
+        if edp:
+            best = min(best, point.metrics.objective("edp"))
         energy_cap = (point.metrics.energy_nj_per_round, point.metrics.tokens_per_round_micro)
         if run.budget.remaining() <= 0:
             return front, "FEASIBLE"
