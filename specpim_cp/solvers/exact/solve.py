@@ -302,6 +302,12 @@ class RatioObjective:
         return Fraction(num, den) * self.scale
 
 
+#: `SolveSession.solve(cautious=NO_PRESOLVE)`: CP-SAT without presolve, the last re-solve after a
+#: contradiction (paper-full/palm-62b-full-b32's OBJ-3 level: INFEASIBLE with presolve at either setting,
+#: OPTIMAL without, formulations/objectives.md).
+NO_PRESOLVE = "no presolve"
+
+
 class SolveSession:
     """One solve session over a SpecModel: incumbent, hints, budget, statistics."""
 
@@ -327,7 +333,7 @@ class SolveSession:
                                            time.perf_counter() - self.t0))
 
     def solve(self, model: cp_model.CpModel, first_solution: bool = False,
-              cautious: bool = False) -> tuple[int, cp_model.CpSolver]:
+              cautious: bool | str = False) -> tuple[int, cp_model.CpSolver]:
         """One CP-SAT solve on the budget; `cautious` uses CP-SAT's own presolve and LP settings (the
         re-solve after a contradiction, `_contradicts`)."""
         invalid = model.validate()
@@ -348,13 +354,16 @@ class SolveSession:
                 setattr(solver.parameters, name, getattr(default, name))
         if self.linearization is not None:  # the energy steps' LP level holds in a cautious solve too
             solver.parameters.linearization_level = self.linearization
+        if cautious == NO_PRESOLVE:  # the last resort after two contradictions: no presolve at all
+            solver.parameters.cp_model_presolve = False
         if first_solution:
             solver.parameters.stop_after_first_solution = True
         status = solver.solve(model)
         self.budget.charge(solver)
         self.iterations += 1
         self.deterministic_time += solver.deterministic_time
-        self.solve_log.append({"stage": self.stage + (" (cautious)" if cautious else ""),
+        self.solve_log.append({"stage": self.stage + (f" ({'no presolve' if cautious == NO_PRESOLVE else 'cautious'})"
+                                                      if cautious else ""),
                                "status": solver.status_name(status),
                                "deterministic_time": round(solver.deterministic_time, 3),
                                "wall_s": round(solver.wall_time, 3)})
@@ -494,13 +503,16 @@ def _dinkelbach(run: SolveSession, ratio: RatioObjective, extra, start: Evaluati
         status, solver = run.solve(model)
         f_val = _value_at(status, solver, objective)
         if not focused and _contradicts(status, f_val):
-            status, solver = run.solve(model, cautious=True)
-            f_val = _value_at(status, solver, objective)
+            for mode in (True, NO_PRESOLVE):  # CP-SAT's own presolve, then none (objectives.md, 9.15 fault)
+                status, solver = run.solve(model, cautious=mode)
+                f_val = _value_at(status, solver, objective)
+                if not _contradicts(status, f_val):
+                    break
             if _contradicts(status, f_val):
                 said = "INFEASIBLE" if status == cp_model.INFEASIBLE else f"OPTIMAL with F = {f_val}"
                 raise ModelMismatch(
                     f"CP-SAT reports {said} for a Dinkelbach step whose incumbent has G = 1, also with its default "
-                    "presolve: a solver fault (formulations/objectives.md, 'A CP-SAT 9.15 fault'); no optimum is "
+                    "presolve and with none: a solver fault (formulations/objectives.md, 'A CP-SAT 9.15 fault'); no optimum is "
                     "claimed")
         if focused and (status == cp_model.INFEASIBLE or (status == cp_model.OPTIMAL and f_val >= 1)):
             focus = None  # nothing better among the focused choices: search every choice the pruning leaves
@@ -842,7 +854,10 @@ class CanonicalOptimum:
 
         status, solver = run.solve(model)
         if contradicts(status, solver):
-            status, solver = run.solve(model, cautious=True)
+            for mode in (True, NO_PRESOLVE):  # CP-SAT's own presolve, then none (objectives.md, 9.15 fault)
+                status, solver = run.solve(model, cautious=mode)
+                if not contradicts(status, solver):
+                    break
             if contradicts(status, solver):
                 self.note = ("CP-SAT contradicted the design of the previous level (formulations/objectives.md, "
                              "'A CP-SAT 9.15 fault'): the design is not canonical")
