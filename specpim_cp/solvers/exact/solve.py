@@ -479,10 +479,11 @@ def _dinkelbach(run: SolveSession, ratio: RatioObjective, extra, start: Evaluati
         if status not in (cp_model.OPTIMAL, cp_model.FEASIBLE):
             return "UNKNOWN", None, None, Fraction(0)
         incumbent = _measure(run, ratio, run.remember(solver))
-    bound = Fraction(0)
     # OBJ-1 focus: search first only the choices whose CUT-3 bound ratio is within FOCUS_SLACK of the least
     bound_ratio = [Fraction(lb, st.tokens_micro) for lb, st in zip(ratio.num_bounds, sm.stats)]
     focus = min(bound_ratio) * (1 + FOCUS_SLACK) if extra is None else None
+    # a proven bound before any step: every design's N is at least its choice's CUT-3 bound (OBJ-1)
+    bound = min(min(bound_ratio) * ratio.scale, ratio.value(*incumbent[:2]))
     # Dinkelbach, scaled: G(lambda) = min N(x) - (ceil(lambda D(x)) - 1), lambda = N_prev / D_prev; 1 at the optimum
     while True:
         n_prev, d_prev, _ = incumbent
@@ -1079,6 +1080,17 @@ def _least_energy(sm: SpecModel, run: SolveSession) -> tuple[str, Evaluation | N
 
 def _epsilon_front(sm: SpecModel, run: SolveSession, edp: bool = False,
                    resolution: Fraction = Fraction(0)) -> tuple[list[Evaluation], str]:
+    """`_sweep`; for EDP, when the sweep is not proven, also the least-energy design it started from (a
+    feasible design, so a time limit hit early still returns the best EDP seen)."""
+    least: list[Evaluation] = []
+    front, status = _sweep(sm, run, edp, resolution, least)
+    if edp and status == "FEASIBLE" and least and all(p.design.key() != least[0].design.key() for p in front):
+        front = [*front, least[0]]
+    return front, status
+
+
+def _sweep(sm: SpecModel, run: SolveSession, edp: bool, resolution: Fraction,
+           least_found: list[Evaluation]) -> tuple[list[Evaluation], str]:
     """Exact latency-energy (per token) Pareto front by epsilon-constraint [OBJ-2]. `edp`: only the part
     of the front that can hold the least EDP [EDP-1]: the sweep goes from the least latency up and stops
     once the next point's latency (a proven lower bound) times the least energy per token exceeds the
@@ -1101,6 +1113,7 @@ def _epsilon_front(sm: SpecModel, run: SolveSession, edp: bool = False,
         if least is None:
             return front, "FEASIBLE"
         best = least.metrics.objective("edp")
+        least_found.append(least)
     edp_bounds = [lat.value(lt, st.tokens_micro) * en.value(le, st.tokens_micro)
                   for lt, le, st in zip(lat.num_bounds, en.num_bounds, sm.stats)] if edp else []
     while True:
