@@ -22,14 +22,21 @@ def catalog_models(catalog_files: tuple[str, ...]) -> None:
 
     cat = user_catalog(catalog_files)
     rows = [[m.name, m.family, m.layers, m.hidden, m.heads, m.kv_heads, m.head_dim, m.ffn, m.ffn_kind,
-             "yes" if m.parallel_block else "no", m.vocab, f"{m.parameter_count() / 1e9:.2f}"]
+             "yes" if m.parallel_block else "no", m.vocab, _experts_text(m), f"{m.parameter_count() / 1e9:.2f}"]
             for m in cat.models.values()]
     click.echo(table(["model", "family", "layers", "hidden", "heads", "kv", "head", "ffn", "ffn kind",
-                      "parallel", "vocab", "params (B)"], rows))
+                      "parallel", "vocab", "experts (k of E + shared)", "params (B)"], rows))
     click.echo("")
     for m in cat.models.values():
         click.echo(f"{m.name}: {m.source}")
     _files_line(cat)
+
+
+def _experts_text(m) -> str:
+    """'2 of 8' (+ shared experts) for a mixture-of-experts model, '-' for a dense one."""
+    if not m.experts:
+        return "-"
+    return f"{m.experts_per_token} of {m.experts}" + (f" + {m.shared_experts}" if m.shared_experts else "")
 
 
 @catalog.command("devices")
