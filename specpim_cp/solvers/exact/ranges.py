@@ -29,6 +29,7 @@ from specpim_cp.problem.scenario import Scenario, scenario_catalog
 from specpim_cp.problem.space import model_labels
 from specpim_cp.solvers.exact.model import SpecModel
 from specpim_cp.solvers.exact.solve import (
+    ENERGY_LINEARIZATION,
     ModelMismatch,
     RatioRow,
     SolverOptions,
@@ -325,6 +326,8 @@ def decision_ranges(scenario: Scenario, *, within_pct: Fraction | float | str = 
         raise ScenarioError(f"optimum: solved for {res.report.objective_name}, ranges asked for {objective}")
     sm = build_model(scenario, catalog, Evaluator(scenario, catalog))
     run = SolveSession(sm, opts)
+    if objective == "energy":  # the energy rows stay: CP-SAT's LP stalls on them (objectives.md, 'Scaled rows')
+        run.linearization = ENERGY_LINEARIZATION
     row, limit = tolerance_row(sm, objective, res.evaluation, within)
     search = _Ranges(sm, run, objective, row, limit, res.evaluation.design, on_stage)
     ranges = [search.decision_range(d) for d in model_decisions(sm)]
