@@ -125,13 +125,23 @@ def brute_force_pareto(scenario, *, options=None, catalog=None, on_progress=None
     return front
 
 
+def brute_force_pareto_front(sc, options=None, **kwargs):
+    """`exact.pareto`'s stand-in: the brute-force front as a proven ParetoFront."""
+    from fractions import Fraction
+
+    from specpim_cp.solvers.exact import ParetoFront, SolverOptions
+
+    return ParetoFront(brute_force_pareto(sc, options=options), "OPTIMAL", Fraction(0), 0.0, 0.0, 0,
+                       options or SolverOptions())
+
+
 @pytest.fixture
 def stand_in(monkeypatch):
     """Replace the exact optimizer with the brute force; count calls per method runner."""
     from specpim_cp.solvers import exact
 
     monkeypatch.setattr(exact, "solve", brute_force_solve)
-    monkeypatch.setattr(exact, "pareto_front", brute_force_pareto)
+    monkeypatch.setattr(exact, "pareto", brute_force_pareto_front)
     calls: dict[str, int] = {}
     for method, fn in list(methods_mod.RUNNERS.items()):
         def counting(inst, sc, catalog, fn=fn, method=method):

@@ -106,7 +106,7 @@ def no_work(monkeypatch):
     def trip(*args, **kwargs):
         raise Tripwire("work started before the options were checked")
 
-    for module, name in ((exact, "solve"), (exact, "pareto_front"), (heuristic, "run_heuristic"),
+    for module, name in ((exact, "solve"), (exact, "pareto_front"), (exact, "pareto"), (heuristic, "run_heuristic"),
                          (mix_exact, "solve_mix"), (sweep_mod, "sweep_acceptance"), (sensitivity_mod, "sensitivity"),
                          (simulate_design_mod, "simulate_design"), (batch_mod, "open_executor"),
                          (executors_mod.cf, "ProcessPoolExecutor")):

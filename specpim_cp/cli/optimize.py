@@ -231,9 +231,9 @@ def pareto(scenario, time_limit, workers, seed, deterministic, resolution, outpu
     import csv
     import io
 
+    from specpim_cp.solvers import exact
     from specpim_cp.solvers.exact import SolverOptions
     from specpim_cp.solvers.exact.solve import check_resolution
-    from specpim_cp.solvers.exact.solve import pareto as exact_pareto
     from specpim_cp.views.tables import design_summary
 
     check_workers(workers, deterministic)
@@ -244,7 +244,7 @@ def pareto(scenario, time_limit, workers, seed, deterministic, resolution, outpu
         raise ScenarioError(f"--{exc}") from None
     sc, cat = load_with_catalog(scenario, catalog_files)
     with Progress("pareto") as bar:
-        result = exact_pareto(sc, options=SolverOptions(time_limit, workers, seed, deterministic), catalog=cat,
+        result = exact.pareto(sc, options=SolverOptions(time_limit, workers, seed, deterministic), catalog=cat,
                               on_progress=_solve_hook(bar), resolution_pct=resolution)
     front = result.points
     buf = io.StringIO()

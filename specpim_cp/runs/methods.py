@@ -19,7 +19,6 @@ from specpim_cp.runs.mixes import run_mix
 from specpim_cp.runs.records import FrontPoint, Record, evaluation_fields, objective_fields, package_version
 from specpim_cp.solvers import baselines, exact, heuristic
 from specpim_cp.solvers.exact.ranges import RANGE_OBJECTIVES, decision_ranges
-from specpim_cp.solvers.exact.solve import pareto as exact_pareto
 from specpim_cp.solvers.result import inputs_hash, solver_version
 
 
@@ -96,7 +95,7 @@ def _run_baselines(inst: Instance, sc: Scenario, catalog: Catalog) -> list[Recor
 def _run_pareto(inst: Instance, sc: Scenario, catalog: Catalog) -> list[Record]:
     o = inst.options
     t0 = time.perf_counter()
-    result = exact_pareto(sc, options=inst.solver_options())
+    result = exact.pareto(sc, options=inst.solver_options())
     wall = time.perf_counter() - t0
     points = tuple(FrontPoint(**evaluation_fields(ev, catalog)) for ev in result.points)
     return [inst.record("front", 1).with_(status="FRONT", wall_s=wall, front=points, description=result.statement(),

@@ -48,9 +48,10 @@ class PricedOption:
 
 
 def priced_options(ev: Evaluator, opts: ModelOptions, j: int, tokens: Sequence[int], draft2s: Sequence[str],
-                   limit: int | None = None) -> Iterator[PricedOption]:
+                   limit: int | None = None, latency_only: bool = False) -> Iterator[PricedOption]:
     """Every option of model j (index in the design) whose tensors fit, priced at `tokens`; ScenarioError
-    once more than `limit` options would be listed."""
+    once more than `limit` options would be listed. `latency_only`: the vector holds only what a design's
+    latency reads (pass and draft2-step times, devices), not the energies nor the idle power."""
     listed = 0
     for a in opts.archs:
         places = placement_combinations(opts, a)
@@ -68,14 +69,14 @@ def priced_options(ev: Evaluator, opts: ModelOptions, j: int, tokens: Sequence[i
                 vec = []
                 for t in tokens:
                     p = ev.pass_price(md, t)
-                    vec += [p.time_ns, p.energy_nj]
+                    vec += [p.time_ns] if latency_only else [p.time_ns, p.energy_nj]
                 if d2 is not None:
                     try:
                         step = ev.draft2_step(md)
                     except ScenarioError:  # the draft2 model cannot run on this host
                         continue
-                    vec += [step.time_ns, step.energy_nj]
-                vec += [ev.costs.idle_power_mw(a), a.devices]
+                    vec += [step.time_ns] if latency_only else [step.time_ns, step.energy_nj]
+                vec += [a.devices] if latency_only else [ev.costs.idle_power_mw(a), a.devices]
                 listed += 1
                 yield PricedOption(a, d2, md, cap, tuple(vec))
 
@@ -91,13 +92,6 @@ def pareto_filter(items: list[tuple[tuple, object]]) -> list[object]:
         if not any(_dominates(k, vec) or k == vec for k, _ in kept):
             kept.append((vec, obj))
     return [obj for _, obj in kept]
-
-
-def _latency_coordinates(perf: tuple[int, ...], n_tokens: int, staged: bool) -> tuple[int, ...]:
-    """The coordinates of a PricedOption's vector a design's latency reads: the pass and draft2-step times
-    and the device count (not the energies, nor the idle power)."""
-    times = [perf[2 * k] for k in range(n_tokens + staged)]
-    return (*times, perf[-1])
 
 
 def _space_options(ev: Evaluator, space: DesignSpace, tail: Callable[[int, ModelDesign], tuple] | None = None,
@@ -122,9 +116,8 @@ def _space_options(ev: Evaluator, space: DesignSpace, tail: Callable[[int, Model
     kept_all, dropped_all = [], []
     for j, opts in enumerate(space.models):
         draft2s = draft2_models[j - 1] if j else []
-        raw = [((o.draft2,) + (_latency_coordinates(o.perf, len(tokens[j]), o.draft2 is not None) if latency_only
-                               else o.perf), (o.md, o.draft2))
-               for o in priced_options(ev, opts, j, sorted(tokens[j]), draft2s, MAX_OPTIONS_PER_MODEL)]
+        raw = [((o.draft2,) + o.perf, (o.md, o.draft2))
+               for o in priced_options(ev, opts, j, sorted(tokens[j]), draft2s, MAX_OPTIONS_PER_MODEL, latency_only)]
         # prune within each draft2 class (capacity depends on it)
         kept = []
         for d2 in {k[0] for k, _ in raw}:

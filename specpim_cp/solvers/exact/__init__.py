@@ -3,6 +3,13 @@ model), the CP-SAT model (`model.py`, one `add_*` method per constraint family o
 drivers (`solve.py`: Dinkelbach for the ratio objectives, epsilon-constraint Pareto fronts, the
 re-check of every claim against the evaluator)."""
 
-from specpim_cp.solvers.exact.solve import ModelMismatch, SolverOptions, pareto_front, solve
+from specpim_cp.solvers.exact.solve import (
+    ModelMismatch,
+    ParetoFront,
+    SolverOptions,
+    pareto,
+    pareto_front,
+    solve,
+)
 
-__all__ = ["ModelMismatch", "SolverOptions", "pareto_front", "solve"]
+__all__ = ["ModelMismatch", "ParetoFront", "SolverOptions", "pareto", "pareto_front", "solve"]

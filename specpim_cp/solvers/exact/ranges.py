@@ -36,6 +36,7 @@ from specpim_cp.solvers.exact.solve import (
     SolveSession,
     add_ratio_rows,
     build_model,
+    percent,
     solve,
 )
 from specpim_cp.solvers.result import SolveResult, inputs_hash, solver_version
@@ -295,14 +296,8 @@ def tolerance_row(sm: SpecModel, objective: str, best: Evaluation, within_pct: F
 
 
 def check_within(within_pct: Fraction | float | str) -> Fraction:
-    """The tolerance in percent as a Fraction; ScenarioError unless 0 <= within < 1000."""
-    try:
-        value = Fraction(str(within_pct))
-    except (ValueError, ZeroDivisionError):
-        raise ScenarioError(f"within: a percentage is a number such as 1 or 0.5, got {within_pct!r}") from None
-    if not 0 <= value < 1000:
-        raise ScenarioError(f"within: must be in [0, 1000) percent, got {within_pct}")
-    return value
+    """The tolerance in percent as a Fraction (0 <= within < 1000)."""
+    return percent(within_pct, "within", 1000)
 
 
 def decision_ranges(scenario: Scenario, *, within_pct: Fraction | float | str = 1, objective: str | None = None,

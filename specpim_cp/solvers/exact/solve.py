@@ -1082,38 +1082,37 @@ def _epsilon_front(sm: SpecModel, run: SolveSession, edp: bool = False,
                    resolution: Fraction = Fraction(0)) -> tuple[list[Evaluation], str]:
     """`_sweep`; for EDP, when the sweep is not proven, also the least-energy design it started from (a
     feasible design, so a time limit hit early still returns the best EDP seen)."""
-    least: list[Evaluation] = []
-    front, status = _sweep(sm, run, edp, resolution, least)
-    if edp and status == "FEASIBLE" and least and all(p.design.key() != least[0].design.key() for p in front):
-        front = [*front, least[0]]
+    front, status, least = _sweep(sm, run, edp, resolution)
+    if status == "FEASIBLE" and least is not None and all(p.design.key() != least.design.key() for p in front):
+        front = [*front, least]
     return front, status
 
 
-def _sweep(sm: SpecModel, run: SolveSession, edp: bool, resolution: Fraction,
-           least_found: list[Evaluation]) -> tuple[list[Evaluation], str]:
+def _sweep(sm: SpecModel, run: SolveSession, edp: bool, resolution: Fraction
+           ) -> tuple[list[Evaluation], str, Evaluation | None]:
     """Exact latency-energy (per token) Pareto front by epsilon-constraint [OBJ-2]. `edp`: only the part
     of the front that can hold the least EDP [EDP-1]: the sweep goes from the least latency up and stops
     once the next point's latency (a proven lower bound) times the least energy per token exceeds the
     least EDP found, since every later point has at least that latency and at least that energy.
     `resolution` r > 0 [OBJ-2r]: the next point's energy per token is below (1 - r) x the last one's, so
     every point found is still a proven Pareto point, and every front point Q has a found point P no
-    slower than Q with (1 - r) E_P <= E_Q."""
+    slower than Q with (1 - r) E_P <= E_Q. The third value is EDP's least-energy design (None otherwise)."""
     lat, en = RatioObjective(sm, "latency"), RatioObjective(sm, "energy")
     d_max = max(st.tokens_micro for st in sm.stats)
     ev = sm.ev
     front: list[Evaluation] = []
     energy_cap: tuple[int, int] | None = None  # (energy numerator, tokens) of the last point: go strictly below
     proven = True
+    least: Evaluation | None = None
     e_low: Fraction | None = None  # EDP-1: a proven lower bound on every design's energy per token
     best: Fraction | None = None  # EDP-2: the least EDP of a design seen so far
     if edp:
         st0, least, e_low = _least_energy(sm, run)
         if st0 == "INFEASIBLE":
-            return front, "INFEASIBLE"
+            return front, "INFEASIBLE", least
         if least is None:
-            return front, "FEASIBLE"
+            return front, "FEASIBLE", least
         best = least.metrics.objective("edp")
-        least_found.append(least)
     edp_bounds = [lat.value(lt, st.tokens_micro) * en.value(le, st.tokens_micro)
                   for lt, le, st in zip(lat.num_bounds, en.num_bounds, sm.stats)] if edp else []
     while True:
@@ -1141,11 +1140,11 @@ def _sweep(sm: SpecModel, run: SolveSession, edp: bool, resolution: Fraction,
 
         st1, d1, _o1, l_low = minimize_ratio(run, lat, edp_box if edp else below_energy)
         if st1 == "INFEASIBLE":
-            return front, ("INFEASIBLE" if not front else ("OPTIMAL" if proven else "FEASIBLE"))
+            return front, ("INFEASIBLE" if not front else ("OPTIMAL" if proven else "FEASIBLE")), least
         if edp and front and l_low * e_low > min(p.metrics.objective("edp") for p in front):  # EDP-1 stop
-            return front, "OPTIMAL" if proven else "FEASIBLE"
+            return front, "OPTIMAL" if proven else "FEASIBLE", least
         if d1 is None:
-            return front, "FEASIBLE"
+            return front, "FEASIBLE", least
         proven &= st1 == "OPTIMAL"
         e1 = ev.evaluate(d1)
         t_n, t_d = e1.metrics.round_time_ns, e1.metrics.tokens_per_round_micro
@@ -1161,7 +1160,7 @@ def _sweep(sm: SpecModel, run: SolveSession, edp: bool, resolution: Fraction,
         run.stage = f"pareto point {len(front) + 1}: energy"
         st2, d2, _o2, _ = minimize_ratio(run, en, within_latency, start=e1)
         if d2 is None:
-            return front, "FEASIBLE"
+            return front, "FEASIBLE", least
         proven &= st2 == "OPTIMAL"
         point = ev.evaluate(d2)
         front.append(point)
@@ -1169,7 +1168,7 @@ def _sweep(sm: SpecModel, run: SolveSession, edp: bool, resolution: Fraction,
             best = min(best, point.metrics.objective("edp"))
         energy_cap = (point.metrics.energy_nj_per_round, point.metrics.tokens_per_round_micro)
         if run.budget.remaining() <= 0:
-            return front, "FEASIBLE"
+            return front, "FEASIBLE", least
 
 
 #: The default options of a Pareto front: many solves share its time limit.
@@ -1207,15 +1206,21 @@ class ParetoFront:
                 "solves": self.solves, **self.options.as_dict()}
 
 
-def check_resolution(resolution_pct) -> Fraction:
-    """A front resolution in percent as a fraction of 1; ScenarioError unless 0 <= r < 50."""
+def percent(value, name: str, high: int) -> Fraction:
+    """A percentage option (`--within`, `--resolution`) as an exact Fraction of percent; ScenarioError
+    naming `name` unless it is a number in [0, high)."""
     try:
-        value = Fraction(str(resolution_pct)) / 100
+        pct = Fraction(str(value))
     except (ValueError, ZeroDivisionError):
-        raise ScenarioError(f"resolution: a percentage such as 0 or 1, got {resolution_pct!r}") from None
-    if not 0 <= value < Fraction(1, 2):
-        raise ScenarioError(f"resolution: must be in [0, 50) percent, got {resolution_pct}")
-    return value
+        raise ScenarioError(f"{name}: a percentage is a number such as 1 or 0.5, got {value!r}") from None
+    if not 0 <= pct < high:
+        raise ScenarioError(f"{name}: must be in [0, {high}) percent, got {value}")
+    return pct
+
+
+def check_resolution(resolution_pct) -> Fraction:
+    """A front resolution in percent as a fraction of 1 (0 <= r < 50%)."""
+    return percent(resolution_pct, "resolution", 50) / 100
 
 
 def pareto(scenario: Scenario, *, options: SolverOptions | None = None, catalog: Catalog | None = None,
