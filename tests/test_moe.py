@@ -460,3 +460,9 @@ def test_validate_rows_for_mixtral():
         model_ms, measured_ms = float(r.model.split(" ms")[0]), float(r.measured.split(" ms")[0])
         ratio = float(r.model.split("(x")[1].split(",")[0])
         assert math.isclose(ratio, model_ms / measured_ms, abs_tol=0.01)
+
+
+def test_catalog_models_lists_experts():
+    out = _ok(CliRunner().invoke(main, ["catalog", "models"]))
+    rows = {line.split()[0]: line for line in out.splitlines() if line.strip()}
+    assert "2 of 8" in rows["mixtral-8x7b"] and " - " in rows["opt-13b"]
