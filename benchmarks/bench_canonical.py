@@ -2,7 +2,9 @@
 
     python benchmarks/bench_canonical.py [SET_OR_DIR ...] [--time-limit S] [--json OUT]
 
-Default sets: `paper` and `paper-full`. Every scenario is solved twice: deterministic (one worker,
+Default sets: `paper` and `paper-full`; the `mix` set (or any mix file) is solved with `solve-mix` and
+compared cell by cell (formulations/mix.md, MIX-13; `--cell-time-limit` for its single-cell solves). Every
+scenario is solved twice: deterministic (one worker,
 deterministic time limit) and with `--workers 2` (non-deterministic, wall-time limit). The row says
 whether the two design JSONs are byte-identical, both solve times, the tie-break's own cost (wall and
 deterministic time of the OBJ-3 solves, formulations/objectives.md), and the levels at which other
@@ -16,11 +18,16 @@ import json
 import statistics
 import sys
 import time
+from dataclasses import dataclass
 from pathlib import Path
 
 from specpim_cp.errors import ScenarioError
+from specpim_cp.mix.exact import solve_mix
+from specpim_cp.mix.result import MixOptions
+from specpim_cp.mix.spec import load_mix
 from specpim_cp.problem.builtin_sets import scenario_files
 from specpim_cp.problem.scenario import load_scenario
+from specpim_cp.runs.mixes import is_mix_file
 from specpim_cp.solvers.exact import SolverOptions, solve
 from specpim_cp.views.tables import table
 
@@ -37,11 +44,27 @@ def ties_text(extra: dict) -> str:
     return ",".join(tied) + ">" + unique if tied else f"unique ({unique})"
 
 
-def run(path: Path, opts: SolverOptions) -> tuple[object | None, float, str]:
-    sc = load_scenario(path)
+@dataclass(frozen=True)
+class Solved:
+    """One solve's design text (a mix: its cells' designs), status, report extra."""
+
+    design_json: str
+    status: str
+    extra: dict
+
+
+def run(path: Path, opts: SolverOptions, cell_time_limit: float) -> tuple[Solved | None, float, str]:
     t0 = time.perf_counter()
     try:
-        return solve(sc, options=opts), time.perf_counter() - t0, ""
+        if is_mix_file(path):
+            res = solve_mix(load_mix(path), "latency", MixOptions(opts, cell_time_limit_s=cell_time_limit))
+            out = Solved("[" + ",".join(d.to_json() for d in res.designs) + "]", res.report.status,
+                         {**res.report.extra, "deterministic_time": sum(
+                             st.get("deterministic_time", 0) for st in res.report.extra["stages"])})
+        else:
+            r = solve(load_scenario(path), options=opts)
+            out = Solved(r.design.to_json(), r.report.status, r.report.extra)
+        return out, time.perf_counter() - t0, ""
     except ScenarioError as exc:
         return None, time.perf_counter() - t0, str(exc)
 
@@ -50,30 +73,30 @@ def main() -> int:
     ap = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     ap.add_argument("sets", nargs="*", default=["paper", "paper-full"])
     ap.add_argument("--time-limit", type=float, default=300.0)
+    ap.add_argument("--cell-time-limit", type=float, default=60.0, help="each single-cell solve of a mix")
     ap.add_argument("--json", help="write the per-scenario records to this file")
     args = ap.parse_args()
     rows, records, same, walls = [], [], 0, []
     files = scenario_files(args.sets)
     for path in files:
-        det, det_s, det_err = run(path, SolverOptions(args.time_limit, 1, 0, deterministic=True))
-        par, par_s, par_err = run(path, SolverOptions(args.time_limit, 2, 0, deterministic=False))
+        det, det_s, det_err = run(path, SolverOptions(args.time_limit, 1, 0, deterministic=True), args.cell_time_limit)
+        par, par_s, par_err = run(path, SolverOptions(args.time_limit, 2, 0, deterministic=False), args.cell_time_limit)
         if det is None or par is None:
             rows.append([path.stem, "ERROR", f"{det_s:.1f}", "", "", f"{par_s:.1f}", "", (det_err or par_err)[:60]])
             records.append({"file": path.stem, "error": det_err or par_err})
             continue
-        identical = det.design.to_json() == par.design.to_json()
+        identical = det.design_json == par.design_json
         same += identical
         walls.append(det_s)
-        cost = det.report.extra.get("tie_break_cost", {})
-        rows.append([path.stem, det.report.status, f"{det_s:.1f}", f"{det.report.extra.get('deterministic_time', 0):.2f}",
+        cost = det.extra.get("tie_break_cost", {})
+        rows.append([path.stem, det.status, f"{det_s:.1f}", f"{det.extra.get('deterministic_time', 0):.2f}",
                      f"{cost.get('wall_s', 0):.1f}", f"{par_s:.1f}", "yes" if identical else "NO",
-                     ties_text(det.report.extra)])
-        records.append({"file": path.stem, "status": det.report.status, "identical": identical,
+                     ties_text(det.extra)])
+        records.append({"file": path.stem, "status": det.status, "identical": identical,
                         "deterministic_wall_s": round(det_s, 3), "workers2_wall_s": round(par_s, 3),
-                        "deterministic_time": det.report.extra.get("deterministic_time"), "tie_break_cost": cost,
-                        "tie_break": det.report.extra.get("tie_break"), "canonical": det.report.extra.get("canonical"),
-                        "workers2_canonical": par.report.extra.get("canonical"),
-                        "objective_equal": det.report.objective == par.report.objective})
+                        "deterministic_time": det.extra.get("deterministic_time"), "tie_break_cost": cost,
+                        "tie_break": det.extra.get("tie_break"), "canonical": det.extra.get("canonical"),
+                        "workers2_canonical": par.extra.get("canonical"), "workers2_status": par.status})
         print(f"done {path.stem}: identical {identical}, {det_s:.1f} s / {par_s:.1f} s", file=sys.stderr, flush=True)
     print(table(["scenario", "status", "det. wall s", "det. time", "tie-break s", "workers=2 wall s", "identical",
                  "ties"], rows))

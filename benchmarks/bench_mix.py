@@ -34,6 +34,14 @@ from specpim_cp.solvers.exact import SolverOptions
 TARGET_S = 120.0
 
 
+def _canonical(s: dict) -> str:
+    """'yes (ties: latency, energy)', 'yes (unique)', or 'no: why' (formulations/mix.md, MIX-13)."""
+    if not s.get("canonical"):
+        return "no: " + s.get("tie_break_note", "")[:50]
+    tied = [lv["level"] for lv in s["tie_break"] if lv["ties"]]
+    return f"yes (ties: {', '.join(tied)})" if tied else "yes (unique)"
+
+
 def _ratio(value: float | None, ref: float | None) -> str:
     if value is None or ref is None:
         return "-"
@@ -60,7 +68,7 @@ def main() -> int:
     print(f"mix set, objective {args.objective} ({unit}), {mode}: mix model {args.time_limit}, each cell "
           f"{args.cell_time_limit}; load average {os.getloadavg()[0]:.2f}")
     head = ("family", "cells", "status", "objective", "gap", "wall s", "cells alone s", "screening s",
-            "mix model s", "vars", "constraints", "vs per-cell optima", "median-cell hw", "PAPI rule", "GPU-SI")
+            "mix model s", "tie-break s", "canonical", "vars", "constraints", "vs per-cell optima", "median-cell hw", "PAPI rule", "GPU-SI")
     print(" | ".join(head))
     out, worst = {}, 0.0
     for name in names:
@@ -85,7 +93,8 @@ def main() -> int:
         per_cell = comps.get(PER_CELL)
         row = (name, str(len(mix.cells)), s["status"], f"{value:,.1f}", f"{s['gap']:.2e}", f"{wall:.1f}",
                f"{phases.get('cells_alone_s', 0):.1f}", f"{phases.get('hardware_screening_s', 0):.1f}",
-               f"{phases.get('mix_model_s', 0):.1f}", f"{s['model_size']['variables']:,}",
+               f"{phases.get('mix_model_s', 0):.1f}", f"{phases.get('tie_break_s', 0):.1f}",
+               _canonical(s), f"{s['model_size']['variables']:,}",
                f"{s['model_size']['constraints']:,}",
                "-" if per_cell is None else f"loses {(value / per_cell - 1) * 100:.1f}%",
                _ratio(value, comps.get(MEDIAN)),

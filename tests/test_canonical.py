@@ -17,7 +17,6 @@ from functools import cache
 
 import pytest
 
-from specpim_cp.cli.optimize import tie_break_line
 from specpim_cp.errors import ScenarioError
 from specpim_cp.physics.evaluate import Evaluation, Evaluator
 from specpim_cp.problem.builtin_sets import resolve_scenario_path
@@ -28,6 +27,7 @@ from specpim_cp.solvers.brute import enumerate_designs
 from specpim_cp.solvers.exact import SolverOptions, solve
 from specpim_cp.solvers.exact.model import TieKey
 from specpim_cp.solvers.exact.solve import PACK_LIMIT, RATIO_LEVELS, pack_keys
+from specpim_cp.views.tables import tie_break_line
 
 #: The levels after the ratio levels, in order.
 INTEGER_LEVELS = ("pim_units", "devices", "order")

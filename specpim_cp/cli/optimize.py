@@ -122,7 +122,7 @@ def solve(scenario, objective, time_limit, workers, seed, deterministic, method,
     The report states the objective in us/token (latency), mJ/token (energy) or us*mJ/token^2 (EDP), like
     the metrics; --json keeps the evaluator's units, named by `objective_unit` (ns/token, nJ/token, ...).
     """
-    from specpim_cp.views.tables import format_solve
+    from specpim_cp.views.tables import format_solve, tie_break_line
 
     check_workers(workers, deterministic)
     check_writable(output, "-o")
@@ -190,28 +190,6 @@ def ranges(scenario, within_pct, objective, time_limit, workers, seed, determini
 
 
 #: How the tie-break's levels read in `solve`'s text output.
-_LEVEL_WORDS = {"latency": "latency", "energy": "energy", "edp": "EDP", "pim_units": "PIM units",
-                "devices": "devices", "order": "the fixed order"}
-
-
-def tie_break_line(extra: dict) -> str | None:
-    """One line on the canonical optimum (formulations/objectives.md, OBJ-3): the levels other designs
-    tie on and the level that leaves one design, or why the design is not canonical; None without one."""
-    levels = extra.get("tie_break")
-    if levels is None:
-        return None
-    if not extra.get("canonical"):
-        return f"tie-break: {extra.get('tie_break_note', 'not proven')}"
-    tied = [_LEVEL_WORDS[lv["level"]] for lv in levels if lv["ties"]]
-    unique = next((_LEVEL_WORDS[lv["level"]] for lv in levels if lv["ties"] is False), None)
-    unknown = any(lv["ties"] is None for lv in levels)
-    if not tied:
-        line = f"tie-break: no other design has this {_LEVEL_WORDS[levels[0]['level']]} (unique optimum)"
-    else:
-        line = f"tie-break: other designs tie on {', '.join(tied)}; canonical by {unique}"
-    return line + ("; some ties not checked (time limit)" if unknown else "")
-
-
 @click.command()
 @click.argument("scenario")
 @click.option("--time-limit", type=TIME_LIMIT_TYPE, default=300.0, show_default=True)

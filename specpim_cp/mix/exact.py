@@ -23,6 +23,7 @@ from specpim_cp.catalog import Catalog, default_catalog
 from specpim_cp.errors import ScenarioError
 from specpim_cp.mix import compare as mix_compare
 from specpim_cp.mix.bounds import ArchBounds
+from specpim_cp.mix.canonical import canonical_mix, skipped_mix_tie_break
 from specpim_cp.mix.cells import FixedHardware, cell_kind, cell_optima
 from specpim_cp.mix.model import (
     REGRET_SCALE,
@@ -99,9 +100,11 @@ class _MixRun:
 
     def run(self, model: cp_model.CpModel, objective_var, hint: Sequence[tuple] | None,
             first_solution: bool = False, limit: float | None = None,
-            known_feasible: bool = False) -> tuple[int, cp_model.CpSolver]:
+            known_feasible: bool = False, linearization: int | None = None,
+            one_worker: bool = False) -> tuple[int, cp_model.CpSolver]:
         """One CP-SAT solve on the session's budget. `known_feasible`: the model holds a design known to be
-        feasible (the incumbent it is capped by), so INFEASIBLE can only be a solver error."""
+        feasible (the incumbent it is capped by), so INFEASIBLE can only be a solver error. `linearization`:
+        CP-SAT's LP level (default: CP-SAT's own); `one_worker`: one CP-SAT worker whatever the options."""
         invalid = model.validate()
         if invalid:
             raise ModelMismatch(f"CP-SAT rejects the mix model: {invalid}")
@@ -109,7 +112,7 @@ class _MixRun:
             model.minimize(objective_var)
         model.clear_hints()
         for v, val in hint or ():
-            model.add_hint(model.get_bool_var_from_proto_index(v.index), val)
+            model.add_hint(model.get_int_var_from_proto_index(v.index), val)
         solver = cp_model.CpSolver()
         self.budget.configure(solver)
         # the mix model keeps CP-SAT's default presolve effort (but the #5293 workaround): with the lighter
@@ -118,7 +121,9 @@ class _MixRun:
         default = cp_model.CpSolver().parameters
         solver.parameters.max_presolve_iterations = default.max_presolve_iterations
         solver.parameters.cp_model_probing_level = default.cp_model_probing_level
-        solver.parameters.linearization_level = default.linearization_level
+        solver.parameters.linearization_level = default.linearization_level if linearization is None else linearization
+        if one_worker:
+            solver.parameters.num_workers = 1
         if limit is not None:  # a share of the budget (screening stages), same units as the budget
             p = solver.parameters
             if self.opts.deterministic:
@@ -512,6 +517,8 @@ class _Solved:
     status: str  # OPTIMAL | FEASIBLE
     bound: Fraction | None  # CP-SAT's (rounding subtracted), or an excluded hardware's value if lower; None: none
     plan: ObjectivePlan | None
+    start: list[Design] | None = None  # a design that attains the mix model's proven optimum (MIX-13's start)
+    optimum: int | None = None  # that optimum, in the units of `plan`
 
 
 def _solve_mix_model(run: _MixRun, incumbent: list[Design], tried: Sequence[HardwareResult], objective: str,
@@ -533,6 +540,7 @@ def _solve_mix_model(run: _MixRun, incumbent: list[Design], tried: Sequence[Hard
     if st.designs is not None and _exact(mm, st.designs, objective, own) <= _exact(mm, incumbent, objective, own):
         best = st.designs
     status = "OPTIMAL" if st.status == "OPTIMAL" else "FEASIBLE"
+    start = st.designs
     bound_cp = _bound(mm, st, objective, own)
     solved = [hr.value for hr in done if hr.value is not None]
     if bound_cp is not None and solved:
@@ -542,7 +550,8 @@ def _solve_mix_model(run: _MixRun, incumbent: list[Design], tried: Sequence[Hard
                         regret_stage2=True)
         if st2.designs is not None and _exact(mm, st2.designs, objective, own) <= _exact(mm, best, objective, own):
             best = st2.designs
-    return _Solved(best, status, bound_cp, st.plan)
+            start = st2.designs  # the regret optimum, its weighted latency least: MIX-13's first two levels
+    return _Solved(best, status, bound_cp, st.plan, start, st.cp_objective)
 
 
 def _reported_bound(mix: Mix, objective: str, lows: Sequence[Fraction], bound_cp: Fraction | None,
@@ -598,14 +607,21 @@ def solve_mix(mix: Mix, objective: str = "latency", options: MixOptions | None =
     # 3. the mix model, without the hardwares already solved exactly and no better (MIX-12)
     solved = _solve_mix_model(run, incumbent, tried, objective, own, lows)
     phases.lap("mix_model_s")
-    evaluations, claims = verify_mix(mm, solved.designs, opts, fixed.cell_model)
+    # 4. the canonical optimum (MIX-13): ties broken exactly, whatever the search path
+    if solved.status == "OPTIMAL" and solved.start is not None:
+        designs, tie = canonical_mix(run, objective, solved.start, lows, own, solved.optimum,
+                                     solved.plan.scale if solved.plan else None, tried)
+    else:
+        designs, tie = solved.designs, skipped_mix_tie_break(solved.status)
+    phases.lap("tie_break_s")
+    evaluations, claims = verify_mix(mm, designs, opts, fixed.cell_model)
     phases.lap("verify_s")
     value = mix_value(mix, [e.metrics for e in evaluations], objective, own)
     comps: list[Comparison] = []
     if options.comparisons:
         median = next((hr for hr in tried if hr.archs == median_archs), None)
         comps = mix_compare.compare(mix, evaluators, objective, own, optima,
-                                    [md.arch for _, md in solved.designs[0].models()], refs, median)
+                                    [md.arch for _, md in designs[0].models()], refs, median)
         phases.lap("comparisons_s")
     scale = solved.plan.scale if solved.plan else None
     log = MixSolveLog(options=options, scale=scale, rounding=_rounding_text(objective, scale), stages=tuple(run.stages),
@@ -616,7 +632,7 @@ def solve_mix(mix: Mix, objective: str = "latency", options: MixOptions | None =
         objective_name=objective, status=solved.status, objective=value,
         bound=_reported_bound(mix, objective, lows, solved.bound, value), wall_s=time.perf_counter() - t0,
         seed=opts.seed, solver_version=solver_version(), inputs_hash=mix.content_hash(options.hashed(objective)),
-        extra=log.as_dict())
+        extra={**log.as_dict(), **tie})
     return MixResult(mix, tuple(evaluations), report, tuple(optima), tuple(comps))
 
 

@@ -184,12 +184,14 @@ class MixModel:
             model.add(o * r >= REGRET_SCALE * v)
         return r
 
-    def add_arch_cuts(self, model: cp_model.CpModel, metric: Sequence[cp_model.IntVar], plan: ObjectivePlan) -> None:
+    def add_arch_cuts(self, model: cp_model.CpModel, metric: Sequence[cp_model.IntVar], plan: ObjectivePlan,
+                      bounds: ArchBounds | None = None) -> None:
         """[MIX] valid cuts from per-architecture bounds (`mix_bounds.ArchBounds`: CUT-1's pass bounds through
         the round arithmetic, other models at their best): MIX-10 per cell and model j,
         L_c >= sum_a B_c(j, a) x[j][a]; MIX-11 per cell and drafter i, L_c >= sum B_c(a0, ai) p_i[a0][ai] over
-        pair literals p_i (p_i[a0][ai] = x[0][a0] and x[i][ai], linked by row and column sums)."""
-        bounds = self.bounds
+        pair literals p_i (p_i[a0][ai] = x[0][a0] and x[i][ai], linked by row and column sums). `bounds`: of
+        the metric's kind (default `self.bounds`, the objective's)."""
+        bounds = bounds or self.bounds
         assert bounds is not None
         xs = [{a: model.get_bool_var_from_proto_index(v.index) for a, v in per.items()} for per in self.x]
         archs = [list(per) for per in xs]

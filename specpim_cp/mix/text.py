@@ -17,7 +17,7 @@ from specpim_cp.mix.spec import Mix, cell_metric
 from specpim_cp.problem.design import Design, ModelDesign
 from specpim_cp.problem.operators import PLACEABLE_OPS
 from specpim_cp.problem.space import DesignSpace
-from specpim_cp.views.tables import draft_text, host_line, table
+from specpim_cp.views.tables import draft_text, host_line, table, tie_break_line
 
 #: Human unit of each mix objective and its factor from the evaluator's unit (ns/token, nJ/token, ratio).
 MIX_HUMAN_UNITS = {"latency": ("us/token", 1e-3), "energy": ("mJ/token", 1e-6), "regret": ("x own optimum", 1.0)}
@@ -147,6 +147,16 @@ def _regret(res: MixResult) -> str:
     return f"{float(worst):.4f}"
 
 
+def _scales_text(extra: dict) -> str:
+    """The resolution of the canonical optimum's weighted levels (MIX-13), e.g. ' (levels in ps, pJ per token)'."""
+    scales = extra.get("tie_break_scales") or {}
+    words = []
+    for name, scale in scales.items():
+        unit = "ns" if name in ("latency", "regret") else "nJ"
+        words.append(f"{name} {10 ** 6 / scale:g} {unit}/token")
+    return f" (weighted levels at {', '.join(words)})" if words else ""
+
+
 def format_mix(res: MixResult, catalog: Catalog) -> str:
     """The whole human report of `solve-mix` (`catalog`: the one the mix was priced with)."""
     r, mix = res.report, res.mix
@@ -160,6 +170,9 @@ def format_mix(res: MixResult, catalog: Catalog) -> str:
     lines = [head]
     if r.extra.get("rounding"):
         lines.append(f"rounding: {r.extra['rounding']}")
+    tie = tie_break_line(r.extra)
+    if tie:
+        lines.append(tie + _scales_text(r.extra))
     lines += [host_line(mix.base, res.evaluations[0]), "shared hardware (per model):",
               *hardware_lines(res.evaluations[0].design)]
     h, rows = policy_table(res)

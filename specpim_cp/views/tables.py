@@ -191,3 +191,26 @@ def md_table(headers: Sequence[str], rows: Sequence[Sequence[str]]) -> str:
     lines = ["| " + " | ".join(esc(h) for h in headers) + " |", "|" + "---|" * len(headers)]
     lines += ["| " + " | ".join(esc(c) for c in r) + " |" for r in rows]
     return "\n".join(lines)
+
+
+_LEVEL_WORDS = {"latency": "latency", "energy": "energy", "edp": "EDP", "regret": "regret", "pim_units": "PIM units",
+                "devices": "devices", "order": "the fixed order"}
+
+
+def tie_break_line(extra: dict) -> str | None:
+    """One line on the canonical optimum (formulations/objectives.md OBJ-3, mix.md MIX-13): the levels
+    other designs tie on and the level that leaves one design, or why the design is not canonical; None
+    without one."""
+    levels = extra.get("tie_break")
+    if levels is None:
+        return None
+    if not extra.get("canonical"):
+        return f"tie-break: {extra.get('tie_break_note', 'not proven')}"
+    tied = [_LEVEL_WORDS[lv["level"]] for lv in levels if lv["ties"]]
+    unique = next((_LEVEL_WORDS[lv["level"]] for lv in levels if lv["ties"] is False), None)
+    unknown = any(lv["ties"] is None for lv in levels)
+    if not tied:
+        line = f"tie-break: no other design has this {_LEVEL_WORDS[levels[0]['level']]} (unique optimum)"
+    else:
+        line = f"tie-break: other designs tie on {', '.join(tied)}; canonical by {unique}"
+    return line + ("; some ties not checked (time limit)" if unknown else "")
