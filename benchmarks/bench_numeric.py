@@ -2,8 +2,8 @@
 
     python benchmarks/bench_numeric.py [SET ...] [--objective latency|energy|edp ...] [--json OUT]
 
-Default: every built-in set (examples, paper, paper-full, paper-trees, staged, and the base scenarios of
-the mix set). Builds each model under every assumption profile (memory_model x energy_accounting), adds
+Default: every built-in set (examples, paper, paper-full, paper-trees, paper-assumptions, the large tree
+sets, staged, and the base scenarios of the mix set). Builds each model under every assumption profile (memory_model x energy_accounting), adds
 the rows a solve of each objective adds at the worst incumbent (`solvers/exact/numeric.py`), and solves
 nothing. Printed per row (log2 of the largest worst-case |activity| = sum |coefficient| x max |bound|):
 
@@ -41,7 +41,7 @@ from specpim_cp.solvers.exact.numeric import (
 from specpim_cp.solvers.exact.solve import INT_LIMIT
 from specpim_cp.views.tables import table
 
-ALL_SETS = ("examples", "paper", "paper-full", "paper-trees", "staged", "mix")
+ALL_SETS = tuple(sorted(builtin_sets()))
 
 
 def set_scenarios(name: str) -> list[Scenario]:
