@@ -1,12 +1,16 @@
-"""Large token trees: the exact menu's size ([TREE-4]) and the exact solves of the `paper-trees-large` set.
+"""Large token trees: the exact menu's size ([TREE-4]) and the exact solves of the `paper-trees-large` set, or of
+`paper-trees-deep` (depth <= 6: relaxed tree classes refined, [TREE-6]).
 
     python benchmarks/bench_trees_large.py [SET_OR_FILE ...] [--time-limit S] [--json OUT]
                                            [--counts] [--counts-max-space N] [--prices]
+    python benchmarks/bench_trees_large.py paper-trees-deep --time-limit 60
 
 Default: every scenario of `paper-trees-large`, solved deterministically (one worker; the time limit is in
 CP-SAT deterministic time units). Per scenario it prints the drafter's menu (tree profiles left after
-dominance, out of the tree space), the speculation choices, status, wall time, deterministic time, the
-objective and the chosen draft, then the median and maximum wall and deterministic times.
+dominance, out of the tree space; "classes" when the menu is beyond the exact model and the solve refines
+tree classes), the speculation choices, status, wall time, deterministic time, the objective, the gap to
+the proven bound, the nodes and depth of the chosen draft and the draft, then the median and maximum wall
+and deterministic times.
 
 `--counts` prints how many profiles the dominance rule leaves for Sequoia's shipped acceptance vector
 (re-ranked, 16 candidates per node) at 16 to 128 nodes and depths up to 2, 3, 4 and 8, building a menu
@@ -33,7 +37,7 @@ from specpim_cp.physics.costs import CostModel
 from specpim_cp.physics.rounds import falling_prices
 from specpim_cp.problem.builtin_sets import scenario_files
 from specpim_cp.problem.scenario import load_scenario, scenario_catalog
-from specpim_cp.problem.space import MAX_TREE_PROFILES, DesignSpace
+from specpim_cp.problem.space import MAX_TREE_PROFILES, DesignSpace, TreeMenuTooLarge
 from specpim_cp.problem.trees import count_profiles, dominant_profiles, rank_by_probability
 from specpim_cp.solvers.exact import ModelMismatch, SolverOptions, solve
 from specpim_cp.views.tables import table
@@ -53,6 +57,22 @@ def draft_text(design) -> str:
     return f"{draft}{', pipeline' if design.pipeline else ''}"
 
 
+def nodes_depth(design) -> tuple[int, int]:
+    """(nodes, depth) of the drafter's draft (a chain: its length both)."""
+    d = design.drafters[0]
+    return (sum(d.tree), len(d.tree)) if d.tree is not None else (d.draft_length, d.draft_length)
+
+
+def menu_text(space: DesignSpace) -> tuple[str, str]:
+    """(tree menu size, speculation choices), or the tree classes' note when the menu is beyond the exact
+    model ([TREE-6]: the solve refines relaxed classes instead)."""
+    try:
+        menu = sum(o.tree is not None for opts in space.drafter_options for o in opts)
+        return str(menu), str(len(space.choice_list))
+    except TreeMenuTooLarge:
+        return "classes", ""
+
+
 def solve_rows(paths: list[Path], time_limit: float) -> tuple[list[list], list[dict]]:
     rows, records = [], []
     for path in paths:
@@ -60,25 +80,27 @@ def solve_rows(paths: list[Path], time_limit: float) -> tuple[list[list], list[d
         cat = scenario_catalog(sc)
         t0 = time.perf_counter()
         try:
-            space = DesignSpace(sc, cat)
-            menu = sum(o.tree is not None for opts in space.drafter_options for o in opts)
-            n_choices = len(space.choice_list)
+            menu, n_choices = menu_text(DesignSpace(sc, cat))
             r = solve(sc, catalog=cat, options=SolverOptions(time_limit, deterministic=True))
         except (ScenarioError, ModelMismatch) as exc:
             wall = time.perf_counter() - t0
-            rows.append([sc.name, "", "", "ERROR", f"{wall:.1f}", "", "", str(exc)[:70]])
+            rows.append([sc.name, "", "", "ERROR", f"{wall:.1f}", "", "", "", "", str(exc)[:70]])
             records.append({"file": path.stem, "status": "ERROR", "wall_s": round(wall, 3), "error": str(exc)})
             print(f"done {sc.name}: ERROR {wall:.1f} s ({str(exc)[:100]})", file=sys.stderr, flush=True)
             continue
         wall = time.perf_counter() - t0
         dtime = r.report.extra.get("deterministic_time", float("nan"))
-        obj = r.report.objective
+        obj, bound = r.report.objective, r.report.bound
+        gap = "" if bound is None else f"{float((obj - bound) / obj) * 100:.2f}"
+        nodes, depth = nodes_depth(r.design)
         rows.append([sc.name, menu, n_choices, r.report.status, f"{wall:.1f}", f"{dtime:.2f}",
-                     f"{float(obj) / 1e3:,.1f}", draft_text(r.design)])
+                     f"{float(obj) / 1e3:,.1f}", gap, f"{nodes}/{depth}", draft_text(r.design)])
         records.append({"file": path.stem, "name": sc.name, "menu": menu, "choices": n_choices,
                         "status": r.report.status, "wall_s": round(wall, 3), "deterministic_time": dtime,
                         "objective_exact": f"{obj.numerator}/{obj.denominator}", "objective": float(obj),
-                        "design": draft_text(r.design)})
+                        "bound": None if bound is None else float(bound), "gap_pct": gap, "nodes": nodes,
+                        "depth": depth, "design": draft_text(r.design),
+                        "tree_columns": r.report.extra.get("tree_columns")})
         print(f"done {sc.name}: {r.report.status} {wall:.1f} s, dtime {dtime:.2f}", file=sys.stderr, flush=True)
     return rows, records
 
@@ -138,7 +160,8 @@ def main() -> int:
     if args.no_solve:
         return 0
     rows, records = solve_rows(paths, args.time_limit)
-    print(table(["scenario", "menu", "choices", "status", "wall s", "det time", "us/token", "draft"], rows))
+    print(table(["scenario", "menu", "choices", "status", "wall s", "det time", "us/token", "gap %", "nodes/depth",
+                 "draft"], rows))
     ok = [r for r in records if r["status"] != "ERROR"]
     if ok:
         walls = [r["wall_s"] for r in ok]

@@ -190,7 +190,7 @@ def test_bad_tree_inputs_are_one_line_errors(tmp_path):
     wide["drafters"][0]["tree"] = {"max_children": 17}
     r = run(wide)
     assert r.exit_code == 2 and "max_children" in r.output and "16" in r.output, r.output
-    big = tree_scenario(0, max_draft_length=8)
+    big = tree_scenario(3, max_draft_length=8)  # two drafters: beyond the tree classes of [TREE-6] too
     big["drafters"][0]["tree"] = {"max_nodes": 64, "max_children": 8}
     r = run(big)  # millions of profiles of depth <= 8: no exact menu
     assert r.exit_code == 2 and "width profiles" in r.output and "exceeding" in r.output and "[TREE-4]" in r.output

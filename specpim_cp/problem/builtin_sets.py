@@ -21,6 +21,8 @@ SET_DESCRIPTIONS: dict[str, str] = {
     "paper-trees": "the 12 `paper` scenarios with token trees enabled for every drafter",
     "paper-trees-large": "opt-13b of `paper-trees` at batch 1-8 with trees of up to 64 and 128 nodes (16 candidates, "
                          "depth <= 2), GPU-SI and PIM spaces (benchmarks/bench_trees_large.py)",
+    "paper-trees-deep": "`paper-trees-large` at depth <= 6 (Sequoia's deep trees): beyond an exact menu, solved by "
+                        "refining relaxed tree classes ([TREE-6], benchmarks/bench_trees_large.py)",
     "staged": "GPT-2 staged drafting with the pipeline on and off",
     "mix": "workload mixes over the `paper` families (solve-mix)",
 }

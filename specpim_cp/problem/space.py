@@ -54,6 +54,11 @@ MAX_TREE_PROFILES = 4096
 MAX_TREE_ENUMERATION = 1_000_000
 
 
+class TreeMenuTooLarge(ScenarioError):
+    """A drafter's exact tree menu exceeds `MAX_TREE_PROFILES` or `MAX_TREE_ENUMERATION` (the message names
+    `tree.max_nodes`); the exact solver then refines tree classes instead ([TREE-6]) where it can."""
+
+
 # ------------------------------------------------------------------------------------------------
 # Placements a memory system offers (physics only; mapping rules below)
 # ------------------------------------------------------------------------------------------------
@@ -95,8 +100,12 @@ class ModelOptions:
 class DesignSpace:
     """Options, membership and construction of a scenario's designs (see the module docstring)."""
 
-    def __init__(self, scenario: Scenario, catalog: Catalog, allow_spill: bool = False):
+    def __init__(self, scenario: Scenario, catalog: Catalog, allow_spill: bool = False,
+                 tree_menus: Sequence[tuple[tuple[int, ...], ...]] | None = None):
+        """`tree_menus`: per drafter, the tree profiles to offer instead of its exact menu (`tree_options`);
+        the column solver's real columns ([TREE-6], solvers/exact/columns.py)."""
         self.scenario = scenario
+        self._tree_menus = None if tree_menus is None else tuple(tuple(m) for m in tree_menus)
         self.catalog = catalog
         self.allow_spill = allow_spill  # whether a model may be marked `spill` (fixed recipes only)
         self.space: Space = scenario.space
@@ -104,10 +113,6 @@ class DesignSpace:
         self.rule = scenario.space.mapping
         self.memory_model = scenario.assumptions.memory_model
         self.models = [self._model_options(j, label, entry) for j, (label, entry) in enumerate(model_labels(scenario))]
-        self.drafter_options: list[tuple[DrafterChoice, ...]] = [
-            tuple(DrafterChoice(g, st) for g in self.gamma_options(i) for st in self.staging_options(i))
-            + tuple(DrafterChoice(len(w), None, w) for w in self.tree_options(i))
-            for i in range(len(scenario.drafters))]
         self.pipeline_options: tuple[bool, ...] = (
             (False,) if not scenario.drafters else {"free": (False, True), "on": (True,), "off": (False,)}[
                 scenario.space.pipeline])
@@ -120,6 +125,14 @@ class DesignSpace:
         return cls(scenario.model_copy(update={"space": unrestricted}), catalog, allow_spill=True)
 
     # -- options -----------------------------------------------------------------------------
+    @cached_property
+    def drafter_options(self) -> list[tuple[DrafterChoice, ...]]:
+        """Per drafter its options: chains (with every staging), then its tree profiles. Built on first use
+        (membership, `violations`, needs no menu: the evaluator checks designs of a tree space beyond it)."""
+        return [tuple(DrafterChoice(g, st) for g in self.gamma_options(i) for st in self.staging_options(i))
+                + tuple(DrafterChoice(len(w), None, w) for w in self.tree_options(i))
+                for i in range(len(self.scenario.drafters))]
+
     @property
     def n_models(self) -> int:
         return len(self.models)
@@ -162,7 +175,10 @@ class DesignSpace:
         return tuple(opts)
 
     def tree_options(self, i: int) -> tuple[tuple[int, ...], ...]:
-        """Drafter i's exact menu of tree profiles ([TREE-4], `tree_options`)."""
+        """Drafter i's exact menu of tree profiles ([TREE-4], `tree_options`), or the profiles given as
+        `tree_menus`."""
+        if self._tree_menus is not None:
+            return self._tree_menus[i]
         return tree_options(self.scenario, i, self.catalog)
 
     def choices(self) -> Iterator[SpecChoice]:
@@ -363,7 +379,8 @@ def tree_options(scenario: Scenario, i: int, catalog: Catalog | None = None) -> 
     its draft lengths, at most `tree.max_nodes` nodes and `tree.max_children` children per node, minus
     the profiles another one dominates for every hardware and mapping ([TREE-4], `dominant_profiles`);
     none without a `[drafters.tree]` table or with `[space] trees = "off"`. `catalog`: the scenario's
-    (default `scenario_catalog`), for the acceptance vector and the models' price monotonicity."""
+    (default `scenario_catalog`), for the acceptance vector and the models' price monotonicity.
+    TreeMenuTooLarge beyond the limits; `solve` then refines relaxed tree classes where it can ([TREE-6])."""
     tree = scenario.drafters[i].tree
     if tree is None or scenario.space.trees == "off":
         return ()
@@ -385,8 +402,8 @@ def tree_options(scenario: Scenario, i: int, catalog: Catalog | None = None) -> 
                 "takes" if exc.what.startswith("left") else
                 f"the tree space holds {exc.count:,} width profiles, exceeding the {exc.limit:,} its exact menu "
                 "enumerates")
-        raise ScenarioError(f"drafters[{i}].tree.max_nodes: {shape}: {what} ([TREE-4]); lower tree.max_nodes, "
-                            "tree.max_children or max_draft_length") from None
+        raise TreeMenuTooLarge(f"drafters[{i}].tree.max_nodes: {shape}: {what} ([TREE-4]); lower tree.max_nodes, "
+                               "tree.max_children or max_draft_length") from None
 
 
 def drafter_alpha(scenario: Scenario, catalog: Catalog, i: int) -> float:

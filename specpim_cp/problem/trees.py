@@ -54,6 +54,7 @@ __all__ = [
     "depth_masses",
     "dominant_profiles",
     "draft_pass_tokens",
+    "level_probabilities",
     "positional_vector",
     "rank_by_probability",
     "render_tree",
@@ -248,6 +249,13 @@ def depth_masses(p: Sequence[float], widths: Sequence[int]) -> tuple[float, ...]
     probabilities (the accepted events of the depth-d nodes are disjoint)."""
     pv = check_positional(p)
     return _masses(pv, check_widths(widths, len(pv)))
+
+
+def level_probabilities(p: Sequence[float], widths: Sequence[int]) -> tuple[tuple[float, ...], ...]:
+    """Per depth 1..D, the path probabilities of the top-ranked tree's nodes, most probable first (the
+    products `depth_masses` sums; p as given, not re-checked: callers pass a ranked vector)."""
+    return tuple(tuple(prob for prob, _, _ in level)
+                 for level in _levels(tuple(float(x) for x in p), tuple(operator.index(w) for w in widths)))
 
 
 def draft_pass_tokens(widths: Sequence[int]) -> tuple[int, ...]:

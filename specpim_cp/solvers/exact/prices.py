@@ -65,6 +65,9 @@ class PriceTable:
     share_levels: int
     round_sync_ns: int  # the host's sync latency per round, 0 without drafters
     models: tuple[ModelPrices, ...]
+    #: The model's speculation choices when they are not the space's: the column solver's real columns and
+    #: relaxed columns ([TREE-6], columns.py), `stats` per entry. None: `space.choice_list`.
+    columns: tuple[SpecChoice, ...] | None = None
 
     @classmethod
     def build(cls, evaluator: Evaluator, space: DesignSpace) -> PriceTable:
@@ -82,7 +85,7 @@ class PriceTable:
 
     @property
     def choices(self) -> tuple[SpecChoice, ...]:
-        return self.space.choice_list
+        return self.space.choice_list if self.columns is None else self.columns
 
 
 def pass_token_counts(batch: int, choices: tuple[SpecChoice, ...], j: int) -> tuple[int, ...]:

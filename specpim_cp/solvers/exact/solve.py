@@ -23,7 +23,8 @@ from specpim_cp.physics import speculation as spec
 from specpim_cp.physics.evaluate import Evaluation, Evaluator
 from specpim_cp.problem.design import Design
 from specpim_cp.problem.scenario import Scenario, scenario_catalog
-from specpim_cp.problem.space import DesignSpace
+from specpim_cp.problem.space import DesignSpace, TreeMenuTooLarge
+from specpim_cp.solvers.exact.columns import ColumnSearch, chain_start_scenario, columns_refusal, hardware
 from specpim_cp.solvers.exact.model import SpecModel, TieKey, ub
 from specpim_cp.solvers.exact.prices import PriceTable
 from specpim_cp.solvers.result import SolveReport, SolveResult, inputs_hash, solver_version
@@ -736,12 +737,12 @@ class TieLevel:
         return out
 
 
-def pack_keys(keys: list[TieKey]) -> list[list[TieKey]]:
-    """Consecutive keys grouped so that each group's mixed-radix number stays within PACK_LIMIT."""
+def pack_keys(keys: Sequence[TieKey], limit: int = PACK_LIMIT) -> list[list[TieKey]]:
+    """Consecutive keys grouped so that each group's mixed-radix number stays within `limit`."""
     groups: list[list[TieKey]] = []
-    span = PACK_LIMIT + 1
+    span = limit + 1
     for key in keys:
-        if span * key.size > PACK_LIMIT:
+        if span * key.size > limit:
             groups.append([])
             span = 1
         groups[-1].append(key)
@@ -1010,7 +1011,13 @@ def solve(scenario: Scenario, *, objective: str | None = None, options: SolverOp
     catalog = catalog or scenario_catalog(scenario)
     objective = objective or scenario.objective
     ev = Evaluator(scenario, catalog)
-    sm = build_model(scenario, catalog, ev)
+    try:
+        sm = build_model(scenario, catalog, ev)
+    except TreeMenuTooLarge as exc:  # [TREE-6] relaxed tree classes, refined, where they apply
+        why = columns_refusal(scenario, catalog, objective)
+        if why is not None:
+            raise TreeMenuTooLarge(f"{exc}; the tree-class refinement [TREE-6] does not apply: {why}") from None
+        return _solve_by_columns(scenario, catalog, ev, objective, opts, hint, on_progress, t0)
     run = SolveSession(sm, opts)
     run.t0 = t0  # progress and trajectory times count from the call, model building included
     run.on_progress = on_progress
@@ -1248,3 +1255,204 @@ def pareto_front(scenario: Scenario, *, options: SolverOptions | None = None, ca
     """Non-dominated (latency per token, energy per token) designs, sorted by latency (`pareto`'s points)."""
     return pareto(scenario, options=options, catalog=catalog, on_progress=on_progress,
                   resolution_pct=resolution_pct).points
+
+
+# -- token trees beyond the exact menu [TREE-6] ------------------------------------------------------
+def _solve_by_columns(scenario: Scenario, catalog: Catalog, ev: Evaluator, objective: str, opts: SolverOptions,
+                      hint: Design | None, on_progress: ProgressHook | None, t0: float) -> SolveResult:
+    """[TREE-6] `solve` for a tree space beyond the exact menu: relaxed class columns refined until the
+    optimum drafts a real profile; then the canonical optimum (OBJ-3) over the real columns."""
+    status, design, obj, bound, run, search = solve_columns(scenario, catalog, ev, objective, opts, hint,
+                                                            on_progress, t0)
+    if status == "OPTIMAL":
+        design, tie = canonical_optimum(run, objective, ev.evaluate(design))  # OBJ-3
+    else:
+        tie = skipped_tie_break(status)
+    evaluation, claim = verify(run.sm, ev, design, opts)
+    check_levels(evaluation, obj, objective, tie)
+    rep = _report("cp-sat", objective, status, obj, bound, t0, run, scenario, opts,
+                  {"claimed": claim, "model_size": {"variables": len(run.sm.m.proto.variables),
+                                                    "constraints": len(run.sm.m.proto.constraints)},
+                   "trajectory": run.trajectory, "deterministic_time": round(run.deterministic_time, 3),
+                   "solves": run.solve_log, "tree_columns": search.summary(), **tie})
+    return SolveResult(evaluation, rep)
+
+
+def solve_columns(scenario: Scenario, catalog: Catalog, ev: Evaluator, objective: str, opts: SolverOptions,
+                  hint: Design | None, on_progress: ProgressHook | None, t0: float
+                  ) -> tuple[str, Design, Fraction, Fraction, SolveSession, ColumnSearch]:
+    """[TREE-6] Dinkelbach with refinement over real and relaxed columns: (status, design, objective, bound,
+    the session on a model of the real columns only, the column search). OPTIMAL only when a step proves
+    F >= 2 (no real design below the incumbent, no relaxed column reaching it)."""
+    search = ColumnSearch(scenario, catalog, ev)
+    search.add_design(hint)
+    sm, relaxed = search.build()
+    check_capacity(sm.prices)
+    check_capacity_rows(sm.prices)
+    check_integer_range(sm)
+    run = SolveSession(sm, opts)
+    run.t0 = t0
+    run.on_progress = on_progress
+    if objective == "energy":  # the energy steps' LP level, as in `minimize_ratio`
+        run.linearization = ENERGY_LINEARIZATION
+    ratio = RatioObjective(sm, objective)
+    start = _column_start(sm, ev, objective, hint, relaxed, scenario, catalog)
+    if start is None:  # no baseline in the space: a first solution over the real columns
+        first = _first_real_design(run, search, objective, opts)
+        incumbent = _measure(run, ratio, first)
+    else:
+        incumbent = _measure(run, ratio, start.design)
+    scale = ratio.scale
+    d_lo = spec.TOKENS_SCALE - 1  # every design commits at least one token per round
+    bound = min(min(Fraction(lb, st.tokens_micro) for lb, st in zip(ratio.num_bounds, sm.stats)) * scale,
+                ratio.value(*incumbent[:2]))
+    status_out = "FEASIBLE"
+    focus: Fraction | None = bound / scale * (1 + FOCUS_SLACK)  # OBJ-1 focus: the cheapest-bounded columns first
+    while True:
+        n_prev, d_prev, design = incumbent
+        lam = Fraction(n_prev, d_prev)
+        if focus is not None and focus >= lam:
+            focus = None
+        search.prune(sm, relaxed, ratio.num_bounds, n_prev, d_prev)
+        sm, relaxed = search.build()
+        check_integer_range(sm)
+        run.sm = sm
+        ratio = RatioObjective(sm, objective)
+        run.hint = sm.decision_literals(design)
+        run.stage = f"{objective}: tree classes {len(search.classes)}, profiles {len(search.profiles)}"
+        if run.budget.remaining() <= 0 or (not opts.deterministic and time.perf_counter() - t0 > opts.time_limit_s):
+            break
+        status, solver, f_val, f_lb = _column_step(run, objective, relaxed, n_prev, d_prev, focus)
+        if focus is not None:  # a focused step bounds its columns only
+            if status == cp_model.INFEASIBLE or (status == cp_model.OPTIMAL and f_val is not None and f_val >= 2):
+                focus = None  # nothing below lambda among them: every column next
+                continue
+            f_lb = None
+        if f_lb is not None:
+            if f_lb >= 2:
+                bound = max(bound, lam * scale)
+            else:  # N >= lambda D - 1 + (F_lb - 1) / 2 for every design of the space
+                bound = max(bound, (lam + Fraction(f_lb - 3, 2) / d_lo) * scale)
+        run.progress(ratio, ratio.value(n_prev, d_prev), bound)
+        if solver is None or f_val is None:  # no solution within the time limit
+            break
+        if f_val >= 2:
+            if status == cp_model.OPTIMAL:
+                status_out = "OPTIMAL"
+            break
+        k = next(k for k, z in enumerate(sm.z) if solver.boolean_value(z))
+        if k in relaxed:  # refine the class on the solution's hardware; a real design found there is kept
+            found = search.dive(hardware(sm, solver), relaxed[k], objective, n_prev, d_prev)
+            if found is not None:
+                incumbent = _measure(run, ratio, found)
+            continue
+        incumbent = _measure(run, ratio, run.remember(solver))
+        if Fraction(incumbent[0], incumbent[1]) >= lam:
+            raise ModelMismatch(f"a tree-column step found F = {f_val} but the evaluator prices the design at "
+                                f"{ratio.value(incumbent[0], incumbent[1])}, not below {ratio.value(n_prev, d_prev)}")
+    n_prev, d_prev, design = incumbent
+    obj = ratio.value(n_prev, d_prev)
+    if status_out == "OPTIMAL":
+        bound = obj
+    sm, _ = search.build(with_classes=False)  # every design at the optimum is a real column ([TREE-6])
+    run.sm = sm
+    run.linearization = None
+    run.hint = sm.decision_literals(design)
+    return status_out, design, obj, min(bound, obj), run, search
+
+
+def _column_step(run: SolveSession, ratio_name: str, relaxed: dict, n_prev: int, d_prev: int,
+                 focus: Fraction | None = None) -> tuple[int, cp_model.CpSolver | None, int | None, int | None]:
+    """One step at lambda = n_prev / d_prev over real and relaxed columns ([TREE-6]): minimise F = 2 (N - L_c)
+    + [c real], L_c = ceil(lambda D_c) - 1 (real) or floor(lambda D_c) (relaxed). Returns (status, solver,
+    F at the solution, a proven lower bound on F); the incumbent (F = 3) is in the model, so INFEASIBLE or
+    OPTIMAL above 3 is a contradiction (re-solved cautiously, then ModelMismatch, as OBJ-1). `focus`: only the
+    columns whose CUT-3 bound ratio is at most it (OBJ-1 focus; the incumbent may be left out, so no
+    contradiction is read and the bound holds for those columns only)."""
+    sm = run.sm
+    num = sm.T if ratio_name == "latency" else sm.energy
+    bounds = sm.choice_bounds[0 if ratio_name == "latency" else 1]
+    d_max = max(st.tokens_micro for st in sm.stats)
+    model, nvar = _capped(sm, num, min(-(-n_prev * d_max // d_prev), ub(num)), "N")
+    if ratio_name == "latency":
+        sm.drop_energy_rows(model)
+    limits = []
+    for k, (z, lb, st) in enumerate(zip(sm.z, bounds, sm.stats)):
+        if lb * d_prev > n_prev * st.tokens_micro or (focus is not None and Fraction(lb, st.tokens_micro) > focus):
+            model.add(model.get_bool_var_from_proto_index(z.index) == 0)  # OBJ-1 pruning (and focus)
+        if k in relaxed:
+            limits.append(2 * (n_prev * st.tokens_micro // d_prev))
+        else:
+            limits.append(2 * (-(-n_prev * st.tokens_micro // d_prev) - 1) - 1)
+    objective = 2 * nvar - choice_sum(model, sm, limits)
+    model.minimize(objective)
+
+    def contradicts(status: int, solver: cp_model.CpSolver) -> bool:
+        return status == cp_model.INFEASIBLE or (status == cp_model.OPTIMAL and solver.value(objective) > 3)
+
+    status, solver = run.solve(model)
+    if focus is None and contradicts(status, solver):
+        for mode in (True, NO_PRESOLVE):  # CP-SAT's own presolve, then none (objectives.md, 9.15 fault)
+            status, solver = run.solve(model, cautious=mode)
+            if not contradicts(status, solver):
+                break
+        if contradicts(status, solver):
+            raise ModelMismatch("CP-SAT contradicts the incumbent (F = 3) in a tree-column step, also with its "
+                                "default presolve and with none: a solver fault; no optimum is claimed")
+    if status not in (cp_model.OPTIMAL, cp_model.FEASIBLE):
+        return status, None, None, None
+    f_val = int(solver.value(objective))
+    f_lb = f_val if status == cp_model.OPTIMAL else min(f_val, _floor_bound(solver.best_objective_bound))
+    return status, solver, f_val, f_lb
+
+
+def _first_real_design(run: SolveSession, search: ColumnSearch, objective: str, opts: SolverOptions) -> Design:
+    """Any design of the real columns (CP-SAT's first solution of the least numerator); ScenarioError naming the
+    infeasible families when there is none (a tree changes no constraint but the round's: the chains decide)."""
+    sm, _ = search.build(with_classes=False)
+    run.sm = sm
+    num = sm.T if objective == "latency" else sm.energy
+    model, nvar = _capped(sm, num, ub(num), "N")
+    model.minimize(nvar)
+    status, solver = run.solve(model, first_solution=True)
+    if status == cp_model.INFEASIBLE:
+        raise ScenarioError(explain_infeasible(sm, opts))
+    if status not in (cp_model.OPTIMAL, cp_model.FEASIBLE):
+        raise ScenarioError(f"no design found within the time limit ({opts.time_limit_s} s)")
+    return sm.decode(solver.boolean_value)
+
+
+def _column_start(sm: SpecModel, ev: Evaluator, objective: str, hint: Design | None, relaxed: dict,
+                  scenario: Scenario, catalog: Catalog) -> Evaluation | None:
+    """The best of the hint and the chain baselines (the scenario with trees off), with the best real column
+    on its hardware (relaxed columns skipped: they are no designs)."""
+    from specpim_cp.solvers.baselines import run_baselines
+
+    candidates = [hint] if hint is not None else []
+    candidates += [b.evaluation.design for b in run_baselines(chain_start_scenario(scenario), catalog)
+                   if b.evaluation is not None and len(b.evaluation.design.drafters) == sm.n_drafters]
+    best = None
+    for d in candidates:
+        try:
+            sm.decision_literals(d)
+            e = ev.evaluate(d)
+        except (ScenarioError, ValueError):  # outside the space, or a draft not among the columns
+            continue
+        if best is None or e.metrics.objective(objective) < best.metrics.objective(objective):
+            best = e
+    if best is None:
+        return None
+    archs = [md.arch for _, md in best.design.models()]
+    places = [md.placement for _, md in best.design.models()]
+    top, top_value = best.design, best.metrics.objective(objective)
+    for k, c in enumerate(sm.choices):
+        if k in relaxed:
+            continue
+        cand = sm.space.build(archs, places, c)
+        try:
+            value = ev.metrics(cand, check=False).objective(objective)
+        except ScenarioError:
+            continue
+        if value < top_value:
+            top, top_value = cand, value
+    return best if top is best.design else ev.evaluate(top)
