@@ -14,6 +14,7 @@ import heapq
 from pathlib import Path
 
 import pytest
+from test_mix import COUPLED  # one verifier on one GDDR device: the tensor-copy rule binds
 
 from specpim_cp.errors import ScenarioError
 from specpim_cp.mix.canonical import mix_tie_keys
@@ -28,30 +29,6 @@ from specpim_cp.solvers.brute import every_design
 from specpim_cp.solvers.exact import SolverOptions
 from specpim_cp.views.tables import tie_break_line
 
-#: One verifier on one GDDR device, PIM units free: a batch-1 cell wants its FC weights on PIM, a batch-64
-#: cell on the host, and at high PIM shares both copies do not fit (the tensor-copy rule binds).
-COUPLED = """
-name = "coupled"
-batch_size = 1
-prompt_tokens = 64
-generated_tokens = 32
-memory_types = ["gddr"]
-
-[verifier]
-model = "opt-6.7b"
-devices = 1
-
-[space]
-share_levels = 1
-
-[[mix.cells]]
-batch_size = 1
-weight = 3
-
-[[mix.cells]]
-batch_size = 64
-weight = 1
-"""
 #: A verifier and a drafter on HBM with two PIM units, attention offload only (2,048 designs per cell).
 PAIR = """
 name = "pair"

@@ -29,7 +29,7 @@ from specpim_cp.mix.result import HardwareResult, MixStage
 from specpim_cp.mix.spec import mix_value
 from specpim_cp.problem.design import ArchConfig, Design
 from specpim_cp.solvers.exact.model import TieKey
-from specpim_cp.solvers.exact.solve import ENERGY_LINEARIZATION, TieLevel
+from specpim_cp.solvers.exact.solve import ENERGY_LINEARIZATION, TieLevel, pack_keys
 
 #: The weighted levels of the canonical mix optimum, per mix objective.
 MIX_RATIO_LEVELS = {"latency": ("latency", "energy"), "energy": ("energy", "latency"),
@@ -50,19 +50,6 @@ class _Row:
     name: str  # latency | energy | regret
     plan: ObjectivePlan
     value: int
-
-
-def pack(keys: Sequence[TieKey]) -> list[list[TieKey]]:
-    """Consecutive keys grouped so that each group's mixed-radix number stays within MIX_PACK_LIMIT."""
-    groups: list[list[TieKey]] = []
-    span = MIX_PACK_LIMIT + 1
-    for key in keys:
-        if span * key.size > MIX_PACK_LIMIT:
-            groups.append([])
-            span = 1
-        groups[-1].append(key)
-        span *= key.size
-    return groups
 
 
 def mix_tie_keys(mm: MixModel) -> list[TieKey]:
@@ -296,7 +283,7 @@ class MixCanonical:
         for part in (slice(0, n_hw), slice(n_hw, None)):
             if part.start == n_hw:
                 self.keys[n_hw:] = self.compress(self.keys[n_hw:])
-            for group in pack(self.keys[part]):
+            for group in pack_keys(self.keys[part], MIX_PACK_LIMIT):
                 first = len(self.values)
                 if all(k.size == 1 for k in group):
                     self.values += [0] * len(group)
