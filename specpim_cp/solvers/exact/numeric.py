@@ -30,6 +30,8 @@ from ortools.sat.python import cp_model
 from specpim_cp.errors import ScenarioError
 from specpim_cp.physics.evaluate import Evaluator
 from specpim_cp.problem.scenario import Scenario, parse_scenario, scenario_catalog
+from specpim_cp.problem.space import TreeMenuTooLarge
+from specpim_cp.solvers.exact.columns import ColumnSearch, columns_refusal
 from specpim_cp.solvers.exact.model import SpecModel, ub
 from specpim_cp.solvers.exact.solve import INT_LIMIT, build_model, cap_copy, choice_sum, ratio_limits
 
@@ -301,6 +303,7 @@ class NumericReport:
     cross_wraps_base: int = 0  # of them, rows of the base model
     above_headroom: int = 0  # rows with activity above 2^53 (the mix's headroom)
     refused: str = ""  # build_model's ScenarioError, if it refused the scenario
+    solve_refuses: bool = False  # `refused` is the one-line error `solve` gives for this objective ([TREE-6])
 
     @property
     def worst(self) -> RowMagnitude | None:
@@ -347,13 +350,37 @@ def objective_report(sm: SpecModel, objective: str, base: Sequence[RowMagnitude]
 def profile_reports(scenario: Scenario, objectives: Sequence[str] = OBJECTIVES) -> list[NumericReport]:
     """One `NumericReport` per objective for the scenario as given (its own assumption profile)."""
     catalog = scenario_catalog(scenario)
+    ev = Evaluator(scenario, catalog)
+    profile = f"{scenario.assumptions.memory_model}/{scenario.assumptions.energy_accounting}"
     try:
-        sm = build_model(scenario, catalog, Evaluator(scenario, catalog))
+        sm = build_model(scenario, catalog, ev)
+    except TreeMenuTooLarge as exc:  # [TREE-6]: the tree-class model `solve` starts from, where it applies
+        return _column_reports(scenario, catalog, ev, objectives, profile, str(exc))
     except ScenarioError as exc:
-        profile = f"{scenario.assumptions.memory_model}/{scenario.assumptions.energy_accounting}"
         return [NumericReport(scenario.name, o, profile, refused=str(exc)) for o in objectives]
     base = row_magnitudes(sm.m.proto)
     return [objective_report(sm, objective, base) for objective in objectives]
+
+
+def _column_reports(scenario: Scenario, catalog, ev: Evaluator, objectives: Sequence[str], profile: str,
+                    menu_refusal: str) -> list[NumericReport]:
+    """A tree space beyond the exact menu: the first column model of [TREE-6] (depth-1 profiles and one
+    relaxed column per (depth, nodes) class: the largest token counts and statistics any refinement has) for
+    the objectives it solves; the others carry `solve`'s own refusal."""
+    sm = None
+    out = []
+    for objective in objectives:
+        why = columns_refusal(scenario, catalog, objective)
+        if why is not None:
+            out.append(NumericReport(scenario.name, objective, profile, solve_refuses=True,
+                                     refused=f"{menu_refusal}; the tree-class refinement [TREE-6] does not apply: "
+                                             f"{why}"))
+            continue
+        if sm is None:
+            sm, _ = ColumnSearch(scenario, catalog, ev).build()
+            base = row_magnitudes(sm.m.proto)
+        out.append(objective_report(sm, objective, base))
+    return out
 
 
 def scenario_reports(scenario: Scenario, objectives: Sequence[str] = OBJECTIVES) -> list[NumericReport]:
