@@ -29,7 +29,14 @@ from specpim_cp.mix.result import HardwareResult, MixStage
 from specpim_cp.mix.spec import mix_value
 from specpim_cp.problem.design import ArchConfig, Design
 from specpim_cp.solvers.exact.model import TieKey
-from specpim_cp.solvers.exact.solve import ENERGY_LINEARIZATION, TieLevel, pack_keys
+from specpim_cp.solvers.exact.solve import (
+    ENERGY_LINEARIZATION,
+    TieLevel,
+    integer_entries,
+    level_before,
+    pack_keys,
+    solve_key_groups,
+)
 
 #: The weighted levels of the canonical mix optimum, per mix objective.
 MIX_RATIO_LEVELS = {"latency": ("latency", "energy"), "energy": ("energy", "latency"),
@@ -98,14 +105,12 @@ class MixCanonical:
         self.known: set[int] = set()  # levels another design attains (a later level changed the design)
         self.stop: tuple[int, str] = (0, "SKIPPED")
         self._bounds: dict[str, ArchBounds] = {}
-        self._energy_next = False  # the level being solved is the energy level
 
     # -- models ----------------------------------------------------------------------------------
     def plan_for(self, name: str) -> ObjectivePlan:
         """The units of a weighted level at the design so far (regret: with the cells' own optima)."""
         kind = "energy" if name == "energy" else "latency"
-        lows = self.lows if kind == ("energy" if self.objective == "energy" else "latency") else \
-            [Fraction(0)] * len(self.lows)
+        lows = self.lows if kind == cell_kind(self.objective) else [Fraction(0)] * len(self.lows)
         return self.mm.plan(kind, self.run.metrics(self.design), lows, self.own if name == "regret" else None)
 
     def clone(self, rows: Sequence[_Row], minimise: _Row | None = None):
@@ -160,11 +165,12 @@ class MixCanonical:
         return [(model.get_int_var_from_proto_index(i), solver.value(fixed.get_int_var_from_proto_index(i)))
                 for i in range(len(model.proto.variables))]
 
-    def linearization(self) -> int | None:
+    def linearization(self, row: _Row | None = None) -> int | None:
         """CP-SAT's LP level for a level's solve: 0 once the energy rows are in (as OBJ-1's energy steps,
         ENERGY_LINEARIZATION; the OPT-13B mix's energy level: proven in 15 s at level 0, 29 s at CP-SAT's
-        default, not in 120 s at level 2), else CP-SAT's default."""
-        return ENERGY_LINEARIZATION if any(r.name == "energy" for r in self.rows) or self._energy_next else None
+        default, not in 120 s at level 2), else CP-SAT's default. `row`: the level being minimised."""
+        levels = [*self.rows, *([row] if row else [])]
+        return ENERGY_LINEARIZATION if any(r.name == "energy" for r in levels) else None
 
     def units(self, row: _Row, designs: Sequence[Design]) -> int:
         """A level's value at a mix design in its plan's units (what the model's rows compute)."""
@@ -172,7 +178,7 @@ class MixCanonical:
         kind = "energy" if row.name == "energy" else "latency"
         cells = [cell_units(m, kind, row.plan.scale) for m in metrics]
         if row.name == "regret":
-            return max(ceil_div(u * 10 ** 6, o) for u, o in zip(cells, row.plan.opt_units, strict=True))
+            return max(ceil_div(u * REGRET_SCALE, o) for u, o in zip(cells, row.plan.opt_units, strict=True))
         return sum(w * u for w, u in zip(self.mm.weights, cells, strict=True))
 
     # -- the levels ------------------------------------------------------------------------------
@@ -186,8 +192,8 @@ class MixCanonical:
             self.scales[name] = plan.scale
             row = _Row(name, plan, 0)
             if i == 0:
-                self.nogoods = self._nogoods(tried, plan, primary_value)
-                reuse = (primary_value is not None and plan.scale == primary_scale and self.nogoods_exact
+                self.nogoods, exact = self._nogoods(tried, plan, primary_value)
+                reuse = (primary_value is not None and plan.scale == primary_scale and exact
                          and self.units(row, self.design) == primary_value)
                 if reuse:
                     self.rows.append(_Row(name, plan, primary_value))
@@ -231,13 +237,14 @@ class MixCanonical:
                 out.append(tuple(archs[j][k] for j, k in enumerate(idx)))
         return out
 
-    def _nogoods(self, tried: Sequence[HardwareResult], plan: ObjectivePlan, primary: int | None):
-        """Hardware solved exactly that cannot reach the primary level (its floor above it) is excluded;
-        `nogoods_exact` says whether every excluded hardware of the mix model is accounted for."""
-        out, self.nogoods_exact = [], True
+    def _nogoods(self, tried: Sequence[HardwareResult], plan: ObjectivePlan,
+                 primary: int | None) -> tuple[list[tuple[ArchConfig, ...]], bool]:
+        """The hardware solved exactly that cannot reach the primary level (its floor above it), to exclude;
+        and whether every hardware the mix model excluded (MIX-12) is known not to go below that level."""
         if self.objective == "regret":
-            self.nogoods_exact = not any(hr.status in ("OPTIMAL", "INFEASIBLE") for hr in tried)
-            return [hr.archs for hr in tried if hr.status == "INFEASIBLE"]
+            return ([hr.archs for hr in tried if hr.status == "INFEASIBLE"],
+                    not any(hr.status in ("OPTIMAL", "INFEASIBLE") for hr in tried))
+        out, exact = [], True
         for hr in tried:
             if hr.status not in ("OPTIMAL", "INFEASIBLE"):
                 continue
@@ -245,19 +252,18 @@ class MixCanonical:
             if floor is None or (primary is not None and floor > primary):
                 out.append(hr.archs)
             elif primary is None or floor < primary:
-                self.nogoods_exact = False  # the mix model excluded it, but it might go below
-        return out
+                exact = False  # the mix model excluded it, but it might go below
+        return out, exact
 
     def _solve_ratio(self, row: _Row) -> tuple[str, int | None]:
         """Minimise one weighted level with the earlier rows fixed, hinted with the design so far."""
         run, mm = self.run, self.mm
         model, var = self.clone(self.rows, row)
-        self._energy_next = row.name == "energy"
         at_design = self.units(row, self.design)
         run.say(f"tie-break: {row.name} ({len(model.proto.variables):,} variables)")
         t0 = time.perf_counter()
         status, solver = run.run(model, var, self.full_hint(model), known_feasible=True,
-                                 linearization=self.linearization(), one_worker=True)
+                                 linearization=self.linearization(row), one_worker=True)
         if status == cp_model.OPTIMAL and solver.value(var) > at_design:  # the design so far is feasible here
             solver.parameters.cp_model_presolve = False
             status = solver.solve(model)
@@ -276,25 +282,14 @@ class MixCanonical:
         return name, value
 
     def integer_levels(self) -> bool:
-        """The PIM units, devices and fixed order, in packed solves: the hardware's keys first; with them
-        fixed, every cell's placement keys count only the placements its fixed architecture allows
-        (`compress`), so each solve packs more of them."""
+        """The PIM units, devices and fixed order, in packed solves (OBJ-3's `solve_key_groups`): the
+        hardware's keys first; with them fixed, every cell's placement keys count only the placements its
+        fixed architecture allows (`compress`), so each solve packs more of them."""
         n_hw = sum(not k.name.startswith("cell[") for k in self.keys)
-        for part in (slice(0, n_hw), slice(n_hw, None)):
-            if part.start == n_hw:
-                self.keys[n_hw:] = self.compress(self.keys[n_hw:])
-            for group in pack_keys(self.keys[part], MIX_PACK_LIMIT):
-                first = len(self.values)
-                if all(k.size == 1 for k in group):
-                    self.values += [0] * len(group)
-                    continue
-                if self.run.budget.remaining() <= 0:
-                    self.stop = (first, "SKIPPED")
-                    self.note = "the time limit was reached before the tie-break ended: the design is not canonical"
-                    return False
-                if not self._solve_group(group, first):
-                    return False
-        return True
+        if not solve_key_groups(self, pack_keys(self.keys[:n_hw], MIX_PACK_LIMIT)):
+            return False
+        self.keys[n_hw:] = self.compress(self.keys[n_hw:])
+        return solve_key_groups(self, pack_keys(self.keys[n_hw:], MIX_PACK_LIMIT))
 
     def compress(self, keys: list[TieKey]) -> list[TieKey]:
         """The cells' placement keys over the placements the (now fixed) architecture allows, in the same
@@ -341,7 +336,8 @@ class MixCanonical:
             self.stop = (first, "FAULT")
             return False
         if status in (cp_model.OPTIMAL, cp_model.FEASIBLE) and packed(solver) < at_design:
-            self._adopt(mm.decode(solver.boolean_value), self._complete_before(first))
+            self._adopt(mm.decode(solver.boolean_value),
+                        level_before(self.keys, first, len(MIX_RATIO_LEVELS[self.objective])))
         if status != cp_model.OPTIMAL:
             self.stop = (first + len(group), name)
             self.note = f"the tie-break level {group[0].level} is not proven ({name}): the design is not canonical"
@@ -356,23 +352,9 @@ class MixCanonical:
         if tied_level >= 0:
             self.known.add(tied_level)
 
-    def _complete_before(self, first: int) -> int:
-        """The deepest level all of whose keys come before key `first` (a weighted level when none)."""
-        base = len(MIX_RATIO_LEVELS[self.objective])
-        names = list(dict.fromkeys(k.level for k in self.keys))
-        done = [i for i, name in enumerate(names)
-                if max(n for n, k in enumerate(self.keys) if k.level == name) < first]
-        return base + max(done) if done else base - 1
-
     def add_integer_entries(self) -> None:
         values = tie_key_values(self.mm, self.design, self.keys)
-        end, status = self.stop
-        for name in dict.fromkeys(k.level for k in self.keys):
-            idx = [n for n, k in enumerate(self.keys) if k.level == name]
-            value = [values[n] for n in idx] if name == "order" else values[idx[0]]
-            proven = max(idx) < len(self.values)
-            self.levels.append(TieLevel(name, value, "OPTIMAL" if proven else status if min(idx) < end else
-                                        "SKIPPED"))
+        self.levels += [level for level, _ in integer_entries(self.keys, values, len(self.values), self.stop)]
 
     # -- ties ------------------------------------------------------------------------------------
     def another_design(self, level: int) -> bool | None:

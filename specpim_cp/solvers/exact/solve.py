@@ -11,7 +11,7 @@ from __future__ import annotations
 import math
 import re
 import time
-from collections.abc import Callable, Mapping, Sequence
+from collections.abc import Callable, Collection, Mapping, Sequence
 from dataclasses import dataclass
 from fractions import Fraction
 
@@ -636,37 +636,49 @@ def explain_infeasible(sm: SpecModel, opts: SolverOptions) -> str:
 
 def best_start(sm: SpecModel, ev: Evaluator, objective: str, hint: Design | None) -> Evaluation | None:
     """The best feasible design among the hint and the baselines that lies in the (restricted) space."""
+    best = best_known(sm, ev, objective, hint, sm.scenario)
+    return None if best is None else _best_choice_for(sm, ev, objective, best)
+
+
+def best_known(sm: SpecModel, ev: Evaluator, objective: str, hint: Design | None, baselines_of: Scenario,
+               skip: tuple[type[Exception], ...] = (ScenarioError,)) -> Evaluation | None:
+    """The best of the hint and the baselines of `baselines_of` that lie in the model's space (a candidate
+    raising one of `skip` is left out), priced by the evaluator; None when none does."""
     from specpim_cp.solvers.baselines import run_baselines
 
     candidates = [hint] if hint is not None else []
-    candidates += [b.evaluation.design for b in run_baselines(sm.scenario, sm.catalog)
+    candidates += [b.evaluation.design for b in run_baselines(baselines_of, sm.catalog)
                    if b.evaluation is not None and len(b.evaluation.design.drafters) == sm.n_drafters]
     best = None
     for d in candidates:
         try:
             sm.decision_literals(d)
             e = ev.evaluate(d)
-        except ScenarioError:
+        except skip:
             continue
         if best is None or e.metrics.objective(objective) < best.metrics.objective(objective):
             best = e
-    return None if best is None else _best_choice_for(sm, ev, objective, best)
+    return best
 
 
 #: Most speculation choices `_best_choice_for` prices one by one.
 MAX_START_CHOICES = 20_000
 
 
-def _best_choice_for(sm: SpecModel, ev: Evaluator, objective: str, start: Evaluation) -> Evaluation:
+def _best_choice_for(sm: SpecModel, ev: Evaluator, objective: str, start: Evaluation,
+                     exclude: Collection[int] = (), limit: int | None = MAX_START_CHOICES) -> Evaluation:
     """The start design's hardware and placements with the best speculation choice of the space (every
-    choice priced by the evaluator): a closer first incumbent saves Dinkelbach iterations."""
-    if len(sm.choices) > MAX_START_CHOICES:
+    choice priced by the evaluator but the indices in `exclude`): a closer first incumbent saves Dinkelbach
+    iterations. With more than `limit` choices, the start as it is."""
+    if limit is not None and len(sm.choices) > limit:
         return start
     d = start.design
     archs = [md.arch for _, md in d.models()]
     places = [md.placement for _, md in d.models()]
     best, best_value = d, start.metrics.objective(objective)
-    for c in sm.choices:
+    for k, c in enumerate(sm.choices):
+        if k in exclude:
+            continue
         cand = sm.space.build(archs, places, c)
         try:
             value = ev.metrics(cand, check=False).objective(objective)
@@ -750,6 +762,48 @@ def pack_keys(keys: Sequence[TieKey], limit: int = PACK_LIMIT) -> list[list[TieK
     return groups
 
 
+def solve_key_groups(cano, groups: Sequence[list[TieKey]]) -> bool:
+    """OBJ-3's integer levels on a tie-break (`CanonicalOptimum`, or the mix's MIX-13 `MixCanonical`): each
+    packed group minimised by `cano._solve_group` with the earlier keys fixed (a group of one-valued keys
+    is 0); False when one is not proven or the time limit came first (`cano.stop`, `cano.note` say which)."""
+    for group in groups:
+        first = len(cano.values)
+        if all(k.size == 1 for k in group):  # a key with one value is 0
+            cano.values += [0] * len(group)
+            continue
+        if cano.run.budget.remaining() <= 0:
+            cano.stop = (first, "SKIPPED")
+            cano.note = "the time limit was reached before the tie-break ended: the design is not canonical"
+            return False
+        if not cano._solve_group(group, first):
+            return False
+    return True
+
+
+def level_before(keys: Sequence[TieKey], first: int, n_ratio: int) -> int:
+    """The deepest tie-break level all of whose keys come before key `first` (levels counted after the
+    `n_ratio` ratio levels; the last ratio level when no integer level is complete)."""
+    names = list(dict.fromkeys(k.level for k in keys))
+    done = [i for i, name in enumerate(names) if max(n for n, k in enumerate(keys) if k.level == name) < first]
+    return n_ratio + max(done) if done else n_ratio - 1
+
+
+def integer_entries(keys: Sequence[TieKey], values: Sequence[int], n_proven: int,
+                    stop: tuple[int, str]) -> list[tuple[TieLevel, int]]:
+    """The integer levels' entries at a design whose key values are `values`, each with the end of its keys:
+    OPTIMAL when every key of the level is among the `n_proven` first, the unproven solve's status (`stop`:
+    the end of its keys, its status) when a key of the level was in it, else SKIPPED."""
+    end, status = stop
+    out = []
+    for name in dict.fromkeys(k.level for k in keys):
+        idx = [n for n, k in enumerate(keys) if k.level == name]
+        value = [values[n] for n in idx] if name == "order" else values[idx[0]]
+        proven = max(idx) < n_proven
+        out.append((TieLevel(name, value, "OPTIMAL" if proven else status if min(idx) < end else "SKIPPED"),
+                    max(idx) + 1))
+    return out
+
+
 class CanonicalOptimum:
     """[OBJ-3] The lexicographic minimum, among the designs that attain the primary optimum, of: the
     other metric per token (EDP: latency, then energy), the PIM units over all devices, the devices, and
@@ -826,18 +880,7 @@ class CanonicalOptimum:
 
     def integer_levels(self) -> bool:
         """OBJ-3's PIM units, devices and fixed order, in packed solves; False when one is not proven."""
-        for group in pack_keys(self.keys):
-            first = len(self.values)
-            if all(k.size == 1 for k in group):  # a key with one value is 0
-                self.values += [0] * len(group)
-                continue
-            if self.run.budget.remaining() <= 0:
-                self.stop = (first, "SKIPPED")
-                self.note = "the time limit was reached before the tie-break ended: the design is not canonical"
-                return False
-            if not self._solve_group(group, first):
-                return False
-        return True
+        return solve_key_groups(self, pack_keys(self.keys))
 
     def _solve_group(self, group: list[TieKey], first: int) -> bool:
         """Minimise one packed group of keys with the earlier ones fixed, hinted by the design so far."""
@@ -867,7 +910,7 @@ class CanonicalOptimum:
         if status in (cp_model.OPTIMAL, cp_model.FEASIBLE) and packed(solver) <= at_design:
             design = sm.decode(solver.boolean_value)
             if design.key() != self.design.key():
-                self.known.add(self._complete_before(first))
+                self.known.add(level_before(self.keys, first, len(RATIO_LEVELS[self.objective])))
             self.design = design
         if status != cp_model.OPTIMAL:
             self.stop = (first + len(group), solver.status_name(status))
@@ -877,26 +920,12 @@ class CanonicalOptimum:
         self.values += [solver.value(v) for v in key_vars]
         return True
 
-    def _complete_before(self, first: int) -> int:
-        """The deepest level all of whose keys come before key `first` (a ratio level when none)."""
-        base = len(RATIO_LEVELS[self.objective])
-        names = list(dict.fromkeys(k.level for k in self.keys))
-        done = [i for i, name in enumerate(names)
-                if max(n for n, k in enumerate(self.keys) if k.level == name) < first]
-        return base + max(done) if done else base - 1
-
     def add_integer_entries(self) -> None:
-        """The integer levels' entries at the design: OPTIMAL when every key of the level was proven, the
-        unproven solve's status when a key of the level was in it, else SKIPPED."""
+        """The integer levels' entries at the design (`integer_entries`), each with the rows and keys that fix it."""
         values = self.sm.tie_key_values(self.design, self.keys)
-        end, status = self.stop
-        for name in dict.fromkeys(k.level for k in self.keys):
-            idx = [n for n, k in enumerate(self.keys) if k.level == name]
-            value = [values[n] for n in idx] if name == "order" else values[idx[0]]
-            proven = max(idx) < len(self.values)
-            self.levels.append(TieLevel(name, value, "OPTIMAL" if proven else status if min(idx) < end else
-                                        "SKIPPED"))
-            self.scope.append((len(self.rows), max(idx) + 1))
+        for level, end in integer_entries(self.keys, values, len(self.values), self.stop):
+            self.levels.append(level)
+            self.scope.append((len(self.rows), end))
 
     # -- ties ------------------------------------------------------------------------------------
     def another_design(self, level: int) -> bool | None:
@@ -1296,7 +1325,7 @@ def solve_columns(scenario: Scenario, catalog: Catalog, ev: Evaluator, objective
     if objective == "energy":  # the energy steps' LP level, as in `minimize_ratio`
         run.linearization = ENERGY_LINEARIZATION
     ratio = RatioObjective(sm, objective)
-    start = _column_start(sm, ev, objective, hint, relaxed, scenario, catalog)
+    start = _column_start(sm, ev, objective, hint, relaxed, scenario)
     if start is None:  # no baseline in the space: a first solution over the real columns
         first = _first_real_design(run, search, objective, opts)
         incumbent = _measure(run, ratio, first)
@@ -1423,36 +1452,9 @@ def _first_real_design(run: SolveSession, search: ColumnSearch, objective: str, 
 
 
 def _column_start(sm: SpecModel, ev: Evaluator, objective: str, hint: Design | None, relaxed: dict,
-                  scenario: Scenario, catalog: Catalog) -> Evaluation | None:
+                  scenario: Scenario) -> Evaluation | None:
     """The best of the hint and the chain baselines (the scenario with trees off), with the best real column
     on its hardware (relaxed columns skipped: they are no designs)."""
-    from specpim_cp.solvers.baselines import run_baselines
-
-    candidates = [hint] if hint is not None else []
-    candidates += [b.evaluation.design for b in run_baselines(chain_start_scenario(scenario), catalog)
-                   if b.evaluation is not None and len(b.evaluation.design.drafters) == sm.n_drafters]
-    best = None
-    for d in candidates:
-        try:
-            sm.decision_literals(d)
-            e = ev.evaluate(d)
-        except (ScenarioError, ValueError):  # outside the space, or a draft not among the columns
-            continue
-        if best is None or e.metrics.objective(objective) < best.metrics.objective(objective):
-            best = e
-    if best is None:
-        return None
-    archs = [md.arch for _, md in best.design.models()]
-    places = [md.placement for _, md in best.design.models()]
-    top, top_value = best.design, best.metrics.objective(objective)
-    for k, c in enumerate(sm.choices):
-        if k in relaxed:
-            continue
-        cand = sm.space.build(archs, places, c)
-        try:
-            value = ev.metrics(cand, check=False).objective(objective)
-        except ScenarioError:
-            continue
-        if value < top_value:
-            top, top_value = cand, value
-    return best if top is best.design else ev.evaluate(top)
+    best = best_known(sm, ev, objective, hint, chain_start_scenario(scenario),
+                      (ScenarioError, ValueError))  # ValueError: a draft not among the columns
+    return None if best is None else _best_choice_for(sm, ev, objective, best, exclude=relaxed, limit=None)
