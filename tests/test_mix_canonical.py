@@ -10,6 +10,7 @@ keys) among the combinations that pass the tensor-copy rule, at the scales the s
 
 from __future__ import annotations
 
+import dataclasses
 import heapq
 from pathlib import Path
 
@@ -17,6 +18,7 @@ import pytest
 from test_mix import COUPLED  # one verifier on one GDDR device: the tensor-copy rule binds
 
 from specpim_cp.errors import ScenarioError
+from specpim_cp.mix import exact as mix_exact
 from specpim_cp.mix.canonical import mix_tie_keys
 from specpim_cp.mix.exact import solve_mix
 from specpim_cp.mix.model import MixModel, cell_units
@@ -178,13 +180,23 @@ def test_pim_ties_are_reported_and_broken_towards_fewer_pim_units(folder):
     assert "tie-break: other designs tie on latency, energy" in format_mix(res, scenario_catalog(res.mix.base))
 
 
-def test_regret_levels_and_skipped_tie_break(folder):
+def test_regret_levels_and_unproven_tie_breaks(folder, monkeypatch):
+    """Regret has its own levels; a tie-break cut short by the time limit keeps the proven optimum and says
+    it is not canonical; an unproven mix objective is not tie-broken at all."""
     mix = load_mix(folder / "coupled.toml")
     res = solve_mix(mix, "regret", OPTIONS)
     names = [lv["level"] for lv in res.report.extra["tie_break"]]
     assert names == ["regret", "latency", "energy", "pim_units", "devices", "order"]
     assert res.report.extra["canonical"]
     short = solve_mix(mix, "latency", MixOptions(SolverOptions(0.001, deterministic=True), cell_time_limit_s=30))
-    if short.report.status != "OPTIMAL":
-        assert short.report.extra["canonical"] is False
-        assert short.report.extra["tie_break_note"].startswith("skipped")
+    assert short.report.status == "OPTIMAL" and short.report.extra["canonical"] is False
+    assert "time limit" in short.report.extra["tie_break_note"]
+    assert "SKIPPED" in [lv["status"] for lv in short.report.extra["tie_break"]]
+
+    real = mix_exact._solve_mix_model
+    monkeypatch.setattr(mix_exact, "_solve_mix_model",
+                        lambda *a, **k: dataclasses.replace(real(*a, **k), status="FEASIBLE"))
+    unproven = solve_mix(mix, "latency", OPTIONS)
+    assert unproven.report.status == "FEASIBLE"
+    assert unproven.report.extra["tie_break"] == [] and unproven.report.extra["canonical"] is False
+    assert unproven.report.extra["tie_break_note"].startswith("skipped: the mix objective is not proven")

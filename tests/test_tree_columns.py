@@ -296,3 +296,18 @@ def test_paper_trees_deep_is_proven_optimal(name):
         assert res.report.bound <= res.report.objective
         assert res.report.status != "OPTIMAL" or res.report.bound == res.report.objective
         assert Evaluator(sc).evaluate(res.design).metrics.objective(objective) == res.report.objective
+
+
+def test_numeric_check_builds_the_column_model_and_records_the_edp_refusal(monkeypatch):
+    """Beyond the menu the range check measures TREE-6's first column model for latency and energy (every
+    row within CP-SAT's range) and records, for EDP, the one-line refusal `solve` gives."""
+    from specpim_cp.solvers.exact.numeric import profile_reports
+    from specpim_cp.solvers.exact.solve import INT_LIMIT
+
+    _columns(monkeypatch)
+    reports = {r.objective: r for r in profile_reports(parse_scenario(_small(0, 6, 3)))}
+    for objective in ("latency", "energy"):
+        r = reports[objective]
+        assert not r.refused and not r.solve_refuses and r.rows > 0
+        assert r.base_worst.activity <= INT_LIMIT
+    assert reports["edp"].solve_refuses and "[TREE-6] does not apply" in reports["edp"].refused
