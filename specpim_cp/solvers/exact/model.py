@@ -27,6 +27,7 @@ from __future__ import annotations
 import itertools
 from collections.abc import Sequence
 from dataclasses import dataclass
+from fractions import Fraction
 
 import networkx as nx
 import numpy as np
@@ -41,6 +42,7 @@ from specpim_cp.problem.design import ArchConfig, Design, DrafterChoice, Placeme
 from specpim_cp.problem.operators import LAYER_OPS, PLACEABLE_OPS, is_chain, layer_graph, layer_order
 from specpim_cp.problem.scenario import Scenario
 from specpim_cp.problem.space import DesignSpace, ModelOptions
+from specpim_cp.solvers.exact.energy_bounds import TimePricedEnergy
 from specpim_cp.solvers.exact.prices import PriceTable
 
 
@@ -536,12 +538,17 @@ class SpecModel:
         tuples = [t for t in itertools.product(*counts) if budget is None or sum(t) <= budget]
         d2_min = [self._min_draft2_steps(i) for i in range(self.n_drafters)]
         lb_t, lb_e = [], []
+        self.device_bounds: list[list[tuple[tuple[int, ...], int, int]]] = []  # per choice: (devices, ns, nJ)
+        self.arch_energy_bounds: dict[int, dict[tuple[int, ArchConfig], int]] = {}  # CUT-4, `tighten_energy`
+        self._cut4_limit: Fraction | None = None  # the largest limit `tighten_energy` has priced up to
         for c, st in zip(self.choices, self.stats):
             best_t = best_e = None
+            self.device_bounds.append([])
             for tup in tuples:
                 bound = self._choice_bound(c, st, tup, per_n, d2_min, b, sync)
                 if bound is None:
                     continue
+                self.device_bounds[-1].append((tup, *bound))
                 best_t = bound[0] if best_t is None else min(best_t, bound[0])
                 best_e = bound[1] if best_e is None else min(best_e, bound[1])
             lb_t.append(best_t or 0)
@@ -549,6 +556,43 @@ class SpecModel:
         m.add(self.T >= sum(v * z for v, z in zip(lb_t, self.z) if v))      # CUT-3
         self._energy_row(self.energy >= sum(v * z for v, z in zip(lb_e, self.z) if v))
         self.choice_bounds = (tuple(lb_t), tuple(lb_e))  # (round ns, energy nJ) bound per choice, for OBJ-1
+
+    def tighten_energy(self, limit: Fraction) -> int:
+        """[CUT] CUT-4 raise the energy bound of every choice whose CUT-3 energy per token-micro is at most
+        `limit` (nJ per round / tokens x TOKENS_SCALE; the others cannot beat a design of that ratio) to the
+        time-priced bound (`energy_bounds.TimePricedEnergy`), and add the row E >= sum_c bound_c z_c.
+        Returns how many choices it raised."""
+        if self._cut4_limit is not None and limit <= self._cut4_limit:
+            return 0  # done up to this limit already
+        self._cut4_limit = limit
+        priced = TimePricedEnergy(self)
+        lb_t, lb_e = self.choice_bounds
+        new = list(lb_e)
+        for k, (c, st) in enumerate(zip(self.choices, self.stats)):
+            cut = limit * st.tokens_micro
+            if lb_e[k] > cut:
+                continue
+            entries = [e for e in self.device_bounds[k] if e[2] <= cut]  # CUT-3's bound of the others is above
+            priced_e, arch_lb = priced.choice(c, st, [(devices, t_lb) for devices, t_lb, _ in entries])
+            arch_lb = {key: max(v, lb_e[k]) for key, v in arch_lb.items()}
+            best = None
+            for (devices, _, e_lb), got in zip(entries, priced_e):
+                if got is not None:
+                    best = max(e_lb, got) if best is None else min(best, max(e_lb, got))
+            for devices, _, e_lb in self.device_bounds[k]:
+                if e_lb > cut:  # these counts cannot beat the limit: their architectures' bound is CUT-3's
+                    best = e_lb if best is None else min(best, e_lb)
+                    for j, n in enumerate(devices):
+                        for a in self.data[j].archs:
+                            if a.devices == n:
+                                arch_lb[(j, a)] = min(arch_lb.get((j, a), e_lb), e_lb)
+            new[k] = max(lb_e[k], best if best is not None else lb_e[k])
+            self.arch_energy_bounds[k] = arch_lb
+        raised = sum(n > o for n, o in zip(new, lb_e))
+        if raised:
+            self._energy_row(self.energy >= sum(v * z for v, z in zip(new, self.z) if v))  # CUT-4
+            self.choice_bounds = (lb_t, tuple(new))
+        return raised
 
     def add_idle_cut(self) -> None:
         """[EN] EN-4 the McCormick underestimator of idle power x round time: 1000 I_j >= P_min T +

@@ -295,8 +295,12 @@ class RatioObjective:
         self.name = name
         self.num = sm.T if name == "latency" else sm.energy
         self.den = sm.tokens_micro
-        self.num_bounds = sm.choice_bounds[0 if name == "latency" else 1]  # CUT-3, per choice
         self.scale = Fraction(spec.TOKENS_SCALE, 1 if name == "latency" else sm.scenario.batch_size)
+
+    @property
+    def num_bounds(self) -> tuple[int, ...]:
+        """CUT-3's bound of N per choice (CUT-4's for energy where `SpecModel.tighten_energy` raised it)."""
+        return self.sm.choice_bounds[0 if self.name == "latency" else 1]
 
     def value(self, num: int, den: int) -> Fraction:
         """Objective in the evaluator's units (ns or nJ per token)."""
@@ -480,6 +484,8 @@ def _dinkelbach(run: SolveSession, ratio: RatioObjective, extra, start: Evaluati
         if status not in (cp_model.OPTIMAL, cp_model.FEASIBLE):
             return "UNKNOWN", None, None, Fraction(0)
         incumbent = _measure(run, ratio, run.remember(solver))
+    if ratio.name == "energy":  # [CUT-4] time-priced energy bounds of the choices that can beat the incumbent
+        sm.tighten_energy(Fraction(incumbent[0], incumbent[1]))
     # OBJ-1 focus: search first only the choices whose CUT-3 bound ratio is within FOCUS_SLACK of the least
     bound_ratio = [Fraction(lb, st.tokens_micro) for lb, st in zip(ratio.num_bounds, sm.stats)]
     focus = min(bound_ratio) * (1 + FOCUS_SLACK) if extra is None else None
@@ -494,9 +500,14 @@ def _dinkelbach(run: SolveSession, ratio: RatioObjective, extra, start: Evaluati
         prepare(model)
         # OBJ-1 pruning: a choice whose CUT-3 bound ratio exceeds lambda cannot give F < 0 (the
         # incumbent's own choice stays: its bound is at most its ratio)
-        for z, num_lb, st, br in zip(sm.z, ratio.num_bounds, sm.stats, bound_ratio):
+        for k, (z, num_lb, st, br) in enumerate(zip(sm.z, ratio.num_bounds, sm.stats, bound_ratio)):
             if num_lb * d_prev > n_prev * st.tokens_micro or (focused and br > focus):
                 model.add(model.get_bool_var_from_proto_index(z.index) == 0)
+            elif ratio.name == "energy":  # [CUT-4] nor can an architecture whose bound with c exceeds lambda
+                for (j, a), lb in sm.arch_energy_bounds.get(k, {}).items():
+                    if lb * d_prev > n_prev * st.tokens_micro or (focused and Fraction(lb, st.tokens_micro) > focus):
+                        model.add_implication(model.get_bool_var_from_proto_index(z.index),
+                                              model.get_bool_var_from_proto_index(sm.x[j][a].index).Not())
         # G(x) = N(x) - (ceil(lambda D(x)) - 1): G <= 0 iff N/D < lambda; the incumbent has G = 1
         objective = nvar - choice_sum(model, sm, ratio_limits(sm, n_prev, d_prev, strict=True))
         model.minimize(objective)
@@ -1050,9 +1061,9 @@ def solve(scenario: Scenario, *, objective: str | None = None, options: SolverOp
     run = SolveSession(sm, opts)
     run.t0 = t0  # progress and trajectory times count from the call, model building included
     run.on_progress = on_progress
-    start = best_start(sm, ev, objective, hint)
-    if objective == "edp":
-        front, status = _epsilon_front(sm, run, edp=True)
+    start = best_start(sm, ev, "energy" if objective == "edp" else objective, hint)
+    if objective == "edp":  # EDP-1's least-energy run starts from the best known design by energy
+        front, status = _epsilon_front(sm, run, edp=True, start=start)
         if status == "INFEASIBLE":
             raise ScenarioError(explain_infeasible(sm, opts))
         if not front:
@@ -1107,24 +1118,26 @@ def _exact(value: Fraction) -> str:
     return f"{value.numerator}/{value.denominator}"
 
 
-def _least_energy(sm: SpecModel, run: SolveSession) -> tuple[str, Evaluation | None, Fraction]:
+def _least_energy(sm: SpecModel, run: SolveSession, start: Evaluation | None
+                  ) -> tuple[str, Evaluation | None, Fraction]:
     """[EDP-1] The least energy per token (status, its design priced, a proven lower bound)."""
     run.stage = "EDP: least energy"
-    status, design, _, bound = minimize_ratio(run, RatioObjective(sm, "energy"))
+    status, design, _, bound = minimize_ratio(run, RatioObjective(sm, "energy"), start=start)
     return status, None if design is None else sm.ev.evaluate(design), bound
 
 
 def _epsilon_front(sm: SpecModel, run: SolveSession, edp: bool = False,
-                   resolution: Fraction = Fraction(0)) -> tuple[list[Evaluation], str]:
+                   resolution: Fraction = Fraction(0), start: Evaluation | None = None
+                   ) -> tuple[list[Evaluation], str]:
     """`_sweep`; for EDP, when the sweep is not proven, also the least-energy design it started from (a
     feasible design, so a time limit hit early still returns the best EDP seen)."""
-    front, status, least = _sweep(sm, run, edp, resolution)
+    front, status, least = _sweep(sm, run, edp, resolution, start)
     if status == "FEASIBLE" and least is not None and all(p.design.key() != least.design.key() for p in front):
         front = [*front, least]
     return front, status
 
 
-def _sweep(sm: SpecModel, run: SolveSession, edp: bool, resolution: Fraction
+def _sweep(sm: SpecModel, run: SolveSession, edp: bool, resolution: Fraction, start: Evaluation | None = None
            ) -> tuple[list[Evaluation], str, Evaluation | None]:
     """Exact latency-energy (per token) Pareto front by epsilon-constraint [OBJ-2]. `edp`: only the part
     of the front that can hold the least EDP [EDP-1]: the sweep goes from the least latency up and stops
@@ -1143,12 +1156,15 @@ def _sweep(sm: SpecModel, run: SolveSession, edp: bool, resolution: Fraction
     e_low: Fraction | None = None  # EDP-1: a proven lower bound on every design's energy per token
     best: Fraction | None = None  # EDP-2: the least EDP of a design seen so far
     if edp:
-        st0, least, e_low = _least_energy(sm, run)
+        st0, least, e_low = _least_energy(sm, run, start)
         if st0 == "INFEASIBLE":
             return front, "INFEASIBLE", least
         if least is None:
             return front, "FEASIBLE", least
         best = least.metrics.objective("edp")
+        # [CUT-4] a design of EDP <= best has energy per token <= best / (its latency) <= best / least latency bound
+        least_latency = min(Fraction(lt, st.tokens_micro) for lt, st in zip(lat.num_bounds, sm.stats)) * lat.scale
+        sm.tighten_energy(best / (least_latency * en.scale))
     edp_bounds = [lat.value(lt, st.tokens_micro) * en.value(le, st.tokens_micro)
                   for lt, le, st in zip(lat.num_bounds, en.num_bounds, sm.stats)] if edp else []
     while True:
@@ -1166,9 +1182,15 @@ def _sweep(sm: SpecModel, run: SolveSession, edp: bool, resolution: Fraction
             """EDP-2: only designs that can reach the least EDP seen: CUT-3's EDP bound of their choice and
             their latency (at most best / E_min) at most it."""
             below_energy(model, cap)
-            for z, bound in zip(sm.z, edp_bounds):
+            for k, (z, bound) in enumerate(zip(sm.z, edp_bounds)):
                 if bound > best:
                     model.add(model.get_bool_var_from_proto_index(z.index) == 0)
+                    continue
+                st, lt = sm.stats[k], lat.num_bounds[k]
+                for (j, a), le in sm.arch_energy_bounds.get(k, {}).items():  # CUT-4 per architecture
+                    if lat.value(lt, st.tokens_micro) * en.value(le, st.tokens_micro) > best:
+                        model.add_implication(model.get_bool_var_from_proto_index(z.index),
+                                              model.get_bool_var_from_proto_index(sm.x[j][a].index).Not())
             if e_low:
                 q = best / (e_low * lat.scale)  # T / D <= q
                 T = model.get_int_var_from_proto_index(sm.T.index)
