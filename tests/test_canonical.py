@@ -226,10 +226,10 @@ def test_a_faulty_energy_level_falls_back_to_the_least_in_the_other_levels(monke
     solve_module = importlib.import_module("specpim_cp.solvers.exact.solve")  # the module, not the function
     real = solve_module.minimize_ratio
 
-    def faulty(run, ratio, extra=None, start=None):
+    def faulty(run, ratio, extra=None, start=None, choices=None):
         if run.stage.startswith("tie-break"):
             raise solve_module.ModelMismatch("CP-SAT reports INFEASIBLE for a Dinkelbach step (forced by the test)")
-        return real(run, ratio, extra, start)
+        return real(run, ratio, extra, start, choices)
 
     monkeypatch.setattr(solve_module, "minimize_ratio", faulty)
     data = next(d for d in TINY if d["name"] == "part-palm-shares")  # ties on latency

@@ -207,6 +207,7 @@ class TimePricedEnergy:
         self.b = sm.scenario.batch_size
         self.sync = sm.prices.round_sync_ns
         self._env: dict[tuple[int, ArchConfig, int], PassEnvelope] = {}
+        self._fits: dict[tuple[int, ArchConfig], bool] = {}
         self.least_power = [{} for _ in sm.data]  # j -> devices -> least idle mW
         self.by_devices = [{} for _ in sm.data]  # j -> devices -> architectures
         for j, d in enumerate(sm.data):
@@ -216,6 +217,23 @@ class TimePricedEnergy:
                 cur = self.least_power[j].get(a.devices)
                 self.least_power[j][a.devices] = pw[a] if cur is None else min(cur, pw[a])
 
+    def fits(self, j: int, a: ArchConfig) -> bool:
+        """Whether some layout of model j's operators fits architecture a (CAP-1/2 without a draft2 model):
+        where none does, no design uses a, and its passes need no envelope."""
+        key = (j, a)
+        if key not in self._fits:
+            d = self.sm.data[j]
+            pm = self.sm.prices.models[j]
+            pim_cap, normal_cap = pm.capacity_kib[a]
+            pim, normal = np.zeros(1, dtype=np.int64), np.zeros(1, dtype=np.int64)
+            for op in (*LAYER_OPS, "lm_head"):
+                kib = np.array([pm.tensor_kib[(a, op, lay)] for lay in {p.layout for p in d.allowed(a, op)}]
+                               or [(0, 0)], dtype=np.int64)
+                pim = (pim[:, None] + kib[None, :, 0]).ravel()
+                normal = (normal[:, None] + kib[None, :, 1]).ravel()
+            self._fits[key] = bool(((pim <= pim_cap) & (normal <= normal_cap)).any())
+        return self._fits[key]
+
     def envelope(self, j: int, a: ArchConfig, t: int) -> PassEnvelope:
         key = (j, a, t)
         if key not in self._env:
@@ -224,7 +242,9 @@ class TimePricedEnergy:
 
     def _cycle(self, j: int, a: ArchConfig, c: SpecChoice, kappa: np.ndarray) -> np.ndarray | None:
         """min over placements of (cycle energy + κ cycle time) of model j in choice c (0: the verifier's
-        pass), or None where the architecture cannot run its draft2 model."""
+        pass), or None where the architecture cannot hold the model or run its draft2 model."""
+        if not self.fits(j, a):
+            return None
         if j == 0:
             return self.envelope(0, a, pass_tokens(self.b, c, 0))(kappa)
         dc = c.drafters[j - 1]

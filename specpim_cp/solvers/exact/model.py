@@ -25,7 +25,7 @@ order of the decisions) are keys over the decision literals, `tie_break_keys`, w
 from __future__ import annotations
 
 import itertools
-from collections.abc import Sequence
+from collections.abc import Collection, Sequence
 from dataclasses import dataclass
 from fractions import Fraction
 
@@ -540,7 +540,8 @@ class SpecModel:
         lb_t, lb_e = [], []
         self.device_bounds: list[list[tuple[tuple[int, ...], int, int]]] = []  # per choice: (devices, ns, nJ)
         self.arch_energy_bounds: dict[int, dict[tuple[int, ArchConfig], int]] = {}  # CUT-4, `tighten_energy`
-        self._cut4_limit: Fraction | None = None  # the largest limit `tighten_energy` has priced up to
+        self._cut4_done: dict[int, Fraction] = {}  # per choice: the limit `tighten_energy` priced it up to
+        self._priced: TimePricedEnergy | None = None
         for c, st in zip(self.choices, self.stats):
             best_t = best_e = None
             self.device_bounds.append([])
@@ -557,21 +558,23 @@ class SpecModel:
         self._energy_row(self.energy >= sum(v * z for v, z in zip(lb_e, self.z) if v))
         self.choice_bounds = (tuple(lb_t), tuple(lb_e))  # (round ns, energy nJ) bound per choice, for OBJ-1
 
-    def tighten_energy(self, limit: Fraction) -> int:
-        """[CUT] CUT-4 raise the energy bound of every choice whose CUT-3 energy per token-micro is at most
-        `limit` (nJ per round / tokens x TOKENS_SCALE; the others cannot beat a design of that ratio) to the
-        time-priced bound (`energy_bounds.TimePricedEnergy`), and add the row E >= sum_c bound_c z_c.
-        Returns how many choices it raised."""
-        if self._cut4_limit is not None and limit <= self._cut4_limit:
-            return 0  # done up to this limit already
-        self._cut4_limit = limit
-        priced = TimePricedEnergy(self)
+    def tighten_energy(self, limit: Fraction, choices: Collection[int] | None = None) -> int:
+        """[CUT] CUT-4 raise the energy bound of every choice (of `choices`, default all) whose CUT-3 energy
+        per token-micro is at most `limit` (nJ per round / tokens x TOKENS_SCALE; the others cannot beat a
+        design of that ratio) to the time-priced bound (`energy_bounds.TimePricedEnergy`), and add the row
+        E >= sum_c bound_c z_c. A choice already priced up to `limit` is skipped. Returns how many choices
+        it raised."""
         lb_t, lb_e = self.choice_bounds
         new = list(lb_e)
         for k, (c, st) in enumerate(zip(self.choices, self.stats)):
             cut = limit * st.tokens_micro
-            if lb_e[k] > cut:
+            done = self._cut4_done.get(k)
+            if lb_e[k] > cut or (choices is not None and k not in choices) or (done is not None and done >= limit):
                 continue
+            self._cut4_done[k] = limit
+            if self._priced is None:  # its pass envelopes serve every later call
+                self._priced = TimePricedEnergy(self)
+            priced = self._priced
             entries = [e for e in self.device_bounds[k] if e[2] <= cut]  # CUT-3's bound of the others is above
             priced_e, arch_lb = priced.choice(c, st, [(devices, t_lb) for devices, t_lb, _ in entries])
             arch_lb = {key: max(v, lb_e[k]) for key, v in arch_lb.items()}

@@ -435,10 +435,11 @@ def choice_sum(model: cp_model.CpModel, sm: SpecModel, coeffs: Sequence[int]):
 FOCUS_SLACK = Fraction(1, 50)
 
 
-def minimize_ratio(run: SolveSession, ratio: RatioObjective, extra=None, start: Evaluation | None = None
-                   ) -> tuple[str, Design | None, Fraction | None, Fraction]:
+def minimize_ratio(run: SolveSession, ratio: RatioObjective, extra=None, start: Evaluation | None = None,
+                   choices: Collection[int] | None = None) -> tuple[str, Design | None, Fraction | None, Fraction]:
     """Dinkelbach iterations [OBJ-1]: min N(x)/D(x) (+ optional extra constraints on a clone).
 
+    `choices`: the speculation choices the extra rows can leave (default all): CUT-4 prices only these.
     Returns (status, design, objective, bound) in evaluator units; status OPTIMAL, FEASIBLE,
     INFEASIBLE or UNKNOWN.
     """
@@ -446,7 +447,7 @@ def minimize_ratio(run: SolveSession, ratio: RatioObjective, extra=None, start: 
     keeps_energy = ratio.name == "energy" or extra is not None  # extra rows may read the energy (OBJ-2, OBJ-3)
     run.linearization = ENERGY_LINEARIZATION if keeps_energy else before
     try:
-        return _dinkelbach(run, ratio, extra, start)
+        return _dinkelbach(run, ratio, extra, start, choices)
     finally:
         run.linearization = before
 
@@ -456,8 +457,8 @@ def minimize_ratio(run: SolveSession, ratio: RatioObjective, extra=None, start: 
 ENERGY_LINEARIZATION = 0
 
 
-def _dinkelbach(run: SolveSession, ratio: RatioObjective, extra, start: Evaluation | None
-                ) -> tuple[str, Design | None, Fraction | None, Fraction]:
+def _dinkelbach(run: SolveSession, ratio: RatioObjective, extra, start: Evaluation | None,
+                choices: Collection[int] | None = None) -> tuple[str, Design | None, Fraction | None, Fraction]:
     sm = run.sm
     d_min = sm.min_tokens_micro()
     d_max = max(st.tokens_micro for st in sm.stats)
@@ -485,7 +486,7 @@ def _dinkelbach(run: SolveSession, ratio: RatioObjective, extra, start: Evaluati
             return "UNKNOWN", None, None, Fraction(0)
         incumbent = _measure(run, ratio, run.remember(solver))
     if ratio.name == "energy":  # [CUT-4] time-priced energy bounds of the choices that can beat the incumbent
-        sm.tighten_energy(Fraction(incumbent[0], incumbent[1]))
+        sm.tighten_energy(Fraction(incumbent[0], incumbent[1]), choices)
     # OBJ-1 focus: search first only the choices whose CUT-3 bound ratio is within FOCUS_SLACK of the least
     bound_ratio = [Fraction(lb, st.tokens_micro) for lb, st in zip(ratio.num_bounds, sm.stats)]
     focus = min(bound_ratio) * (1 + FOCUS_SLACK) if extra is None else None
@@ -723,6 +724,11 @@ class RatioRow:
     def of(cls, sm: SpecModel, name: str, metrics) -> RatioRow:
         return cls(name, _guarded_numerator(sm, name, metrics), metrics.tokens_per_round_micro)
 
+    def keeps(self, sm: SpecModel) -> set[int]:
+        """The choices whose CUT-3 bound ratio can reach this level (`add_ratio_rows` fixes the others to 0)."""
+        bounds = sm.choice_bounds[0 if self.name == "latency" else 1]
+        return {k for k, (lb, st) in enumerate(zip(bounds, sm.stats)) if lb * self.d <= self.n * st.tokens_micro}
+
 
 def add_ratio_rows(sm: SpecModel, model: cp_model.CpModel, rows: list[RatioRow]) -> None:
     """OBJ-3: on a clone, every ratio level of `rows` at most its optimum (so equal to it), as exact
@@ -732,11 +738,12 @@ def add_ratio_rows(sm: SpecModel, model: cp_model.CpModel, rows: list[RatioRow])
         return
     d_max = max(st.tokens_micro for st in sm.stats)
     for r in rows:
-        var, bounds = (sm.T, sm.choice_bounds[0]) if r.name == "latency" else (sm.energy, sm.choice_bounds[1])
+        var = sm.T if r.name == "latency" else sm.energy
         capped = cap_copy(model, var, -(-r.n * d_max // r.d), f"{r.name}_fixed")
         model.add(capped <= choice_sum(model, sm, ratio_limits(sm, r.n, r.d, strict=False)))
-        for z, lb, st in zip(sm.z, bounds, sm.stats):
-            if lb * r.d > r.n * st.tokens_micro:
+        keep = r.keeps(sm)
+        for k, z in enumerate(sm.z):
+            if k not in keep:
                 model.add(model.get_bool_var_from_proto_index(z.index) == 0)
 
 
@@ -855,7 +862,7 @@ class CanonicalOptimum:
         try:
             status, design, value, _ = minimize_ratio(self.run, RatioObjective(sm, other),
                                                       lambda model: add_ratio_rows(sm, model, self.rows[:1]),
-                                                      start=best)
+                                                      start=best, choices=self.rows[0].keeps(sm))
         except (ModelMismatch, IntegerRangeError) as exc:  # go on without this level, say why
             fault = isinstance(exc, ModelMismatch)
             self.levels.append(TieLevel(other, None, "FAULT" if fault else "OUT_OF_RANGE"))
@@ -1216,7 +1223,8 @@ def _sweep(sm: SpecModel, run: SolveSession, edp: bool, resolution: Fraction, st
 
         # the latency stage's point satisfies both epsilon rows: a close starting ratio for Dinkelbach
         run.stage = f"pareto point {len(front) + 1}: energy"
-        st2, d2, _o2, _ = minimize_ratio(run, en, within_latency, start=e1)
+        st2, d2, _o2, _ = minimize_ratio(run, en, within_latency, start=e1,
+                                         choices=RatioRow("latency", t_n, t_d).keeps(sm))
         if d2 is None:
             return front, "FEASIBLE", least
         proven &= st2 == "OPTIMAL"
