@@ -504,11 +504,8 @@ def _dinkelbach(run: SolveSession, ratio: RatioObjective, extra, start: Evaluati
         for k, (z, num_lb, st, br) in enumerate(zip(sm.z, ratio.num_bounds, sm.stats, bound_ratio)):
             if num_lb * d_prev > n_prev * st.tokens_micro or (focused and br > focus):
                 model.add(model.get_bool_var_from_proto_index(z.index) == 0)
-            elif ratio.name == "energy":  # [CUT-4] nor can an architecture whose bound with c exceeds lambda
-                for (j, a), lb in sm.arch_energy_bounds.get(k, {}).items():
-                    if lb * d_prev > n_prev * st.tokens_micro or (focused and Fraction(lb, st.tokens_micro) > focus):
-                        model.add_implication(model.get_bool_var_from_proto_index(z.index),
-                                              model.get_bool_var_from_proto_index(sm.x[j][a].index).Not())
+            elif ratio.name == "energy":
+                prune_architectures(model, sm, k, n_prev, d_prev, focus if focused else None)
         # G(x) = N(x) - (ceil(lambda D(x)) - 1): G <= 0 iff N/D < lambda; the incumbent has G = 1
         objective = nvar - choice_sum(model, sm, ratio_limits(sm, n_prev, d_prev, strict=True))
         model.minimize(objective)
@@ -556,6 +553,17 @@ def _dinkelbach(run: SolveSession, ratio: RatioObjective, extra, start: Evaluati
         if status == cp_model.OPTIMAL and f_lb >= 1:
             return "OPTIMAL", incumbent[2], obj, obj
         return "FEASIBLE", incumbent[2], obj, min(bound, obj)
+
+
+def prune_architectures(model: cp_model.CpModel, sm: SpecModel, k: int, n_prev: int, d_prev: int,
+                        focus: Fraction | None = None) -> None:
+    """[CUT-4] in an energy step at lambda = n_prev / d_prev, z_k => not x_ja for every (model, architecture)
+    whose bound with choice k exceeds lambda (or the focus, in a focused step): no such design beats lambda."""
+    tokens = sm.stats[k].tokens_micro
+    z = model.get_bool_var_from_proto_index(sm.z[k].index)
+    for (j, a), lb in sm.arch_energy_bounds.get(k, {}).items():
+        if lb * d_prev > n_prev * tokens or (focus is not None and Fraction(lb, tokens) > focus):
+            model.add_implication(z, model.get_bool_var_from_proto_index(sm.x[j][a].index).Not())
 
 
 def _contradicts(status: int, f_val: int | None) -> bool:
@@ -1430,6 +1438,8 @@ def _column_step(run: SolveSession, ratio_name: str, relaxed: dict, n_prev: int,
     contradiction is read and the bound holds for those columns only)."""
     sm = run.sm
     num = sm.T if ratio_name == "latency" else sm.energy
+    if ratio_name == "energy":  # [CUT-4], as in an energy Dinkelbach step
+        sm.tighten_energy(Fraction(n_prev, d_prev))
     bounds = sm.choice_bounds[0 if ratio_name == "latency" else 1]
     d_max = max(st.tokens_micro for st in sm.stats)
     model, nvar = _capped(sm, num, min(-(-n_prev * d_max // d_prev), ub(num)), "N")
@@ -1439,6 +1449,8 @@ def _column_step(run: SolveSession, ratio_name: str, relaxed: dict, n_prev: int,
     for k, (z, lb, st) in enumerate(zip(sm.z, bounds, sm.stats)):
         if lb * d_prev > n_prev * st.tokens_micro or (focus is not None and Fraction(lb, st.tokens_micro) > focus):
             model.add(model.get_bool_var_from_proto_index(z.index) == 0)  # OBJ-1 pruning (and focus)
+        elif ratio_name == "energy":
+            prune_architectures(model, sm, k, n_prev, d_prev, focus)
         if k in relaxed:
             limits.append(2 * (n_prev * st.tokens_micro // d_prev))
         else:
