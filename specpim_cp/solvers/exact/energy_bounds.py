@@ -50,8 +50,8 @@ def _crossings(lines: Sequence[tuple[float, float]]) -> list[float]:
     return out
 
 
-def _front(points) -> list[tuple]:
-    """The points no other point matches or beats in every coordinate."""
+def dominance_front(points) -> list[tuple]:
+    """The points no other point matches or beats in every coordinate (sorted, no duplicates)."""
     front: list[tuple] = []
     for p in sorted(set(points)):  # a dominating point sorts first
         if not any(all(x <= y for x, y in zip(q[1:], p[1:])) for q in front):
@@ -160,7 +160,7 @@ class PassEnvelope:
                 else:
                     out.append((o.time_ns, o.time_ns, o.time_ns * levels if pm.contends[(a, p.layout)] else 0,
                                 o.energy_nj, pk, nk))
-            return _front(out) or [(0, 0, 0, 0, 0, 0)]
+            return dominance_front(out) or [(0, 0, 0, 0, 0, 0)]
 
         def branch(ops: tuple[str, ...]) -> np.ndarray:
             front = np.zeros((1, 6), dtype=np.int64)

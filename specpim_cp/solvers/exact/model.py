@@ -42,7 +42,7 @@ from specpim_cp.problem.design import ArchConfig, Design, DrafterChoice, Placeme
 from specpim_cp.problem.operators import LAYER_OPS, PLACEABLE_OPS, is_chain, layer_graph, layer_order
 from specpim_cp.problem.scenario import Scenario
 from specpim_cp.problem.space import DesignSpace, ModelOptions
-from specpim_cp.solvers.exact.energy_bounds import TimePricedEnergy
+from specpim_cp.solvers.exact.energy_bounds import TimePricedEnergy, dominance_front
 from specpim_cp.solvers.exact.prices import PriceTable
 
 
@@ -67,15 +67,6 @@ class TieKey:
     name: str
     terms: tuple[tuple[int, cp_model.IntVar], ...]
     size: int
-
-
-def _pareto3(points) -> list[tuple[int, int, int]]:
-    """The points that no other point of the set matches or beats in every coordinate (sorted, no duplicates)."""
-    front: list[tuple[int, int, int]] = []
-    for p in sorted(set(points)):  # a dominating point sorts first
-        if not any(q[1] <= p[1] and q[2] <= p[2] for q in front):
-            front.append(p)
-    return front
 
 
 class SpecModel:
@@ -513,7 +504,7 @@ class SpecModel:
             dropped first: they cannot lower the minimum of a nondecreasing function of the sums)."""
             front = np.zeros((1, 3), dtype=np.int64)
             for op in ops:
-                opts = np.array(_pareto3(options(op)) or [(0, 0, 0)], dtype=np.int64)  # none: as CUT-1's 0
+                opts = np.array(dominance_front(options(op)) or [(0, 0, 0)], dtype=np.int64)  # none: as CUT-1's 0
                 front = (front[:, None, :] + opts[None, :, :]).reshape(-1, 3)
             return front
 
@@ -586,10 +577,9 @@ class SpecModel:
                 if e_lb > cut:  # these counts cannot beat the limit: their architectures' bound is CUT-3's
                     best = e_lb if best is None else min(best, e_lb)
                     for j, n in enumerate(devices):
-                        for a in self.data[j].archs:
-                            if a.devices == n:
-                                arch_lb[(j, a)] = min(arch_lb.get((j, a), e_lb), e_lb)
-            new[k] = max(lb_e[k], best if best is not None else lb_e[k])
+                        for a in priced.by_devices[j].get(n, ()):
+                            arch_lb[(j, a)] = min(arch_lb.get((j, a), e_lb), e_lb)
+            new[k] = lb_e[k] if best is None else max(lb_e[k], best)
             self.arch_energy_bounds[k] = arch_lb
         raised = sum(n > o for n, o in zip(new, lb_e))
         if raised:
