@@ -32,6 +32,7 @@ from ortools.sat.python import cp_model
 from specpim_cp.problem.builtin_sets import resolve_scenario_path
 from specpim_cp.problem.scenario import Scenario, load_scenario, parse_scenario
 from specpim_cp.solvers.exact import SolverOptions
+from specpim_cp.solvers.result import DEFAULT_RESOLUTION_PCT
 from specpim_cp.views.tables import table
 
 ACCOUNTINGS = ("total", "dynamic")
@@ -104,7 +105,7 @@ def with_accounting(sc: Scenario, accounting: str) -> Scenario:
     return parse_scenario(data)
 
 
-def run_front(sc: Scenario, opts: SolverOptions, resolution: str = "0") -> dict:
+def run_front(sc: Scenario, opts: SolverOptions, resolution: str = DEFAULT_RESOLUTION_PCT) -> dict:
     t0 = time.perf_counter()
     error, statement = None, ""
     with recorded_solves() as log:
@@ -132,7 +133,8 @@ def main() -> int:
     ap.add_argument("--deterministic", action="store_true")
     ap.add_argument("--seed", type=int, default=0)
     ap.add_argument("--accounting", action="append", choices=ACCOUNTINGS, help="repeatable; default: both")
-    ap.add_argument("--resolution", default="0", help="front resolution in percent (OBJ-2r; default 0: exact)")
+    ap.add_argument("--resolution", default=DEFAULT_RESOLUTION_PCT,
+                    help=f"front resolution in percent (OBJ-2r; default {DEFAULT_RESOLUTION_PCT}, as `pareto`; 0: exact)")
     ap.add_argument("--json", help="write both fronts (points and every solve) here")
     ap.add_argument("--all-points", action="store_true", help=f"print every point (default: the first and last "
                     f"{SHOWN // 2} of a front with more than {SHOWN})")

@@ -386,6 +386,27 @@ def test_row_check_covers_a_capacity_beyond_two_to_the_62():
         check_integer_range(sm)
 
 
+
+@pytest.mark.parametrize("coeff, overflows", [((1 << 31) - 1, False), (1 << 31, True)])
+def test_row_check_is_exact_at_the_limit(coeff, overflows):
+    """A row within a hair of 2^62 is summed in exact integers: 2^31 x [0, 2^31] overflows CP-SAT's
+    integer rule, (2^31 - 1) x [0, 2^31] does not, though the two differ by 5e-10 relative."""
+    from specpim_cp.physics.evaluate import Evaluator
+    from specpim_cp.solvers.exact.model import SpecModel
+    from specpim_cp.solvers.exact.solve import check_integer_range
+
+    sc = load_scenario(OPT13)
+    cat = default_catalog()
+    sm = SpecModel(sc, cat, Evaluator(sc, cat))
+    check_integer_range(sm)  # the built model itself is in range
+    probe = sm.m.new_int_var(0, 1 << 31, "probe")
+    sm.m.add(coeff * probe >= 0)
+    if overflows:
+        with pytest.raises(ScenarioError, match=r"probe\) can reach 2.15e\+09 , and its row multiplies it by 2,147,483,648"):
+            check_integer_range(sm)
+    else:
+        check_integer_range(sm)
+
 # -- sensitivity: a nominal energy of 0 has no relative change ---------------------------------------------
 ZERO_ENERGY = (_entry("hosts", {"idle_power_mw": "0", "onchip_energy_pj_per_bit": "0.0", "mac_energy_pj": "0.0",
                                 "link_energy_pj_per_bit": "0.0"}, name="a100-40gb", base="a100-40gb")

@@ -36,7 +36,7 @@ def _values(result) -> list[tuple[Fraction, Fraction]]:
 
 def test_exact_front_equals_enumeration(dynamic):
     sc, front = dynamic
-    result = pareto(sc, options=OPTS)
+    result = pareto(sc, options=OPTS, resolution_pct=0)
     assert len(front) > 2 and _values(result) == front
     assert result.status == "OPTIMAL" and result.resolution == 0 and result.solves > 0
     assert result.statement().startswith(f"front: OPTIMAL (every point proven), {len(front)} points, resolution 0%")
@@ -54,6 +54,17 @@ def test_front_at_a_resolution_covers_the_front(dynamic, pct):
     assert result.resolution == r and f"resolution {pct}%" in result.statement()
 
 
+def test_default_front_is_at_a_tenth_of_a_percent(dynamic):
+    """OBJ-2r's default: the front at 0.1% (every point proven), stated as such."""
+    sc, front = dynamic
+    result = pareto(sc, options=OPTS)
+    assert result.resolution == Fraction(1, 1000) and "resolution 0.1% (every front point has" in result.statement()
+    listed = _values(result)
+    assert set(listed) <= set(front)
+    for lat, en in front:
+        assert any(pl <= lat and Fraction(999, 1000) * pe <= en for pl, pe in listed), (lat, en)
+
+
 def test_cli_pareto_states_its_front(tmp_path):
     out = tmp_path / "p.csv"
     res = CliRunner().invoke(main, ["pareto", "paper/opt-13b-b1", "--time-limit", "30", "--deterministic",
@@ -62,6 +73,8 @@ def test_cli_pareto_states_its_front(tmp_path):
     lines = out.read_text().splitlines()
     assert lines[0].startswith("latency_ns_per_token,") and lines[-1].startswith("# front: OPTIMAL")
     assert "resolution 1%" in lines[-1] and len(lines) >= 3
+    default = CliRunner().invoke(main, ["pareto", "paper/opt-13b-b1", "--time-limit", "30", "--deterministic"])
+    assert default.exit_code == 0 and "resolution 0.1% (" in default.output.splitlines()[-1], default.output
     bad = CliRunner().invoke(main, ["pareto", "paper/opt-13b-b1", "--resolution", "50", "-o", str(tmp_path / "q.csv")])
     assert bad.exit_code == 2 and "--resolution" in bad.output and not (tmp_path / "q.csv").exists()
 

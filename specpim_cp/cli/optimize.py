@@ -20,6 +20,7 @@ from specpim_cp.cli.common import (
 )
 from specpim_cp.errors import ScenarioError
 from specpim_cp.runs.instances import heuristic_budget
+from specpim_cp.solvers.result import DEFAULT_RESOLUTION_PCT
 
 
 def _hint(sc, hint_path: str, catalog):
@@ -197,9 +198,9 @@ def ranges(scenario, within_pct, objective, time_limit, workers, seed, determini
               help="CP-SAT workers (not with --deterministic)")
 @click.option("--seed", type=SEED_TYPE, default=0, show_default=True)
 @click.option("--deterministic", is_flag=True, help="one worker, deterministic time limit (rejects --workers > 1)")
-@click.option("--resolution", default="0", show_default=True, metavar="PERCENT",
-              help="0: the exact front; r > 0: each next point at least r% below the last in energy per token, "
-                   "every point still proven (formulations/objectives.md, OBJ-2r)")
+@click.option("--resolution", default=DEFAULT_RESOLUTION_PCT, show_default=True, metavar="PERCENT",
+              help="each next point at least r% below the last in energy per token, every point still proven; "
+                   "0: the exact front (formulations/objectives.md, OBJ-2r)")
 @click.option("-o", "--output", type=click.Path(dir_okay=False), help="CSV file (default: stdout)")
 @catalog_option
 @user_errors

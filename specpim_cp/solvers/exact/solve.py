@@ -27,7 +27,13 @@ from specpim_cp.problem.space import DesignSpace, TreeMenuTooLarge
 from specpim_cp.solvers.exact.columns import ColumnSearch, chain_start_scenario, columns_refusal, hardware
 from specpim_cp.solvers.exact.model import SpecModel, TieKey, ub
 from specpim_cp.solvers.exact.prices import PriceTable
-from specpim_cp.solvers.result import SolveReport, SolveResult, inputs_hash, solver_version
+from specpim_cp.solvers.result import (
+    DEFAULT_RESOLUTION_PCT,
+    SolveReport,
+    SolveResult,
+    inputs_hash,
+    solver_version,
+)
 
 
 class ModelMismatch(AssertionError):
@@ -1298,9 +1304,10 @@ def check_resolution(resolution_pct) -> Fraction:
 
 
 def pareto(scenario: Scenario, *, options: SolverOptions | None = None, catalog: Catalog | None = None,
-           on_progress: ProgressHook | None = None, resolution_pct=0) -> ParetoFront:
+           on_progress: ProgressHook | None = None, resolution_pct=DEFAULT_RESOLUTION_PCT) -> ParetoFront:
     """The latency-energy front (points sorted by latency) with its status and cost; `options` bound the
-    whole front (default `PARETO_OPTIONS`: 300 s); `resolution_pct` [OBJ-2r]: 0 for the exact front."""
+    whole front (default `PARETO_OPTIONS`: 300 s); `resolution_pct` [OBJ-2r]: percent, default
+    `DEFAULT_RESOLUTION_PCT`; 0 for the exact front."""
     t0 = time.perf_counter()
     resolution = check_resolution(resolution_pct)
     opts = options or PARETO_OPTIONS
@@ -1318,7 +1325,8 @@ def pareto(scenario: Scenario, *, options: SolverOptions | None = None, catalog:
 
 
 def pareto_front(scenario: Scenario, *, options: SolverOptions | None = None, catalog: Catalog | None = None,
-                 on_progress: ProgressHook | None = None, resolution_pct=0) -> list[Evaluation]:
+                 on_progress: ProgressHook | None = None, resolution_pct=DEFAULT_RESOLUTION_PCT
+                 ) -> list[Evaluation]:
     """Non-dominated (latency per token, energy per token) designs, sorted by latency (`pareto`'s points)."""
     return pareto(scenario, options=options, catalog=catalog, on_progress=on_progress,
                   resolution_pct=resolution_pct).points
