@@ -168,3 +168,32 @@ def test_optimum_equals_brute_force(data, objective):
     exact = solve(sc, options=SolverOptions(60, deterministic=True))
     assert exact.report.status == "OPTIMAL"
     assert exact.report.objective == brute_force(sc).report.objective
+
+
+@pytest.mark.parametrize(("data", "objective"), [(BRUTE[0], "energy"), (BRUTE[0], "edp"), (BRUTE[1], "latency")],
+                         ids=["llama-energy", "llama-edp", "palm-latency"])
+def test_a_contradicted_step_is_solved_per_choice(monkeypatch, data, objective):
+    """[OBJ-1] CP-SAT 9.15's fault simulated: every Dinkelbach step (with presolve, CP-SAT's own presolve and
+    none) answers INFEASIBLE although its incumbent satisfies it; the per-choice parts answer truly, and the
+    optimum is still brute force's."""
+    import importlib
+
+    from ortools.sat.python import cp_model
+
+    driver = importlib.import_module("specpim_cp.solvers.exact.solve")  # the module (the package binds `solve`)
+    honest = driver.SolveSession.solve
+
+    def faulty(self, model, first_solution=False, cautious=False):
+        status, solver = honest(self, model, first_solution, cautious)
+        if first_solution or "(choice" in self.stage or self.stage.startswith("tie-break"):
+            return status, solver
+        return cp_model.INFEASIBLE, solver
+
+    monkeypatch.setattr(driver.SolveSession, "solve", faulty)
+    monkeypatch.setattr(driver, "PER_CHOICE_MAX", 10 ** 6)  # every step small enough to split
+    sc = parse_scenario({**data, "objective": objective})
+    exact = solve(sc, options=SolverOptions(60, deterministic=True))
+    assert exact.report.status == "OPTIMAL"
+    assert exact.report.objective == brute_force(sc).report.objective
+    parts = [s for s in exact.report.extra["solves"] if "(choice" in s["stage"]]
+    assert parts and all(s["status"] in ("OPTIMAL", "INFEASIBLE") for s in parts)

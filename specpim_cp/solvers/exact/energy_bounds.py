@@ -133,7 +133,7 @@ class PassEnvelope:
         choices = [list(by_op[op].items()) or [(None, [(0.0, 0.0)])] for op in ops]
         kib = [[pm.tensor_kib[(a, op, lay)] if lay is not None else (0, 0) for lay, _ in ch]
                for op, ch in zip(ops, choices)]
-        idx = np.array(list(itertools.product(*[range(len(ch)) for ch in choices])), dtype=np.int64)
+        idx = _layout_vectors(tuple(len(ch) for ch in choices))
         pim = sum(np.array([k[0] for k in kib[i]], dtype=np.int64)[idx[:, i]] for i in range(len(ops)))
         normal = sum(np.array([k[1] for k in kib[i]], dtype=np.int64)[idx[:, i]] for i in range(len(ops)))
         idx = idx[self._fits(pim, normal)]
@@ -187,6 +187,12 @@ class PassEnvelope:
 
     def __call__(self, kappa: np.ndarray) -> np.ndarray:
         return np.interp(kappa, self.pts, self.vals)
+
+
+@functools.cache
+def _layout_vectors(sizes: tuple[int, ...]) -> np.ndarray:
+    """Every vector of choice indices (one per operator, operator i in range(sizes[i])), a row each."""
+    return np.array(list(itertools.product(*[range(n) for n in sizes])), dtype=np.int64).reshape(-1, len(sizes))
 
 
 @functools.cache

@@ -507,22 +507,34 @@ def _dinkelbach(run: SolveSession, ratio: RatioObjective, extra, start: Evaluati
         prepare(model)
         # OBJ-1 pruning: a choice whose CUT-3 bound ratio exceeds lambda cannot give F < 0 (the
         # incumbent's own choice stays: its bound is at most its ratio)
+        kept = []  # the choices this step leaves
         for k, (z, num_lb, st, br) in enumerate(zip(sm.z, ratio.num_bounds, sm.stats, bound_ratio)):
             if num_lb * d_prev > n_prev * st.tokens_micro or (focused and br > focus):
                 model.add(model.get_bool_var_from_proto_index(z.index) == 0)
-            elif ratio.name == "energy":
+                continue
+            kept.append(k)
+            if ratio.name == "energy":
                 prune_architectures(model, sm, k, n_prev, d_prev, focus if focused else None)
         # G(x) = N(x) - (ceil(lambda D(x)) - 1): G <= 0 iff N/D < lambda; the incumbent has G = 1
-        objective = nvar - choice_sum(model, sm, ratio_limits(sm, n_prev, d_prev, strict=True))
+        limits = ratio_limits(sm, n_prev, d_prev, strict=True)
+        objective = nvar - choice_sum(model, sm, limits)
         model.minimize(objective)
         if run.budget.remaining() <= 0:
             return "FEASIBLE", incumbent[2], ratio.value(n_prev, d_prev), bound
         status, solver = run.solve(model)
         f_val = _value_at(status, solver, objective)
         if not focused and _contradicts(status, f_val):
-            for mode in (True, NO_PRESOLVE):  # CP-SAT's own presolve, then none (objectives.md, 9.15 fault)
-                status, solver = run.solve(model, cautious=mode)
-                f_val = _value_at(status, solver, objective)
+            # CP-SAT's own presolve, then one plain solve per choice left, then no presolve (objectives.md,
+            # 'A CP-SAT 9.15 fault')
+            for mode in (True, PER_CHOICE, NO_PRESOLVE):
+                if mode == PER_CHOICE:
+                    part = _per_choice_step(run, ratio, prepare, kept, limits)
+                    if part[0] == cp_model.UNKNOWN:  # not tried, or a part unproven: on to no presolve
+                        continue
+                    status, f_val, solver = part
+                else:
+                    status, solver = run.solve(model, cautious=mode)
+                    f_val = _value_at(status, solver, objective)
                 if not _contradicts(status, f_val):
                     break
             if _contradicts(status, f_val):
@@ -559,6 +571,52 @@ def _dinkelbach(run: SolveSession, ratio: RatioObjective, extra, start: Evaluati
         if status == cp_model.OPTIMAL and f_lb >= 1:
             return "OPTIMAL", incumbent[2], obj, obj
         return "FEASIBLE", incumbent[2], obj, min(bound, obj)
+
+
+#: A contradicted Dinkelbach step is solved again as one plain minimisation per choice it leaves when it
+#: leaves at most this many (`_per_choice_step`).
+PER_CHOICE_MAX = 4
+#: `_dinkelbach`'s fallback mode between CP-SAT's own presolve and none.
+PER_CHOICE = "per choice"
+
+
+def _per_choice_step(run: SolveSession, ratio: RatioObjective, prepare, kept: Sequence[int], limits: Sequence[int]
+                     ) -> tuple[int, int | None, cp_model.CpSolver | None]:
+    """[OBJ-1] A Dinkelbach step solved per speculation choice: with z_k fixed the tokens per round are the
+    constant D_k, so min G = min over the choices k left of (min N given z_k) - limits[k]. Each part is the
+    base model with the step's extra rows (`prepare`) and z_k = 1, minimising N itself: no capped copy of N,
+    no pruning rows, CP-SAT's own presolve settings. paper-full/palm-62b-full-b32's last energy step is
+    INFEASIBLE at presolve as one model (at every presolve setting, and as its z_k part with the capped
+    copy), unfinished in 60 s without presolve, and OPTIMAL in 8 s this way. Returns (status, G_min, the
+    best part's solver); UNKNOWN (the caller goes on without presolve) when more than `PER_CHOICE_MAX`
+    choices are left or a part is not proven."""
+    if len(kept) > PER_CHOICE_MAX:
+        return cp_model.UNKNOWN, None, None
+    sm = run.sm
+    best: tuple[int, cp_model.CpSolver] | None = None
+    stage = run.stage
+    try:
+        for k in kept:
+            sub = sm.m.clone()
+            sm.enforce_families(sub)
+            prepare(sub)
+            sub.add(sub.get_bool_var_from_proto_index(sm.z[k].index) == 1)
+            n_k = sub.get_int_var_from_proto_index(ratio.num.index)
+            sub.minimize(n_k)
+            run.stage = f"{stage} (choice {k})"
+            status, solver = run.solve(sub, cautious=True)
+            if status == cp_model.INFEASIBLE:
+                continue
+            if status != cp_model.OPTIMAL:
+                return cp_model.UNKNOWN, None, None
+            g = int(solver.value(n_k)) - limits[k]
+            if best is None or g < best[0]:
+                best = (g, solver)
+    finally:
+        run.stage = stage
+    if best is None:
+        return cp_model.INFEASIBLE, None, None
+    return cp_model.OPTIMAL, best[0], best[1]
 
 
 def prune_architectures(model: cp_model.CpModel, sm: SpecModel, k: int, n_prev: int, d_prev: int,
@@ -1217,7 +1275,13 @@ def _sweep(sm: SpecModel, run: SolveSession, edp: bool, resolution: Fraction, st
                 T = model.get_int_var_from_proto_index(sm.T.index)
                 model.add(T <= choice_sum(model, sm, ratio_limits(sm, q.numerator, q.denominator, strict=False)))
 
-        st1, d1, _o1, l_low = minimize_ratio(run, lat, edp_box if edp else below_energy)
+        # EDP: the least-energy design starts the stage while it satisfies the stage's rows (its EDP is the least
+        # seen, so it is in the EDP box, and it is below the energy cap): a Dinkelbach step then has an
+        # incumbent, so a solver fault that drops it is caught (paper-full/palm-62b-full-b32)
+        usable = (edp and least is not None and least.metrics.objective("edp") <= best
+                  and (energy_cap is None or least.metrics.energy_nj_per_round * energy_cap[1]
+                       < energy_cap[0] * least.metrics.tokens_per_round_micro))
+        st1, d1, _o1, l_low = minimize_ratio(run, lat, edp_box if edp else below_energy, start=least if usable else None)
         if st1 == "INFEASIBLE":
             return front, ("INFEASIBLE" if not front else ("OPTIMAL" if proven else "FEASIBLE")), least
         if edp and front and l_low * e_low > min(p.metrics.objective("edp") for p in front):  # EDP-1 stop
