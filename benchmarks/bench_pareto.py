@@ -1,7 +1,8 @@
 """Pareto-front benchmark: `pareto_front` on one scenario under both energy accountings (total, dynamic).
 
     python benchmarks/bench_pareto.py SCENARIO [--time-limit S] [--workers N] [--deterministic]
-                                      [--accounting total|dynamic ...] [--resolution PCT] [--json OUT]
+                                      [--accounting total|dynamic ...] [--resolution PCT] [--max-points N]
+                                      [--json OUT]
 
 SCENARIO is a file or a built-in SET/NAME (e.g. paper/opt-13b-b1). `--time-limit` bounds each front (all
 its Dinkelbach solves share it; default 120 s). Printed per accounting: every point (latency and energy
@@ -32,7 +33,7 @@ from ortools.sat.python import cp_model
 from specpim_cp.problem.builtin_sets import resolve_scenario_path
 from specpim_cp.problem.scenario import Scenario, load_scenario, parse_scenario
 from specpim_cp.solvers.exact import SolverOptions
-from specpim_cp.solvers.result import DEFAULT_RESOLUTION_PCT
+from specpim_cp.solvers.result import DEFAULT_MAX_POINTS, DEFAULT_RESOLUTION_PCT
 from specpim_cp.views.tables import table
 
 ACCOUNTINGS = ("total", "dynamic")
@@ -105,12 +106,13 @@ def with_accounting(sc: Scenario, accounting: str) -> Scenario:
     return parse_scenario(data)
 
 
-def run_front(sc: Scenario, opts: SolverOptions, resolution: str = DEFAULT_RESOLUTION_PCT) -> dict:
+def run_front(sc: Scenario, opts: SolverOptions, resolution: str = DEFAULT_RESOLUTION_PCT,
+              max_points: int = DEFAULT_MAX_POINTS) -> dict:
     t0 = time.perf_counter()
     error, statement = None, ""
     with recorded_solves() as log:
         try:
-            result = exact_solve.pareto(sc, options=opts, resolution_pct=resolution)
+            result = exact_solve.pareto(sc, options=opts, resolution_pct=resolution, max_points=max_points)
             front, statement = result.points, result.statement()
         except exact_solve.ModelMismatch as exc:  # the 9.15 fault guard (objectives.md)
             front, error = [], f"ModelMismatch: {exc}"
@@ -135,6 +137,8 @@ def main() -> int:
     ap.add_argument("--accounting", action="append", choices=ACCOUNTINGS, help="repeatable; default: both")
     ap.add_argument("--resolution", default=DEFAULT_RESOLUTION_PCT,
                     help=f"front resolution in percent (OBJ-2r; default {DEFAULT_RESOLUTION_PCT}, as `pareto`; 0: exact)")
+    ap.add_argument("--max-points", type=int, default=DEFAULT_MAX_POINTS,
+                    help=f"point budget (OBJ-2b; default {DEFAULT_MAX_POINTS}, as `pareto`; 0: none)")
     ap.add_argument("--json", help="write both fronts (points and every solve) here")
     ap.add_argument("--all-points", action="store_true", help=f"print every point (default: the first and last "
                     f"{SHOWN // 2} of a front with more than {SHOWN})")
@@ -143,7 +147,7 @@ def main() -> int:
     opts = SolverOptions(args.time_limit, args.workers, args.seed, args.deterministic)
     results = []
     for accounting in args.accounting or ACCOUNTINGS:
-        r = run_front(with_accounting(base, accounting), opts, args.resolution)
+        r = run_front(with_accounting(base, accounting), opts, args.resolution, args.max_points)
         results.append(r)
         rows = [[k + 1, f"{p['latency_ns_per_token'] / 1e3:,.3f}", f"{p['energy_nj_per_token']:,.1f}",
                  f"{p['edp']:.4g}", "yes" if p["proven"] else "no", p["summary"]] for k, p in enumerate(r["points"])]

@@ -20,7 +20,7 @@ from specpim_cp.cli.common import (
 )
 from specpim_cp.errors import ScenarioError
 from specpim_cp.runs.instances import heuristic_budget
-from specpim_cp.solvers.result import DEFAULT_RESOLUTION_PCT
+from specpim_cp.solvers.result import DEFAULT_MAX_POINTS, DEFAULT_RESOLUTION_PCT
 
 
 def _hint(sc, hint_path: str, catalog):
@@ -200,11 +200,15 @@ def ranges(scenario, within_pct, objective, time_limit, workers, seed, determini
 @click.option("--deterministic", is_flag=True, help="one worker, deterministic time limit (rejects --workers > 1)")
 @click.option("--resolution", default=DEFAULT_RESOLUTION_PCT, show_default=True, metavar="PERCENT",
               help="each next point at least r% below the last in energy per token, every point still proven; "
-                   "0: the exact front (formulations/objectives.md, OBJ-2r)")
+                   "0 with --max-points 0: the exact front (formulations/objectives.md, OBJ-2r)")
+@click.option("--max-points", type=int, default=DEFAULT_MAX_POINTS, show_default=True, metavar="N",
+              help="widen the resolution where needed so that the front lists at most N points (0: no budget; "
+                   "OBJ-2b)")
 @click.option("-o", "--output", type=click.Path(dir_okay=False), help="CSV file (default: stdout)")
 @catalog_option
 @user_errors
-def pareto(scenario, time_limit, workers, seed, deterministic, resolution, output, catalog_files) -> None:
+def pareto(scenario, time_limit, workers, seed, deterministic, resolution, max_points, output,
+           catalog_files) -> None:
     """The latency-energy Pareto front (per token) as CSV, in ns and pJ (units in the header); its last
     line, starting with '#', states the front's status, resolution and the time it took."""
     import csv
@@ -212,19 +216,20 @@ def pareto(scenario, time_limit, workers, seed, deterministic, resolution, outpu
 
     from specpim_cp.solvers import exact
     from specpim_cp.solvers.exact import SolverOptions
-    from specpim_cp.solvers.exact.solve import check_resolution
+    from specpim_cp.solvers.exact.solve import check_max_points, check_resolution
     from specpim_cp.views.tables import design_summary
 
     check_workers(workers, deterministic)
     check_writable(output, "-o")
     try:
         check_resolution(resolution)
+        check_max_points(max_points)
     except ScenarioError as exc:
         raise ScenarioError(f"--{exc}") from None
     sc, cat = load_with_catalog(scenario, catalog_files)
     with Progress("pareto") as bar:
         result = exact.pareto(sc, options=SolverOptions(time_limit, workers, seed, deterministic), catalog=cat,
-                              on_progress=_solve_hook(bar), resolution_pct=resolution)
+                              on_progress=_solve_hook(bar), resolution_pct=resolution, max_points=max_points)
     front = result.points
     buf = io.StringIO()
     w = csv.writer(buf)

@@ -16,6 +16,11 @@ OBJECTIVE_UNITS = {"latency": "ns/token", "energy": "nJ/token", "edp": "ns*nJ/to
 #: exact front (0) under dynamic accounting has hundreds of points closer than that (paper/opt-13b-b1: more
 #: than 765, not finished in 120 s); at 0.1% it has 31, every one proven, in about 10 s.
 DEFAULT_RESOLUTION_PCT = "0.1"
+#: [OBJ-2b] The default point budget of a front: the resolution is widened where needed so that at most this
+#: many points are listed (a front whose energy spans 3%, as paper/opt-13b-b1's, is not widened at 0.1%).
+DEFAULT_MAX_POINTS = 32
+#: The largest point budget accepted (each point costs two Dinkelbach solves).
+MAX_FRONT_POINTS = 10_000
 
 
 def solver_version() -> str:

@@ -28,7 +28,9 @@ from specpim_cp.solvers.exact.columns import ColumnSearch, chain_start_scenario,
 from specpim_cp.solvers.exact.model import SpecModel, TieKey, ub
 from specpim_cp.solvers.exact.prices import PriceTable
 from specpim_cp.solvers.result import (
+    DEFAULT_MAX_POINTS,
     DEFAULT_RESOLUTION_PCT,
+    MAX_FRONT_POINTS,
     SolveReport,
     SolveResult,
     inputs_hash,
@@ -1142,7 +1144,7 @@ def solve(scenario: Scenario, *, objective: str | None = None, options: SolverOp
     run.on_progress = on_progress
     start = best_start(sm, ev, "energy" if objective == "edp" else objective, hint)
     if objective == "edp":  # EDP-1's least-energy run starts from the best known design by energy
-        front, status = _epsilon_front(sm, run, edp=True, start=start)
+        front, status, _ = _epsilon_front(sm, run, edp=True, start=start)
         if status == "INFEASIBLE":
             raise ScenarioError(explain_infeasible(sm, opts))
         if not front:
@@ -1197,34 +1199,38 @@ def _exact(value: Fraction) -> str:
     return f"{value.numerator}/{value.denominator}"
 
 
-def _least_energy(sm: SpecModel, run: SolveSession, start: Evaluation | None
+def _least_energy(sm: SpecModel, run: SolveSession, start: Evaluation | None, stage: str = "EDP: least energy"
                   ) -> tuple[str, Evaluation | None, Fraction]:
     """[EDP-1] The least energy per token (status, its design priced, a proven lower bound)."""
-    run.stage = "EDP: least energy"
+    run.stage = stage
     status, design, _, bound = minimize_ratio(run, RatioObjective(sm, "energy"), start=start)
     return status, None if design is None else sm.ev.evaluate(design), bound
 
 
 def _epsilon_front(sm: SpecModel, run: SolveSession, edp: bool = False,
-                   resolution: Fraction = Fraction(0), start: Evaluation | None = None
-                   ) -> tuple[list[Evaluation], str]:
-    """`_sweep`; for EDP, when the sweep is not proven, also the least-energy design it started from (a
-    feasible design, so a time limit hit early still returns the best EDP seen)."""
-    front, status, least = _sweep(sm, run, edp, resolution, start)
-    if status == "FEASIBLE" and least is not None and all(p.design.key() != least.design.key() for p in front):
+                   resolution: Fraction = Fraction(0), start: Evaluation | None = None,
+                   max_points: int | None = None) -> tuple[list[Evaluation], str, Fraction]:
+    """`_sweep` (front, status, the resolution it used); for EDP, when the sweep is not proven, also the
+    least-energy design it started from (a feasible design, so a time limit hit early still returns the best
+    EDP seen)."""
+    front, status, least, resolution = _sweep(sm, run, edp, resolution, start, max_points)
+    if edp and status == "FEASIBLE" and least is not None and all(p.design.key() != least.design.key() for p in front):
         front = [*front, least]
-    return front, status
+    return front, status, resolution
 
 
-def _sweep(sm: SpecModel, run: SolveSession, edp: bool, resolution: Fraction, start: Evaluation | None = None
-           ) -> tuple[list[Evaluation], str, Evaluation | None]:
+def _sweep(sm: SpecModel, run: SolveSession, edp: bool, resolution: Fraction, start: Evaluation | None = None,
+           max_points: int | None = None) -> tuple[list[Evaluation], str, Evaluation | None, Fraction]:
     """Exact latency-energy (per token) Pareto front by epsilon-constraint [OBJ-2]. `edp`: only the part
     of the front that can hold the least EDP [EDP-1]: the sweep goes from the least latency up and stops
     once the next point's latency (a proven lower bound) times the least energy per token exceeds the
     least EDP found, since every later point has at least that latency and at least that energy.
     `resolution` r > 0 [OBJ-2r]: the next point's energy per token is below (1 - r) x the last one's, so
     every point found is still a proven Pareto point, and every front point Q has a found point P no
-    slower than Q with (1 - r) E_P <= E_Q. The third value is EDP's least-energy design (None otherwise)."""
+    slower than Q with (1 - r) E_P <= E_Q. `max_points` [OBJ-2b] (not with `edp`): once the first point is
+    known, r is widened where needed so that at most that many points fit between its energy and a proven
+    lower bound on every design's energy. Returns the front, its status, EDP's least-energy design (None
+    otherwise) and the resolution used."""
     lat, en = RatioObjective(sm, "latency"), RatioObjective(sm, "energy")
     d_max = max(st.tokens_micro for st in sm.stats)
     ev = sm.ev
@@ -1237,9 +1243,9 @@ def _sweep(sm: SpecModel, run: SolveSession, edp: bool, resolution: Fraction, st
     if edp:
         st0, least, e_low = _least_energy(sm, run, start)
         if st0 == "INFEASIBLE":
-            return front, "INFEASIBLE", least
+            return front, "INFEASIBLE", least, resolution
         if least is None:
-            return front, "FEASIBLE", least
+            return front, "FEASIBLE", least, resolution
         best = least.metrics.objective("edp")
         # [CUT-4] a design of EDP <= best has energy per token <= best / (its latency) <= best / least latency bound
         least_latency = min(Fraction(lt, st.tokens_micro) for lt, st in zip(lat.num_bounds, sm.stats)) * lat.scale
@@ -1249,10 +1255,10 @@ def _sweep(sm: SpecModel, run: SolveSession, edp: bool, resolution: Fraction, st
     while True:
         run.stage = f"pareto point {len(front) + 1}: latency"
 
-        def below_energy(model, cap=energy_cap):
+        def below_energy(model, cap=energy_cap, r=resolution):
             if cap is not None:  # strictly less energy per token than the last point
                 e_n, e_d = cap
-                keep = 1 - resolution  # OBJ-2r: below (1 - r) x the last energy per token
+                keep = 1 - r  # OBJ-2r: below (1 - r) x the last energy per token
                 E = cap_copy(model, sm.energy, -(-e_n * d_max // e_d), "E_eps")
                 model.add(E <= choice_sum(model, sm, ratio_limits(sm, e_n * keep.numerator, e_d * keep.denominator,
                                                                    strict=True)))
@@ -1283,11 +1289,11 @@ def _sweep(sm: SpecModel, run: SolveSession, edp: bool, resolution: Fraction, st
                        < energy_cap[0] * least.metrics.tokens_per_round_micro))
         st1, d1, _o1, l_low = minimize_ratio(run, lat, edp_box if edp else below_energy, start=least if usable else None)
         if st1 == "INFEASIBLE":
-            return front, ("INFEASIBLE" if not front else ("OPTIMAL" if proven else "FEASIBLE")), least
+            return front, ("INFEASIBLE" if not front else ("OPTIMAL" if proven else "FEASIBLE")), least, resolution
         if edp and front and l_low * e_low > min(p.metrics.objective("edp") for p in front):  # EDP-1 stop
-            return front, "OPTIMAL" if proven else "FEASIBLE", least
+            return front, "OPTIMAL" if proven else "FEASIBLE", least, resolution
         if d1 is None:
-            return front, "FEASIBLE", least
+            return front, "FEASIBLE", least, resolution
         proven &= st1 == "OPTIMAL"
         e1 = ev.evaluate(d1)
         t_n, t_d = e1.metrics.round_time_ns, e1.metrics.tokens_per_round_micro
@@ -1304,15 +1310,29 @@ def _sweep(sm: SpecModel, run: SolveSession, edp: bool, resolution: Fraction, st
         st2, d2, _o2, _ = minimize_ratio(run, en, within_latency, start=e1,
                                          choices=RatioRow("latency", t_n, t_d).keeps(sm))
         if d2 is None:
-            return front, "FEASIBLE", least
+            return front, "FEASIBLE", least, resolution
         proven &= st2 == "OPTIMAL"
         point = ev.evaluate(d2)
         front.append(point)
+        if max_points and not edp and len(front) == 1:  # OBJ-2b: widen r so that at most max_points fit
+            _, _, floor = _least_energy(sm, run, None, stage="pareto: least energy")
+            resolution = max(resolution, point_budget_resolution(point.metrics.energy_fraction(), floor,
+                                                                 max_points))
         if edp:
             best = min(best, point.metrics.objective("edp"))
         energy_cap = (point.metrics.energy_nj_per_round, point.metrics.tokens_per_round_micro)
         if run.budget.remaining() <= 0:
-            return front, "FEASIBLE", least
+            return front, "FEASIBLE", least, resolution
+
+
+def point_budget_resolution(first: Fraction, floor: Fraction, points: int) -> Fraction:
+    """[OBJ-2b] The least resolution r (rounded up to 10^-6) at which a sweep from energy per token `first`
+    lists at most `points` points above `floor` (a lower bound on every design's energy per token): point m
+    has energy below (1 - r)^(m-1) first, so m - 1 < ln(floor / first) / ln(1 - r) <= points."""
+    if floor <= 0 or floor >= first:
+        return Fraction(0)
+    r = 1 - math.exp(math.log(floor / first) / points)
+    return Fraction(math.ceil(r * 10 ** 6), 10 ** 6)
 
 
 #: The default options of a Pareto front: many solves share its time limit.
@@ -1326,26 +1346,34 @@ class ParetoFront:
 
     points: list[Evaluation]
     status: str
-    resolution: Fraction
+    resolution: Fraction  # the resolution the front was listed at (OBJ-2r), widened by the point budget
     wall_s: float
     deterministic_time: float
     solves: int
     options: SolverOptions
+    asked: Fraction | None = None  # the resolution asked for, when the point budget widened it
+    max_points: int | None = None  # OBJ-2b's point budget (None: none)
 
     def statement(self) -> str:
         """One line on the front's status and budget (the CLI's CSV ends with it)."""
         exact = "exact front" if self.resolution == 0 else (
             f"every front point has a listed point no slower whose energy is at most {float(100 * self.resolution):g}% "
             "above it, in units of the listed point's")
+        if self.asked is not None:
+            exact += (f"; {float(100 * self.asked):g}% asked, widened to list at most {self.max_points} points "
+                      "between the least latency and a proven least energy")
         proven = "every point proven" if self.status == "OPTIMAL" else "cut short by the time limit"
         limit = f"{self.options.time_limit_s:g} {'deterministic units' if self.options.deterministic else 's'}"
         n = len(self.points)
+        budget = f", point budget {self.max_points}" if self.max_points else ""
         return (f"front: {self.status} ({proven}), {n} point{'' if n == 1 else 's'}, resolution "
                 f"{float(100 * self.resolution):g}% ({exact}); {self.wall_s:.1f} s wall, deterministic time "
-                f"{self.deterministic_time:.1f}, {self.solves} CP-SAT solves, time limit {limit}")
+                f"{self.deterministic_time:.1f}, {self.solves} CP-SAT solves, time limit {limit}{budget}")
 
     def as_dict(self) -> dict:
         return {"status": self.status, "points": len(self.points), "resolution_pct": float(100 * self.resolution),
+                "resolution_asked_pct": float(100 * (self.resolution if self.asked is None else self.asked)),
+                "max_points": self.max_points,
                 "wall_s": round(self.wall_s, 3), "deterministic_time": round(self.deterministic_time, 3),
                 "solves": self.solves, **self.options.as_dict()}
 
@@ -1367,33 +1395,46 @@ def check_resolution(resolution_pct) -> Fraction:
     return percent(resolution_pct, "resolution", 50) / 100
 
 
+def check_max_points(max_points) -> int | None:
+    """A front's point budget [OBJ-2b]: None for 0 or None, else an integer from 2 to MAX_FRONT_POINTS."""
+    if max_points is None or (isinstance(max_points, int) and not isinstance(max_points, bool) and max_points == 0):
+        return None
+    if isinstance(max_points, bool) or not isinstance(max_points, int) or not 2 <= max_points <= MAX_FRONT_POINTS:
+        raise ScenarioError(f"max-points: an integer from 2 to {MAX_FRONT_POINTS} (0: no budget), got {max_points!r}")
+    return max_points
+
+
 def pareto(scenario: Scenario, *, options: SolverOptions | None = None, catalog: Catalog | None = None,
-           on_progress: ProgressHook | None = None, resolution_pct=DEFAULT_RESOLUTION_PCT) -> ParetoFront:
+           on_progress: ProgressHook | None = None, resolution_pct=DEFAULT_RESOLUTION_PCT,
+           max_points: int | None = DEFAULT_MAX_POINTS) -> ParetoFront:
     """The latency-energy front (points sorted by latency) with its status and cost; `options` bound the
     whole front (default `PARETO_OPTIONS`: 300 s); `resolution_pct` [OBJ-2r]: percent, default
-    `DEFAULT_RESOLUTION_PCT`; 0 for the exact front."""
+    `DEFAULT_RESOLUTION_PCT`; 0 with `max_points=None` for the exact front; `max_points` [OBJ-2b]: the
+    resolution is widened where needed so that the front lists at most that many points (None or 0: no
+    budget)."""
     t0 = time.perf_counter()
-    resolution = check_resolution(resolution_pct)
+    asked = check_resolution(resolution_pct)
+    max_points = check_max_points(max_points)
     opts = options or PARETO_OPTIONS
     _check_options(opts.time_limit_s, opts.workers)
     catalog = catalog or scenario_catalog(scenario)
     sm = build_model(scenario, catalog, Evaluator(scenario, catalog))
     run = SolveSession(sm, opts)
     run.on_progress = on_progress
-    front, status = _epsilon_front(sm, run, resolution=resolution)
+    front, status, resolution = _epsilon_front(sm, run, resolution=asked, max_points=max_points)
     if status == "INFEASIBLE":
         raise ScenarioError(explain_infeasible(sm, opts))
     points = sorted(front, key=lambda e: e.metrics.latency_fraction())
     return ParetoFront(points, status, resolution, time.perf_counter() - t0, run.deterministic_time, run.iterations,
-                       opts)
+                       opts, asked if resolution != asked else None, max_points)
 
 
 def pareto_front(scenario: Scenario, *, options: SolverOptions | None = None, catalog: Catalog | None = None,
-                 on_progress: ProgressHook | None = None, resolution_pct=DEFAULT_RESOLUTION_PCT
-                 ) -> list[Evaluation]:
+                 on_progress: ProgressHook | None = None, resolution_pct=DEFAULT_RESOLUTION_PCT,
+                 max_points: int | None = DEFAULT_MAX_POINTS) -> list[Evaluation]:
     """Non-dominated (latency per token, energy per token) designs, sorted by latency (`pareto`'s points)."""
     return pareto(scenario, options=options, catalog=catalog, on_progress=on_progress,
-                  resolution_pct=resolution_pct).points
+                  resolution_pct=resolution_pct, max_points=max_points).points
 
 
 # -- token trees beyond the exact menu [TREE-6] ------------------------------------------------------
