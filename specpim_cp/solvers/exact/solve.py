@@ -589,7 +589,7 @@ def _per_choice_step(run: SolveSession, ratio: RatioObjective, prepare, kept: Se
     base model with the step's extra rows (`prepare`) and z_k = 1, minimising N itself: no capped copy of N,
     no pruning rows, CP-SAT's own presolve settings. paper-full/palm-62b-full-b32's last energy step is
     INFEASIBLE at presolve as one model (at every presolve setting, and as its z_k part with the capped
-    copy), unfinished in 60 s without presolve, and OPTIMAL in 8 s this way. Returns (status, G_min, the
+    copy), unfinished in 60 s without presolve, and OPTIMAL in 2-4 s this way. Returns (status, G_min, the
     best part's solver); UNKNOWN (the caller goes on without presolve) when more than `PER_CHOICE_MAX`
     choices are left or a part is not proven."""
     if len(kept) > PER_CHOICE_MAX:
