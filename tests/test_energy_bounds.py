@@ -197,3 +197,46 @@ def test_a_contradicted_step_is_solved_per_choice(monkeypatch, data, objective):
     assert exact.report.objective == brute_force(sc).report.objective
     parts = [s for s in exact.report.extra["solves"] if "(choice" in s["stage"]]
     assert parts and all(s["status"] in ("OPTIMAL", "INFEASIBLE") for s in parts)
+
+
+#: Spaces whose tie-break levels leave several verifier architectures (PIM units that no operator uses tie).
+TIED_ARCHS = [
+    scenario("tied-latency", max_draft_length=2, batch_size=32, space={"share_levels": 1, "memory_type": "hbm"}),
+    scenario("tied-host-only", max_draft_length=2, batch_size=16,
+             space={"share_levels": 1, "memory_type": "hbm", "mapping": "host-only"}),
+]
+
+
+@pytest.mark.parametrize(("data", "objective"), [(TIED_ARCHS[0], "latency"), (TIED_ARCHS[1], "energy"),
+                                                 (BRUTE[0], "edp")], ids=["latency", "energy-host-only", "edp"])
+def test_a_contradicted_tie_break_level_is_solved_per_verifier_architecture(monkeypatch, data, objective):
+    """[OBJ-3] CP-SAT 9.15's fault simulated on the canonical tie-break's integer levels: each level's solve
+    (with presolve, CP-SAT's own presolve and none) answers INFEASIBLE although the design so far satisfies
+    it; the parts per verifier architecture answer truly, and the canonical design is the one found without
+    the fault."""
+    import importlib
+
+    from ortools.sat.python import cp_model
+
+    driver = importlib.import_module("specpim_cp.solvers.exact.solve")
+    sc = parse_scenario({**data, "objective": objective})
+    opts = SolverOptions(60, deterministic=True)
+    clean = solve(sc, options=opts)
+    assert clean.report.extra["canonical"]
+    honest = driver.SolveSession.solve
+
+    def faulty(self, model, first_solution=False, cautious=False):
+        status, solver = honest(self, model, first_solution, cautious)
+        level = self.stage.startswith("tie-break: ") and "another design" not in self.stage
+        if level and "(verifier on" not in self.stage and self.stage not in ("tie-break: latency", "tie-break: energy"):
+            return cp_model.INFEASIBLE, solver
+        return status, solver
+
+    monkeypatch.setattr(driver.SolveSession, "solve", faulty)
+    forced = solve(sc, options=opts)
+    assert forced.report.extra["canonical"], forced.report.extra.get("tie_break_note")
+    assert forced.design.key() == clean.design.key()
+    parts = [s for s in forced.report.extra["solves"] if "(verifier on" in s["stage"]]
+    assert parts and all(s["status"] in ("OPTIMAL", "INFEASIBLE") for s in parts)
+    if objective != "edp":
+        assert len(parts) > 2  # several architectures, so the least over the parts is what decides

@@ -21,7 +21,7 @@ from specpim_cp.catalog import Catalog
 from specpim_cp.errors import ScenarioError
 from specpim_cp.physics import speculation as spec
 from specpim_cp.physics.evaluate import Evaluation, Evaluator
-from specpim_cp.problem.design import Design
+from specpim_cp.problem.design import ArchConfig, Design
 from specpim_cp.problem.scenario import Scenario, scenario_catalog
 from specpim_cp.problem.space import DesignSpace, TreeMenuTooLarge
 from specpim_cp.solvers.exact.columns import ColumnSearch, chain_start_scenario, columns_refusal, hardware
@@ -580,6 +580,11 @@ def _dinkelbach(run: SolveSession, ratio: RatioObjective, extra, start: Evaluati
 PER_CHOICE_MAX = 4
 #: `_dinkelbach`'s fallback mode between CP-SAT's own presolve and none.
 PER_CHOICE = "per choice"
+#: An OBJ-3 integer level that contradicts the design so far is solved again as one part per verifier
+#: architecture the ratio rows leave when they leave at most this many (`CanonicalSearch._per_verifier_arch`).
+PER_ARCH_MAX = 16
+#: `_solve_group`'s fallback mode between CP-SAT's own presolve and none.
+PER_ARCH = "per verifier architecture"
 
 
 def _per_choice_step(run: SolveSession, ratio: RatioObjective, prepare, kept: Sequence[int], limits: Sequence[int]
@@ -979,6 +984,7 @@ class CanonicalOptimum:
         sm, run = self.sm, self.run
         run.stage = "tie-break: " + ", ".join(dict.fromkeys(k.level for k in group))
         model, key_vars = self._clone(len(self.rows), first, group)
+        model_keys = key_vars
         weight = [math.prod(k.size for k in group[i + 1:]) for i in range(len(group))]
         at_design = sum(w * v for w, v in zip(weight, sm.tie_key_values(self.design, group)))
         run.hint = sm.decision_literals(self.design)
@@ -987,12 +993,20 @@ class CanonicalOptimum:
             return status == cp_model.INFEASIBLE or (status == cp_model.OPTIMAL and packed(solver) > at_design)
 
         def packed(solver: cp_model.CpSolver) -> int:  # the objective in integers (CP-SAT reports a double)
-            return sum(w * solver.value(v) for w, v in zip(weight, key_vars))
+            return sum(w * solver.value(v) for w, v in zip(weight, key_vars))  # the last solve's key variables
 
         status, solver = run.solve(model)
         if contradicts(status, solver):
-            for mode in (True, NO_PRESOLVE):  # CP-SAT's own presolve, then none (objectives.md, 9.15 fault)
-                status, solver = run.solve(model, cautious=mode)
+            # CP-SAT's own presolve, then one solve per verifier architecture, then none (objectives.md, 9.15 fault)
+            for mode in (True, PER_ARCH, NO_PRESOLVE):
+                if mode == PER_ARCH:
+                    part = self._per_verifier_arch(group, first, weight)
+                    if part is None:
+                        continue
+                    status, solver, key_vars = part
+                else:
+                    status, solver = run.solve(model, cautious=mode)
+                    key_vars = model_keys
                 if not contradicts(status, solver):
                     break
             if contradicts(status, solver):
@@ -1011,6 +1025,52 @@ class CanonicalOptimum:
             return False
         self.values += [solver.value(v) for v in key_vars]
         return True
+
+    def _per_verifier_arch(self, group: list[TieKey], first: int, weight: list[int]):
+        """`_solve_group`'s solve split by the verifier's architecture: one part per architecture the ratio
+        rows leave (`_live_verifier_archs`), x fixed, CP-SAT's own presolve; the least packed value over the
+        parts is the group's minimum (the order keys include the architecture's index). None (go on without
+        presolve) when more than `PER_ARCH_MAX` are left or a part is not proven; else (status, the best
+        part's solver, its key variables). On paper-full/palm-62b-full-b32 the whole group's solve is
+        INFEASIBLE at presolve at every setting, and each of its 5 parts OPTIMAL in 0.3-0.5 s."""
+        sm, run = self.sm, self.run
+        archs = self._live_verifier_archs()
+        if len(archs) > PER_ARCH_MAX:
+            return None
+        best = None
+        stage = run.stage
+        try:
+            for a in archs:
+                model, key_vars = self._clone(len(self.rows), first, group)
+                model.add(model.get_bool_var_from_proto_index(sm.x[0][a].index) == 1)
+                run.stage = f"{stage} (verifier on {a.label()})"
+                status, solver = run.solve(model, cautious=True)
+                if status == cp_model.INFEASIBLE:
+                    continue
+                if status != cp_model.OPTIMAL:
+                    return None
+                value = sum(w * solver.value(v) for w, v in zip(weight, key_vars))
+                if best is None or value < best[0]:
+                    best = (value, solver, key_vars)
+        finally:
+            run.stage = stage
+        if best is None:
+            return cp_model.INFEASIBLE, None, []
+        return cp_model.OPTIMAL, best[1], best[2]
+
+    def _live_verifier_archs(self) -> list[ArchConfig]:
+        """The verifier's architectures a design at the fixed ratio levels can have: for some choice the rows
+        keep, CUT-4's per-architecture energy bound (where priced) is not above the energy level."""
+        sm = self.sm
+        kept = set(range(len(sm.z)))
+        for r in self.rows:
+            kept &= r.keeps(sm)
+
+        def alive(a: ArchConfig, k: int) -> bool:
+            lb = sm.arch_energy_bounds.get(k, {}).get((0, a))
+            return all(lb is None or r.name != "energy" or lb * r.d <= r.n * sm.stats[k].tokens_micro
+                       for r in self.rows)
+        return [a for a in sm.x[0] if any(alive(a, k) for k in kept)]
 
     def add_integer_entries(self) -> None:
         """The integer levels' entries at the design (`integer_entries`), each with the rows and keys that fix it."""
