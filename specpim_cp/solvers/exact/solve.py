@@ -587,6 +587,29 @@ PER_ARCH_MAX = 16
 PER_ARCH = "per verifier architecture"
 
 
+def _least_part(run: SolveSession, parts) -> tuple[int, tuple | None]:
+    """Solve the parts of a split solve one after another on CP-SAT's own presolve (`_per_choice_step`,
+    `CanonicalOptimum._per_verifier_arch`): `parts` yields (label, model, value, payload), `value(solver)`
+    the part's objective in integers. Returns (UNKNOWN, None) when a part is not proven, (INFEASIBLE, None)
+    when every part is, else (OPTIMAL, (least value, its solver, its payload))."""
+    best = None
+    stage = run.stage
+    try:
+        for label, model, value, payload in parts:
+            run.stage = f"{stage} ({label})"
+            status, solver = run.solve(model, cautious=True)
+            if status == cp_model.INFEASIBLE:
+                continue
+            if status != cp_model.OPTIMAL:
+                return cp_model.UNKNOWN, None
+            v = value(solver)
+            if best is None or v < best[0]:
+                best = (v, solver, payload)
+    finally:
+        run.stage = stage
+    return (cp_model.INFEASIBLE, None) if best is None else (cp_model.OPTIMAL, best)
+
+
 def _per_choice_step(run: SolveSession, ratio: RatioObjective, prepare, kept: Sequence[int], limits: Sequence[int]
                      ) -> tuple[int, int | None, cp_model.CpSolver | None]:
     """[OBJ-1] A Dinkelbach step solved per speculation choice: with z_k fixed the tokens per round are the
@@ -600,9 +623,8 @@ def _per_choice_step(run: SolveSession, ratio: RatioObjective, prepare, kept: Se
     if len(kept) > PER_CHOICE_MAX:
         return cp_model.UNKNOWN, None, None
     sm = run.sm
-    best: tuple[int, cp_model.CpSolver] | None = None
-    stage = run.stage
-    try:
+
+    def parts():
         for k in kept:
             sub = sm.m.clone()
             sm.enforce_families(sub)
@@ -610,20 +632,12 @@ def _per_choice_step(run: SolveSession, ratio: RatioObjective, prepare, kept: Se
             sub.add(sub.get_bool_var_from_proto_index(sm.z[k].index) == 1)
             n_k = sub.get_int_var_from_proto_index(ratio.num.index)
             sub.minimize(n_k)
-            run.stage = f"{stage} (choice {k})"
-            status, solver = run.solve(sub, cautious=True)
-            if status == cp_model.INFEASIBLE:
-                continue
-            if status != cp_model.OPTIMAL:
-                return cp_model.UNKNOWN, None, None
-            g = int(solver.value(n_k)) - limits[k]
-            if best is None or g < best[0]:
-                best = (g, solver)
-    finally:
-        run.stage = stage
+            yield f"choice {k}", sub, lambda solver, n_k=n_k, k=k: int(solver.value(n_k)) - limits[k], None
+
+    status, best = _least_part(run, parts())
     if best is None:
-        return cp_model.INFEASIBLE, None, None
-    return cp_model.OPTIMAL, best[0], best[1]
+        return status, None, None
+    return status, best[0], best[1]
 
 
 def prune_architectures(model: cp_model.CpModel, sm: SpecModel, k: int, n_prev: int, d_prev: int,
@@ -984,36 +998,36 @@ class CanonicalOptimum:
         sm, run = self.sm, self.run
         run.stage = "tie-break: " + ", ".join(dict.fromkeys(k.level for k in group))
         model, key_vars = self._clone(len(self.rows), first, group)
-        model_keys = key_vars
         weight = [math.prod(k.size for k in group[i + 1:]) for i in range(len(group))]
         at_design = sum(w * v for w, v in zip(weight, sm.tie_key_values(self.design, group)))
         run.hint = sm.decision_literals(self.design)
 
-        def contradicts(status: int, solver: cp_model.CpSolver) -> bool:  # the design so far is feasible here
-            return status == cp_model.INFEASIBLE or (status == cp_model.OPTIMAL and packed(solver) > at_design)
+        def packed(solver: cp_model.CpSolver, keys) -> int:  # the objective in integers (CP-SAT reports a double)
+            return sum(w * solver.value(v) for w, v in zip(weight, keys))
 
-        def packed(solver: cp_model.CpSolver) -> int:  # the objective in integers (CP-SAT reports a double)
-            return sum(w * solver.value(v) for w, v in zip(weight, key_vars))  # the last solve's key variables
+        def contradicts(status: int, solver: cp_model.CpSolver, keys) -> bool:  # the design so far is feasible here
+            return status == cp_model.INFEASIBLE or (status == cp_model.OPTIMAL and packed(solver, keys) > at_design)
 
         status, solver = run.solve(model)
-        if contradicts(status, solver):
+        keys = key_vars  # the key variables of the model `solver` solved
+        if contradicts(status, solver, keys):
             # CP-SAT's own presolve, then one solve per verifier architecture, then none (objectives.md, 9.15 fault)
             for mode in (True, PER_ARCH, NO_PRESOLVE):
                 if mode == PER_ARCH:
-                    part = self._per_verifier_arch(group, first, weight)
+                    part = self._per_verifier_arch(group, first, packed)
                     if part is None:
                         continue
-                    status, solver, key_vars = part
+                    status, solver, keys = part
                 else:
                     status, solver = run.solve(model, cautious=mode)
-                    key_vars = model_keys
-                if not contradicts(status, solver):
+                    keys = key_vars
+                if not contradicts(status, solver, keys):
                     break
-            if contradicts(status, solver):
+            if contradicts(status, solver, keys):
                 self.note = ("CP-SAT contradicted the design of the previous level (formulations/objectives.md, "
                              "'A CP-SAT 9.15 fault'): the design is not canonical")
                 return False
-        if status in (cp_model.OPTIMAL, cp_model.FEASIBLE) and packed(solver) <= at_design:
+        if status in (cp_model.OPTIMAL, cp_model.FEASIBLE) and packed(solver, keys) <= at_design:
             design = sm.decode(solver.boolean_value)
             if design.key() != self.design.key():
                 self.known.add(level_before(self.keys, first, len(RATIO_LEVELS[self.objective])))
@@ -1023,40 +1037,31 @@ class CanonicalOptimum:
             self.note = (f"the tie-break level {group[0].level} is not proven ({solver.status_name(status)}): "
                          "the design is not canonical")
             return False
-        self.values += [solver.value(v) for v in key_vars]
+        self.values += [solver.value(v) for v in keys]
         return True
 
-    def _per_verifier_arch(self, group: list[TieKey], first: int, weight: list[int]):
+    def _per_verifier_arch(self, group: list[TieKey], first: int, packed):
         """`_solve_group`'s solve split by the verifier's architecture: one part per architecture the ratio
-        rows leave (`_live_verifier_archs`), x fixed, CP-SAT's own presolve; the least packed value over the
-        parts is the group's minimum (the order keys include the architecture's index). None (go on without
-        presolve) when more than `PER_ARCH_MAX` are left or a part is not proven; else (status, the best
-        part's solver, its key variables). On paper-full/palm-62b-full-b32 the whole group's solve is
+        rows leave (`_live_verifier_archs`), x fixed, CP-SAT's own presolve (`_least_part`); the least packed
+        value over the parts is the group's minimum (the order keys include the architecture's index). None
+        (go on without presolve) when more than `PER_ARCH_MAX` are left or a part is not proven; else (status,
+        the best part's solver, its key variables). On paper-full/palm-62b-full-b32 the whole group's solve is
         INFEASIBLE at presolve at every setting, and each of its 5 parts OPTIMAL in 0.3-0.5 s."""
-        sm, run = self.sm, self.run
+        sm = self.sm
         archs = self._live_verifier_archs()
         if len(archs) > PER_ARCH_MAX:
             return None
-        best = None
-        stage = run.stage
-        try:
+
+        def parts():
             for a in archs:
                 model, key_vars = self._clone(len(self.rows), first, group)
                 model.add(model.get_bool_var_from_proto_index(sm.x[0][a].index) == 1)
-                run.stage = f"{stage} (verifier on {a.label()})"
-                status, solver = run.solve(model, cautious=True)
-                if status == cp_model.INFEASIBLE:
-                    continue
-                if status != cp_model.OPTIMAL:
-                    return None
-                value = sum(w * solver.value(v) for w, v in zip(weight, key_vars))
-                if best is None or value < best[0]:
-                    best = (value, solver, key_vars)
-        finally:
-            run.stage = stage
-        if best is None:
-            return cp_model.INFEASIBLE, None, []
-        return cp_model.OPTIMAL, best[1], best[2]
+                yield f"verifier on {a.label()}", model, lambda solver, kv=key_vars: packed(solver, kv), key_vars
+
+        status, best = _least_part(self.run, parts())
+        if status == cp_model.UNKNOWN:
+            return None
+        return (status, None, []) if best is None else (status, best[1], best[2])
 
     def _live_verifier_archs(self) -> list[ArchConfig]:
         """The verifier's architectures a design at the fixed ratio levels can have: for some choice the rows
@@ -1331,9 +1336,15 @@ def _sweep(sm: SpecModel, run: SolveSession, edp: bool, resolution: Fraction, st
                 if bound > best:
                     model.add(model.get_bool_var_from_proto_index(z.index) == 0)
                     continue
-                st, lt = sm.stats[k], lat.num_bounds[k]
-                for (j, a), le in sm.arch_energy_bounds.get(k, {}).items():  # CUT-4 per architecture
-                    if lat.value(lt, st.tokens_micro) * en.value(le, st.tokens_micro) > best:
+                # CUT-4 per architecture: latency bound x energy bound > best, i.e. the energy bound (per round)
+                # above best x tokens / (latency bound x energy scale)
+                tok = sm.stats[k].tokens_micro
+                lat_k = lat.value(lat.num_bounds[k], tok)
+                if lat_k <= 0:
+                    continue
+                le_max = best * tok / (lat_k * en.scale)
+                for (j, a), le in sm.arch_energy_bounds.get(k, {}).items():
+                    if le > le_max:
                         model.add_implication(model.get_bool_var_from_proto_index(z.index),
                                               model.get_bool_var_from_proto_index(sm.x[j][a].index).Not())
             if e_low:
@@ -1457,11 +1468,12 @@ def check_resolution(resolution_pct) -> Fraction:
 
 def check_max_points(max_points) -> int | None:
     """A front's point budget [OBJ-2b]: None for 0 or None, else an integer from 2 to MAX_FRONT_POINTS."""
-    if max_points is None or (isinstance(max_points, int) and not isinstance(max_points, bool) and max_points == 0):
+    if max_points is None:
         return None
-    if isinstance(max_points, bool) or not isinstance(max_points, int) or not 2 <= max_points <= MAX_FRONT_POINTS:
+    if isinstance(max_points, bool) or not isinstance(max_points, int) or not (
+            max_points == 0 or 2 <= max_points <= MAX_FRONT_POINTS):
         raise ScenarioError(f"max-points: an integer from 2 to {MAX_FRONT_POINTS} (0: no budget), got {max_points!r}")
-    return max_points
+    return max_points or None
 
 
 def pareto(scenario: Scenario, *, options: SolverOptions | None = None, catalog: Catalog | None = None,
