@@ -581,7 +581,7 @@ PER_CHOICE_MAX = 4
 #: `_dinkelbach`'s fallback mode between CP-SAT's own presolve and none.
 PER_CHOICE = "per choice"
 #: An OBJ-3 integer level that contradicts the design so far is solved again as one part per verifier
-#: architecture the ratio rows leave when they leave at most this many (`CanonicalSearch._per_verifier_arch`).
+#: architecture the ratio rows leave when they leave at most this many (`CanonicalOptimum._per_verifier_arch`).
 PER_ARCH_MAX = 16
 #: `_solve_group`'s fallback mode between CP-SAT's own presolve and none.
 PER_ARCH = "per verifier architecture"
