@@ -5,12 +5,15 @@ proven optimal in <= 120 s per family on 2 cores, or bound and gap when the time
     python benchmarks/bench_mix.py --objective regret      # or energy
     python benchmarks/bench_mix.py --mix opt-13b --json out.json
 
-Each family is solved on `--workers` CP-SAT workers (default 2, the machine's cores; cells alone run two at
-a time) with wall-clock limits: `--time-limit` for the mix model's stages, `--cell-time-limit` per
-single-cell solve, so a family ends within about the two plus the cells' phase. `--deterministic` runs
+Latency and regret families are solved by the decomposition (`--method auto`; formulations/mix.md,
+MIX-14..19): pass tables, a branch and bound over the hardware and the weight copies, then the canonical
+tie-break's CP-SAT levels on the hardware that attains the optimum. `--method cp-sat` (and every energy
+family) runs the mix model instead, on `--workers` CP-SAT workers (default 2, the machine's cores; cells
+alone run two at a time) with wall-clock limits: `--time-limit` for the mix model's stages,
+`--cell-time-limit` per single-cell solve, so a family ends within about the two plus the cells' phase. `--deterministic` runs
 one worker with deterministic time limits instead (same design every run, wall time not bounded). Printed per family: status, the mix
-objective and its proven bound and gap, wall time and its phases (cells alone, hardware screening, mix
-model), the model's size, and what the shared hardware loses against per-cell optima and gains over the
+objective and its proven bound and gap, wall time and its phases (cells alone, hardware screening or the
+search, mix model, tie-break), the search's nodes, the model's size, and what the shared hardware loses against per-cell optima and gains over the
 median-cell hardware, the PAPI-style rule and GPU-SI. The machine's load average is printed with the
 figures (wall times on a shared machine are not comparable without it).
 """
@@ -26,7 +29,7 @@ from pathlib import Path
 
 from specpim_cp.mix.compare import GPU_SI, MEDIAN, PAPI_HALF, PER_CELL
 from specpim_cp.mix.exact import solve_mix
-from specpim_cp.mix.result import MixOptions
+from specpim_cp.mix.result import MIX_METHODS, MixOptions
 from specpim_cp.mix.spec import MIX_UNITS, load_mix
 from specpim_cp.problem.builtin_sets import builtin_sets
 from specpim_cp.solvers.exact import SolverOptions
@@ -59,6 +62,8 @@ def main() -> int:
     ap.add_argument("--seed", type=int, default=0)
     ap.add_argument("--json", help="write every family's full result here")
     ap.add_argument("--stages", action="store_true", help="print each solve stage with its start time (stderr)")
+    ap.add_argument("--method", default="auto", choices=MIX_METHODS,
+                    help="decomposition, cp-sat or auto (the decomposition for latency and regret)")
     args = ap.parse_args()
     folder = builtin_sets()["mix"]
     names = args.mix or sorted(p.stem for p in folder.glob("*.toml"))
@@ -67,8 +72,9 @@ def main() -> int:
             else f"{args.workers} workers, wall-clock time limits")
     print(f"mix set, objective {args.objective} ({unit}), {mode}: mix model {args.time_limit}, each cell "
           f"{args.cell_time_limit}; load average {os.getloadavg()[0]:.2f}")
-    head = ("family", "cells", "status", "objective", "gap", "wall s", "cells alone s", "screening s",
-            "mix model s", "tie-break s", "canonical", "vars", "constraints", "vs per-cell optima", "median-cell hw", "PAPI rule", "GPU-SI")
+    head = ("family", "cells", "method", "status", "objective", "gap", "wall s", "cells alone s", "screening s",
+            "search / mix model s", "tie-break s", "canonical", "search nodes", "vars", "constraints", "vs per-cell optima",
+            "median-cell hw", "PAPI rule", "GPU-SI")
     print(" | ".join(head))
     out, worst = {}, 0.0
     for name in names:
@@ -81,8 +87,8 @@ def main() -> int:
 
         solver = SolverOptions(args.time_limit, 1 if args.deterministic else args.workers, args.seed,
                                args.deterministic)
-        res = solve_mix(mix, args.objective, MixOptions(solver, cell_time_limit_s=args.cell_time_limit),
-                        on_stage=stage)
+        res = solve_mix(mix, args.objective, MixOptions(solver, cell_time_limit_s=args.cell_time_limit,
+                                                        method=args.method), on_stage=stage)
         wall = time.perf_counter() - t0
         worst = max(worst, wall)
         d = res.as_dict()
@@ -91,10 +97,12 @@ def main() -> int:
         phases = s["phases_s"]
         value = s["objective"]
         per_cell = comps.get(PER_CELL)
-        row = (name, str(len(mix.cells)), s["status"], f"{value:,.1f}", f"{s['gap']:.2e}", f"{wall:.1f}",
+        search = s.get("decomposition", {}).get("exact")
+        row = (name, str(len(mix.cells)), s.get("method", "mix model (cp-sat)"), s["status"], f"{value:,.1f}",
+               f"{s['gap']:.2e}", f"{wall:.1f}",
                f"{phases.get('cells_alone_s', 0):.1f}", f"{phases.get('hardware_screening_s', 0):.1f}",
-               f"{phases.get('mix_model_s', 0):.1f}", f"{phases.get('tie_break_s', 0):.1f}",
-               _canonical(s), f"{s['model_size']['variables']:,}",
+               f"{phases.get('mix_model_s', phases.get('search_s', 0)):.1f}", f"{phases.get('tie_break_s', 0):.1f}",
+               _canonical(s), "-" if search is None else f"{search['nodes']:,}", f"{s['model_size']['variables']:,}",
                f"{s['model_size']['constraints']:,}",
                "-" if per_cell is None else f"loses {(value / per_cell - 1) * 100:.1f}%",
                _ratio(value, comps.get(MEDIAN)),

@@ -7,6 +7,7 @@ errors) and `batch` of mix files (records, report, resume).
 
 from __future__ import annotations
 
+import dataclasses
 import json
 from fractions import Fraction
 from pathlib import Path
@@ -421,6 +422,7 @@ def test_single_copy_design_fits_where_the_cells_optima_do_not(folder):
     from specpim_cp.catalog import default_catalog
     from specpim_cp.mix import exact as M
     from specpim_cp.mix.cells import FixedHardware
+    from specpim_cp.mix.session import MixRun
     from specpim_cp.mix.spec import check_mix_capacity
 
     mix = load_mix(folder / "coupled.toml")
@@ -429,7 +431,7 @@ def test_single_copy_design_fits_where_the_cells_optima_do_not(folder):
     mm = M.MixModel(mix, catalog, evs)
     opts = SolverOptions(30.0, 1, 0, True)
     fixed = FixedHardware(mix, evs, "latency", opts, catalog)
-    run = M._MixRun(mm, opts, None)
+    run = MixRun(mm, opts, None)
     coupled = []
     for archs in ([a] for a in mm.x[0]):
         _status, evals = fixed.all(archs)
@@ -467,10 +469,11 @@ def test_infeasible_answer_on_a_model_with_a_known_design_is_re_solved(folder, m
         return status
 
     mix = load_mix(folder / "small.toml")
-    baseline = solve_mix(mix, options=OPTIONS)
+    options = dataclasses.replace(OPTIONS, method="cp-sat")  # the mix model's stages
+    baseline = solve_mix(mix, options=options)
     optima = list(baseline.optima)
     monkeypatch.setattr(M.cp_model.CpSolver, "solve", first_says_infeasible)
-    res = solve_mix(mix, options=OPTIONS, optima=optima)
+    res = solve_mix(mix, options=options, optima=optima)
     assert calls[:2] == [True, False]
     assert any("re-solved without presolve" in s["stage"] for s in res.report.extra["stages"])
     assert res.report.objective == baseline.report.objective
@@ -479,16 +482,17 @@ def test_infeasible_answer_on_a_model_with_a_known_design_is_re_solved(folder, m
 def test_claims_fall_back_to_each_cells_own_model(folder, monkeypatch):
     """When the whole mix model does not prove its tight values in time, each cell's claim comes from its
     own single-scenario model, and it still equals the evaluator (same result as the whole-model claim)."""
-    from specpim_cp.mix import exact as M
+    from specpim_cp.mix import session
     from specpim_cp.solvers.exact.solve import ModelMismatch
 
     mix = load_mix(folder / "small.toml")
-    first = solve_mix(mix, options=OPTIONS)
+    options = dataclasses.replace(OPTIONS, method="cp-sat")  # the decomposition asks each cell's model at once
+    first = solve_mix(mix, options=options)
 
     def slow(*args, **kwargs):
         raise ModelMismatch("the mix model rejects its own design (FEASIBLE)")
 
-    monkeypatch.setattr(M, "_tight_claims_whole", slow)
-    again = solve_mix(mix, options=OPTIONS, optima=list(first.optima))
+    monkeypatch.setattr(session, "_tight_claims_whole", slow)
+    again = solve_mix(mix, options=options, optima=list(first.optima))
     assert again.report.extra["claimed"] == first.report.extra["claimed"]
     assert again.report.objective == first.report.objective

@@ -181,14 +181,16 @@ def test_pim_ties_are_reported_and_broken_towards_fewer_pim_units(folder):
 
 
 def test_regret_levels_and_unproven_tie_breaks(folder, monkeypatch):
-    """Regret has its own levels; a tie-break cut short by the time limit keeps the proven optimum and says
-    it is not canonical; an unproven mix objective is not tie-broken at all."""
+    """Regret has its own levels; on the mix model (`--method cp-sat`) a tie-break cut short by the time
+    limit keeps the proven optimum and says it is not canonical; an unproven mix objective is not
+    tie-broken at all."""
     mix = load_mix(folder / "coupled.toml")
     res = solve_mix(mix, "regret", OPTIONS)
     names = [lv["level"] for lv in res.report.extra["tie_break"]]
     assert names == ["regret", "latency", "energy", "pim_units", "devices", "order"]
     assert res.report.extra["canonical"]
-    short = solve_mix(mix, "latency", MixOptions(SolverOptions(0.001, deterministic=True), cell_time_limit_s=30))
+    short = solve_mix(mix, "latency", MixOptions(SolverOptions(0.001, deterministic=True), cell_time_limit_s=30,
+                                                 method="cp-sat"))
     assert short.report.status == "OPTIMAL" and short.report.extra["canonical"] is False
     assert "time limit" in short.report.extra["tie_break_note"]
     assert "SKIPPED" in [lv["status"] for lv in short.report.extra["tie_break"]]
@@ -196,7 +198,7 @@ def test_regret_levels_and_unproven_tie_breaks(folder, monkeypatch):
     real = mix_exact._solve_mix_model
     monkeypatch.setattr(mix_exact, "_solve_mix_model",
                         lambda *a, **k: dataclasses.replace(real(*a, **k), status="FEASIBLE"))
-    unproven = solve_mix(mix, "latency", OPTIONS)
+    unproven = solve_mix(mix, "latency", dataclasses.replace(OPTIONS, method="cp-sat"))
     assert unproven.report.status == "FEASIBLE"
     assert unproven.report.extra["tie_break"] == [] and unproven.report.extra["canonical"] is False
     assert unproven.report.extra["tie_break_note"].startswith("skipped: the mix objective is not proven")

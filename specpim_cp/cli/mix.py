@@ -20,6 +20,7 @@ from specpim_cp.cli.common import (
     user_errors,
 )
 from specpim_cp.errors import ScenarioError
+from specpim_cp.mix.result import MIX_METHODS
 from specpim_cp.mix.spec import MIX_OBJECTIVES
 
 
@@ -62,10 +63,16 @@ def check_output_and_policy_dir(output: str | None, policy_dir: str | None) -> N
 @click.option("--objective", type=click.Choice(MIX_OBJECTIVES), default="latency", show_default=True,
               help="weighted mean latency or energy per token, or the worst cell's regret (its latency over its "
                    "own optimum's)")
+@click.option("--method", type=click.Choice(MIX_METHODS), default="auto", show_default=True,
+              help="decomposition (latency, regret: pass tables and a branch and bound over the hardware and the "
+                   "weight copies), cp-sat (the mix model, every objective), auto (the decomposition for latency, "
+                   "the mix model otherwise)")
 @click.option("--time-limit", type=TIME_LIMIT_TYPE, default=120.0, show_default=True,
-              help="seconds for the mix model's CP-SAT solves (deterministic time units with --deterministic)")
+              help="seconds for the whole solve's search and CP-SAT solves (deterministic time units for CP-SAT "
+                   "with --deterministic)")
 @click.option("--cell-time-limit", type=TIME_LIMIT_TYPE, default=60.0, show_default=True,
-              help="seconds for each single-cell solve (each cell's own optimum, each fixed-hardware dataflow)")
+              help="seconds for each single-cell solve of the mix model's method (each cell's own optimum, each "
+                   "fixed-hardware dataflow)")
 @click.option("--workers", type=WORKERS_TYPE, default=1, show_default=True,
               help="CP-SAT workers (not with --deterministic)")
 @click.option("--seed", type=SEED_TYPE, default=0, show_default=True)
@@ -79,8 +86,8 @@ def check_output_and_policy_dir(output: str | None, policy_dir: str | None) -> N
                    "evaluate cell-I.toml --design cell-I.json` re-prices, and an index policy.json")
 @catalog_option
 @user_errors
-def solve_mix(mix, objective, time_limit, cell_time_limit, workers, seed, deterministic, as_json, output, policy_dir,
-              catalog_files) -> None:
+def solve_mix(mix, objective, method, time_limit, cell_time_limit, workers, seed, deterministic, as_json, output,
+              policy_dir, catalog_files) -> None:
     """One hardware for every cell of MIX, with the best dataflow per cell, proven optimal (or bound and gap).
 
     MIX is a mix TOML file (`scenario = "SET/NAME or file"` and [[mix.cells]] with batch_size and weight),
@@ -106,7 +113,8 @@ def solve_mix(mix, objective, time_limit, cell_time_limit, workers, seed, determ
     mx, cat = load_mix_arg(mix, catalog_files)
     if policy_dir is not None:
         check_policy_dir(policy_dir, policy_names(mx))
-    options = MixOptions(SolverOptions(time_limit, workers, seed, deterministic), cell_time_limit_s=cell_time_limit)
+    options = MixOptions(SolverOptions(time_limit, workers, seed, deterministic), cell_time_limit_s=cell_time_limit,
+                         method=method)
     with Progress(f"solve-mix {mx.name}") as bar:
         res = run(mx, objective, options, catalog=cat, on_stage=bar.show if bar else None)
     if policy_dir is not None:

@@ -88,7 +88,7 @@ def hardware_floor(mm: MixModel, hr: HardwareResult, plan: ObjectivePlan) -> int
 
 
 class MixCanonical:
-    """The levels of [MIX-13] on one `_MixRun` (its budget and stage log), from a proven optimum."""
+    """The levels of [MIX-13] on one `session.MixRun` (its budget and stage log), from a proven optimum."""
 
     def __init__(self, run, objective: str, design: list[Design], lows: Sequence[Fraction],
                  own: Sequence[Fraction]):
@@ -101,16 +101,36 @@ class MixCanonical:
         self.levels: list[TieLevel] = []
         self.scales: dict[str, int] = {}
         self.nogoods: list[tuple[ArchConfig, ...]] = []
+        #: the hardware tuples the mix may use (None: every one); the decomposition ([MIX-17]) proves which
+        #: tuples attain the primary level, and only they can hold a canonical design
+        self.hardware: list[tuple[ArchConfig, ...]] | None = None
+        #: per cell a proven lower bound of the other metric on that hardware (None: 0), MIX-7's floor of
+        #: the later weighted level (its caps, and so the finest scale whose rows fit, depend on it)
+        self.other_lows: list[Fraction] | None = None
+        #: the decomposition's solved nodes that attain the primary level (MIX-19), pinning every cell's
+        #: metric of that level; None: not known
+        self.leaves: list | None = None
+        #: builds the mix model of one hardware tuple (its cells' levels are solved there once the hardware
+        #: is decided: a fraction of the whole model's rows); None: keep the whole model
+        self.narrow = None
+        self.full = run.mm  # the whole model: the hardware levels and the ties are asked of it
+        self._n_hw = 0
+        self._narrow_hw: tuple[list[TieKey], list[int]] | None = None
         self.note: str | None = None
         self.known: set[int] = set()  # levels another design attains (a later level changed the design)
         self.stop: tuple[int, str] = (0, "SKIPPED")
         self._bounds: dict[str, ArchBounds] = {}
+        self._hint: tuple[tuple[int, ...], list[tuple[int, int]]] | None = None  # (decisions, base values)
+        self._minimising_energy = False  # the level being solved keeps the energy rows
 
     # -- models ----------------------------------------------------------------------------------
     def plan_for(self, name: str) -> ObjectivePlan:
         """The units of a weighted level at the design so far (regret: with the cells' own optima)."""
         kind = "energy" if name == "energy" else "latency"
-        lows = self.lows if kind == cell_kind(self.objective) else [Fraction(0)] * len(self.lows)
+        if kind == cell_kind(self.objective):
+            lows = self.lows
+        else:
+            lows = self.other_lows if self.other_lows is not None else [Fraction(0)] * len(self.lows)
         return self.mm.plan(kind, self.run.metrics(self.design), lows, self.own if name == "regret" else None)
 
     def clone(self, rows: Sequence[_Row], minimise: _Row | None = None):
@@ -123,11 +143,18 @@ class MixCanonical:
             for sm in mm.cells:
                 sm.drop_energy_rows(model)
         mm.add_hardware_nogoods(model, self.nogoods)
+        if self.hardware is not None:
+            mm.add_hardware_choice(model, self.hardware)
+        leaves = None if self.leaves is None else [leaf for leaf in self.leaves if self.hardware is None
+                                                   or leaf.archs in self.hardware]
         var = None
         for r in levels:  # each level its own per-cell metric variables, in its plan's units
             kind = "energy" if r.name == "energy" else "latency"
             metric = [mm.add_cell_metric(model, c, kind, r.plan) for c in range(len(mm.cells))]
-            if mm.bounds is not None:  # MIX-10/11 for this metric (the energy level's LP bound needs them)
+            if leaves is not None and self.rows and r is self.rows[0]:
+                mm.add_leaf_choice(model, leaves, metric)
+            if mm.bounds is not None and (self.hardware is None or len(self.hardware) > 1):
+                # MIX-10/11 for this metric (the energy level's LP bound needs them; nothing on one tuple)
                 mm.add_arch_cuts(model, metric, r.plan, self.arch_bounds(kind))
             v = (mm.add_regret(model, metric, r.plan) if r.name == "regret"
                  else mm.add_weighted_objective(model, metric, r.plan))
@@ -148,7 +175,12 @@ class MixCanonical:
     def full_hint(self, model: cp_model.CpModel) -> list[tuple[cp_model.IntVar, int]]:
         """Every variable's value at the design so far (a hint CP-SAT need not complete): the clone with the
         design's decisions fixed, solved at once (its schedule is then the only freedom); the decisions
-        alone when that does not finish."""
+        alone when that does not finish. The base model's values are kept while the design stays the same:
+        a later level's clone differs only in its own level variables, which the base ones determine."""
+        energy_rows = any(r.name == "energy" for r in self.rows) or self._minimising_energy
+        key = (energy_rows, *(val for _, val in self.mm.decision_literals(self.design)))
+        if self._hint is not None and self._hint[0] == key:
+            return [(model.get_int_var_from_proto_index(i), v) for i, v in self._hint[1]]
         fixed = model.clone()
         decisions = self.mm.decision_literals(self.design)
         for v, val in decisions:
@@ -162,8 +194,9 @@ class MixCanonical:
         self.run.budget.charge(solver)
         if status not in (cp_model.OPTIMAL, cp_model.FEASIBLE):
             return decisions
-        return [(model.get_int_var_from_proto_index(i), solver.value(fixed.get_int_var_from_proto_index(i)))
-                for i in range(len(model.proto.variables))]
+        values = [(i, solver.value(fixed.get_int_var_from_proto_index(i))) for i in range(len(model.proto.variables))]
+        self._hint = (key, values[:len(self.mm.m.proto.variables)])
+        return [(model.get_int_var_from_proto_index(i), v) for i, v in values]
 
     def linearization(self, row: _Row | None = None) -> int | None:
         """CP-SAT's LP level for a level's solve: 0 once the energy rows are in (as OBJ-1's energy steps,
@@ -198,7 +231,8 @@ class MixCanonical:
                 if reuse:
                     self.rows.append(_Row(name, plan, primary_value))
                     self.levels.append(TieLevel(name, primary_value, "OPTIMAL"))
-                    self.nogoods += self.floor_nogoods(self.rows[0])
+                    if self.hardware is None:  # else only the hardware that attains the level is left
+                        self.nogoods += self.floor_nogoods(self.rows[0])
                     continue
             status, value = self._solve_ratio(row)
             self.levels.append(TieLevel(name, value, status))
@@ -207,7 +241,7 @@ class MixCanonical:
                 self.note = self.note or (f"the {name} level is not proven ({status}): the design is not canonical")
                 return False
             self.rows.append(_Row(name, plan, value))
-            if i == 0:
+            if i == 0 and self.hardware is None:
                 self.nogoods += self.floor_nogoods(self.rows[0])
         return True
 
@@ -262,7 +296,10 @@ class MixCanonical:
         at_design = self.units(row, self.design)
         run.say(f"tie-break: {row.name} ({len(model.proto.variables):,} variables)")
         t0 = time.perf_counter()
-        status, solver = run.run(model, var, self.full_hint(model), known_feasible=True,
+        self._minimising_energy = row.name == "energy"
+        hint = self.full_hint(model)
+        self._minimising_energy = False
+        status, solver = run.run(model, var, hint, known_feasible=True,
                                  linearization=self.linearization(row), one_worker=True)
         if status == cp_model.OPTIMAL and solver.value(var) > at_design:  # the design so far is feasible here
             solver.parameters.cp_model_presolve = False
@@ -279,17 +316,67 @@ class MixCanonical:
         value = solver.value(var)
         if value < at_design:
             self._adopt(mm.decode(solver.boolean_value), len(self.levels) - 1)
+            self.rows.append(_Row(row.name, row.plan, value))  # the key counts the level's rows
+            self._keep_hint(solver, model)
+            self.rows.pop()
         return name, value
 
     def integer_levels(self) -> bool:
         """The PIM units, devices and fixed order, in packed solves (OBJ-3's `solve_key_groups`): the
         hardware's keys first; with them fixed, every cell's placement keys count only the placements its
         fixed architecture allows (`compress`), so each solve packs more of them."""
-        n_hw = sum(not k.name.startswith("cell[") for k in self.keys)
-        if not solve_key_groups(self, pack_keys(self.keys[:n_hw], MIX_PACK_LIMIT)):
+        n_hw = self._n_hw = sum(not k.name.startswith("cell[") for k in self.keys)
+        if self.hardware is not None:  # a few tuples are left: the first in key order that holds a design
+            if not self.hardware_keys(self.keys[:n_hw]):
+                return False
+        elif not solve_key_groups(self, pack_keys(self.keys[:n_hw], MIX_PACK_LIMIT)):
             return False
-        self.keys[n_hw:] = self.compress(self.keys[n_hw:])
+        if self.narrow is not None and self.hardware is not None and len(self.hardware) == 1:
+            self.mm = self.narrow(self.hardware[0])  # its cell keys are the compressed ones, in the same order
+            self._hint = None
+            keys = mix_tie_keys(self.mm)
+            self.keys[n_hw:] = keys[n_hw:]
+            # its own hardware keys (constants there; the architecture indices are 0) fix nothing more
+            self._narrow_hw = (keys[:n_hw], tie_key_values(self.mm, self.design, keys[:n_hw]))
+        else:
+            self.keys[n_hw:] = self.compress(self.keys[n_hw:])
         return solve_key_groups(self, pack_keys(self.keys[n_hw:], MIX_PACK_LIMIT))
+
+    def hardware_keys(self, keys: Sequence[TieKey]) -> bool:
+        """The hardware's keys (PIM units, devices, each model's architecture index: functions of the tuple)
+        over the tuples left (`hardware`): in their key order, the first tuple on which a design attains
+        every level so far, each tuple asked with the hardware fixed (one feasibility solve, none for the
+        design so far's own tuple); the hardware is then fixed to it. False when a solve is not decided."""
+        mm = self.mm
+        own = tuple(md.arch for _, md in self.design[0].models())
+
+        def value(h) -> list[int]:
+            on = {v.index for v, val in mm.arch_literals(h) if val}
+            return [sum(c for c, v in k.terms if v.index in on) for k in keys]
+
+        left = list(self.hardware)
+        for h in sorted(left, key=value):
+            if h == own:
+                break
+            self.hardware = [h]
+            model, _ = self.clone(self.rows)
+            t0 = time.perf_counter()
+            status, solver = self.run.run(model, None, None, first_solution=True,
+                                          linearization=self.linearization(), one_worker=True)
+            self._log(f"tie-break: hardware {', '.join(a.label() for a in h)}?", t0, solver.status_name(status))
+            if status in (cp_model.OPTIMAL, cp_model.FEASIBLE):
+                self._adopt(mm.decode(solver.boolean_value), len(MIX_RATIO_LEVELS[self.objective]) - 1)
+                break
+            if status != cp_model.INFEASIBLE:
+                self.hardware = left
+                self.stop = (len(self.values), solver.status_name(status))
+                self.note = f"the tie-break's hardware is not decided ({solver.status_name(status)}): not canonical"
+                return False
+        else:
+            h = own
+        self.hardware = [h]
+        self.values += value(h)
+        return True
 
     def compress(self, keys: list[TieKey]) -> list[TieKey]:
         """The cells' placement keys over the placements the (now fixed) architecture allows, in the same
@@ -309,10 +396,19 @@ class MixCanonical:
             out.append(TieKey(k.level, k.name, tuple((r, lit) for r, lit in enumerate(valid) if r), max(1, len(valid))))
         return out
 
+    def model_keys(self) -> tuple[list[TieKey], list[int]]:
+        """The keys and proven values in the terms of the model being solved (a narrowed model has its own
+        hardware keys)."""
+        if self._narrow_hw is None or self.mm is self.full:
+            return self.keys, self.values
+        keys, values = self._narrow_hw
+        return keys + self.keys[len(keys):], values + self.values[len(keys):]
+
     def _solve_group(self, group: list[TieKey], first: int) -> bool:
         run, mm = self.run, self.mm
         model, _ = self.clone(self.rows)
-        key_vars = mm.cells[0].add_tie_break(model, self.keys, self.values[:first], group)
+        keys, values = self.model_keys()
+        key_vars = mm.cells[0].add_tie_break(model, keys, values[:first], group)
         weight = [math.prod(k.size for k in group[i + 1:]) for i in range(len(group))]
         at_design = sum(w * v for w, v in zip(weight, tie_key_values(mm, self.design, group), strict=True))
 
@@ -338,12 +434,21 @@ class MixCanonical:
         if status in (cp_model.OPTIMAL, cp_model.FEASIBLE) and packed(solver) < at_design:
             self._adopt(mm.decode(solver.boolean_value),
                         level_before(self.keys, first, len(MIX_RATIO_LEVELS[self.objective])))
+            self._keep_hint(solver, model)
         if status != cp_model.OPTIMAL:
             self.stop = (first + len(group), name)
             self.note = f"the tie-break level {group[0].level} is not proven ({name}): the design is not canonical"
             return False
         self.values += [solver.value(v) for v in key_vars]
         return True
+
+    def _keep_hint(self, solver: cp_model.CpSolver, model: cp_model.CpModel) -> None:
+        """The solution a level found is the next levels' full hint: it satisfies every row they keep (its
+        own level's at its minimum), so no solve is needed to complete the adopted design."""
+        energy_rows = any(r.name == "energy" for r in self.rows)
+        key = (energy_rows, *(val for _, val in self.mm.decision_literals(self.design)))
+        self._hint = (key, [(i, solver.value(model.get_int_var_from_proto_index(i)))
+                            for i in range(len(self.mm.m.proto.variables))])
 
     def _adopt(self, designs: list[Design], tied_level: int) -> None:
         """A later level found a better design: it attains every level up to `tied_level` as well."""
@@ -353,7 +458,9 @@ class MixCanonical:
             self.known.add(tied_level)
 
     def add_integer_entries(self) -> None:
-        values = tie_key_values(self.mm, self.design, self.keys)
+        n_hw = self._n_hw or len(self.keys)
+        values = (tie_key_values(self.full, self.design, self.keys[:n_hw])
+                  + tie_key_values(self.mm, self.design, self.keys[n_hw:]))
         self.levels += [level for level, _ in integer_entries(self.keys, values, len(self.values), self.stop)]
 
     # -- ties ------------------------------------------------------------------------------------
@@ -381,7 +488,9 @@ class MixCanonical:
 
     def find_ties(self) -> None:
         """Ties form a prefix: from the deepest level up, one feasibility solve each, until one finds
-        another design or a known tie is reached (the order level has none: its keys fix every decision)."""
+        another design or a known tie is reached (the order level has none: its keys fix every decision).
+        Asked of the whole model, over every tuple that attains the primary level."""
+        self.mm, self.hardware, self._hint = self.full, self._all_hardware, None
         last = len(self.levels) - 1
         self.levels[last].ties = False
         deepest = max(self.known, default=-1)
@@ -409,11 +518,26 @@ class MixCanonical:
 
 def canonical_mix(run, objective: str, design: list[Design], lows: Sequence[Fraction], own: Sequence[Fraction],
                   primary_value: int | None, primary_scale: int | None,
-                  tried: Sequence[HardwareResult]) -> tuple[list[Design], dict]:
+                  tried: Sequence[HardwareResult],
+                  hardware: Sequence[tuple[ArchConfig, ...]] | None = None,
+                  other_lows: Sequence[Fraction] | None = None,
+                  leaves: Sequence | None = None, narrow=None) -> tuple[list[Design], dict]:
     """[MIX-13] The canonical mix optimum from a proven one (`design` attains the mix model's optimum
-    `primary_value` at `primary_scale`), and the tie-break's report for the mix report's `extra`."""
+    `primary_value` at `primary_scale`), and the tie-break's report for the mix report's `extra`.
+    `hardware`: the only tuples that attain the primary level (the decomposition's proof), or None;
+    `other_lows`: per cell a lower bound of the other weighted metric on that hardware, or None; `leaves`:
+    the decomposition's solved nodes that attain the primary level (MIX-19), or None; `narrow`: builds the
+    mix model of one hardware tuple (`MixModel(..., archs=)`), for the cell levels, or None."""
     t0 = time.perf_counter()
     cano = MixCanonical(run, objective, design, lows, own)
+    if hardware is not None:
+        cano.hardware = list(hardware)
+    cano._all_hardware = cano.hardware
+    cano.narrow = narrow
+    if other_lows is not None:
+        cano.other_lows = list(other_lows)
+    if leaves is not None:
+        cano.leaves = list(leaves)
     proven = cano.ratio_levels(primary_value, primary_scale, tried) and cano.integer_levels()
     cano.add_integer_entries()
     if proven and cano.note is None:

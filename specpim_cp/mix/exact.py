@@ -12,7 +12,7 @@ pass `spec.check_mix_capacity` (the tensor-copy rule).
 from __future__ import annotations
 
 import time
-from collections.abc import Callable, Sequence
+from collections.abc import Sequence
 from dataclasses import dataclass
 from enum import Enum
 from fractions import Fraction
@@ -25,13 +25,15 @@ from specpim_cp.mix import compare as mix_compare
 from specpim_cp.mix.bounds import ArchBounds
 from specpim_cp.mix.canonical import canonical_mix, skipped_mix_tie_break
 from specpim_cp.mix.cells import FixedHardware, cell_kind, cell_optima
+from specpim_cp.mix.decomposed import solve_decomposed
 from specpim_cp.mix.model import (
     REGRET_SCALE,
     MixModel,
     ObjectivePlan,
 )
 from specpim_cp.mix.result import (
-    CellClaim,
+    DECOMPOSED_OBJECTIVES,
+    MIX_METHODS,
     Comparison,
     HardwareResult,
     HowFound,
@@ -39,9 +41,8 @@ from specpim_cp.mix.result import (
     MixReport,
     MixResult,
     MixSolveLog,
-    MixStage,
-    StageSolve,
 )
+from specpim_cp.mix.session import MixRun, Phases, Stage, StageHook, verify_mix
 from specpim_cp.mix.spec import (
     MIX_OBJECTIVES,
     WEIGHT_OPS,
@@ -50,10 +51,8 @@ from specpim_cp.mix.spec import (
     check_mix_capacity,
     mix_value,
 )
-from specpim_cp.physics.evaluate import Evaluation, Evaluator, Metrics
+from specpim_cp.physics.evaluate import Evaluation, Evaluator
 from specpim_cp.problem.design import ArchConfig, Design
-from specpim_cp.solvers.exact.model import SpecModel
-from specpim_cp.solvers.exact.solve import ModelMismatch, SolverOptions, TimeBudget
 from specpim_cp.solvers.result import SolveResult, solver_version
 
 #: Most hardwares (besides the median cell's) given per-cell dataflow as warm starts, best bound first:
@@ -64,190 +63,9 @@ MEDIAN_TRIES = 8
 #: Share of the time limit one hardware-screening stage may use (the rest is the mix model's).
 SCREEN_SHARE = 0.1
 
-StageHook = Callable[[str], None]
-
-
 # ------------------------------------------------------------------------------------------------
 # Driver
 # ------------------------------------------------------------------------------------------------
-@dataclass
-class _Stage:
-    status: str  # CP-SAT's status name, or UNKNOWN
-    designs: list[Design] | None
-    cp_objective: int | None
-    cp_bound: int | None
-    plan: ObjectivePlan | None
-
-
-class _MixRun:
-    """One solve-mix session: the model, the budget of its CP-SAT solves, the stage log."""
-
-    def __init__(self, mm: MixModel, opts: SolverOptions, on_stage: StageHook | None):
-        self.mm = mm
-        self.opts = opts
-        self.budget = TimeBudget(opts)
-        self.on_stage = on_stage
-        self.stages: list[MixStage] = []
-        self.last_status = ""
-
-    def say(self, text: str) -> None:
-        if self.on_stage is not None:
-            self.on_stage(text)
-
-    def metrics(self, designs: Sequence[Design]) -> list[Metrics]:
-        check_mix_capacity(self.mm.mix, self.mm.evaluators, designs)
-        return [ev.metrics(d) for ev, d in zip(self.mm.evaluators, designs, strict=True)]
-
-    def run(self, model: cp_model.CpModel, objective_var, hint: Sequence[tuple] | None,
-            first_solution: bool = False, limit: float | None = None,
-            known_feasible: bool = False, linearization: int | None = None,
-            one_worker: bool = False) -> tuple[int, cp_model.CpSolver]:
-        """One CP-SAT solve on the session's budget. `known_feasible`: the model holds a design known to be
-        feasible (the incumbent it is capped by), so INFEASIBLE can only be a solver error. `linearization`:
-        CP-SAT's LP level (default: CP-SAT's own); `one_worker`: one CP-SAT worker whatever the options."""
-        invalid = model.validate()
-        if invalid:
-            raise ModelMismatch(f"CP-SAT rejects the mix model: {invalid}")
-        if objective_var is not None:
-            model.minimize(objective_var)
-        model.clear_hints()
-        for v, val in hint or ():
-            model.add_hint(model.get_int_var_from_proto_index(v.index), val)
-        solver = cp_model.CpSolver()
-        self.budget.configure(solver)
-        # the mix model keeps CP-SAT's default presolve effort (but the #5293 workaround): with the lighter
-        # single-scenario settings (one presolve pass, probing level 0) 9.15 declared the llama-32.5b
-        # mix INFEASIBLE in 0.03 s although its incumbent is feasible (formulations/mix.md)
-        default = cp_model.CpSolver().parameters
-        solver.parameters.max_presolve_iterations = default.max_presolve_iterations
-        solver.parameters.cp_model_probing_level = default.cp_model_probing_level
-        solver.parameters.linearization_level = default.linearization_level if linearization is None else linearization
-        if one_worker:
-            solver.parameters.num_workers = 1
-        if limit is not None:  # a share of the budget (screening stages), same units as the budget
-            p = solver.parameters
-            if self.opts.deterministic:
-                p.max_deterministic_time = min(p.max_deterministic_time, limit)
-            else:
-                p.max_time_in_seconds = min(p.max_time_in_seconds, limit)
-
-        if first_solution:
-            solver.parameters.stop_after_first_solution = True
-        status = solver.solve(model)
-        self.budget.charge(solver)
-        if status == cp_model.INFEASIBLE and known_feasible:  # a presolve bug (9.15: #5274 class): re-solve
-            self.stages.append(MixStage("CP-SAT returned INFEASIBLE on a model with a known feasible design; "
-                                        "re-solved without presolve", round(solver.wall_time, 3)))
-            solver.parameters.cp_model_presolve = False
-            status = solver.solve(model)
-            self.budget.charge(solver)
-        return status, solver
-
-    def first_incumbent(self, extra=None) -> list[Design] | None:
-        """Any feasible mix design (the first solution of minimising the cells' summed round times); None
-        when there is none (`last_status` says INFEASIBLE) or none was found in time."""
-        model = self.mm.m.clone()
-        if extra is not None:
-            extra(model)
-        total = sum(model.get_int_var_from_proto_index(sm.T.index) for sm in self.mm.cells)
-        status, solver = self.run(model, total, None, first_solution=True)
-        self.stages.append(MixStage("first feasible mix design", round(solver.wall_time, 3),
-                                    solver.status_name(status)))
-        self.last_status = solver.status_name(status)
-        if status not in (cp_model.OPTIMAL, cp_model.FEASIBLE):
-            return None
-        return self.mm.decode(solver.boolean_value)
-
-    def stage(self, name: str, objective: str, incumbent: list[Design], lows: Sequence[Fraction],
-              optima: Sequence[Fraction] | None, extra=None, regret_stage2: bool = False,
-              limit: float | None = None) -> _Stage:
-        """One CP-SAT solve of an objective model, capped by the feasible `incumbent` (which must satisfy
-        `extra`: an INFEASIBLE answer is then a solver error, re-solved without presolve) and hinted with
-        it."""
-        t0 = time.perf_counter()
-        plan = self.mm.plan(cell_kind(objective), self.metrics(incumbent), lows,
-                            optima if objective == "regret" else None, regret_stage2)
-        model, obj, _ = self.mm.objective_model(objective, plan, regret_stage2)
-        if extra is not None:
-            extra(model)
-        self.say(f"{name}: CP-SAT ({len(model.proto.variables):,} variables, {len(model.proto.constraints):,} "
-                 "constraints)")
-        status, solver = self.run(model, obj, self.mm.decision_literals(incumbent), limit=limit,
-                                  known_feasible=True)
-        found = status in (cp_model.OPTIMAL, cp_model.FEASIBLE)
-        numbers = StageSolve(round(solver.wall_time, 3), round(solver.deterministic_time, 3), plan.scale,
-                             len(model.proto.variables), len(model.proto.constraints),
-                             solver.value(obj) if found else None,
-                             int(solver.best_objective_bound) if found else None)
-        self.stages.append(MixStage(name, round(time.perf_counter() - t0, 3), solver.status_name(status), numbers))
-        if not found:
-            return _Stage(solver.status_name(status), None, None, None, plan)
-        return _Stage(solver.status_name(status), self.mm.decode(solver.boolean_value), solver.value(obj),
-                      int(solver.best_objective_bound), plan)
-
-
-def tight_claims(mm: MixModel, designs: Sequence[Design], opts: SolverOptions,
-                 cell_model: Callable[[int], SpecModel] | None = None) -> list[CellClaim]:
-    """Per cell, (round ns, energy nJ, tokens micro) the mix model computes for `designs` with every
-    decision fixed: round times minimised first, then energies (as `solve.tight_claim` per scenario).
-    The layer schedules are still free then; when the whole mix model does not prove its tight values in
-    time (the 21-cell palm-62b mix under load did not in 300 s), each cell's claim is taken from the
-    cell's own single-scenario model (`cell_model(c)`, the same SpecModel code the mix's cell copies are
-    built with; the tensor-copy capacity is checked separately) with the design fixed."""
-    try:
-        return _tight_claims_whole(mm, designs, opts)
-    except ModelMismatch:
-        if cell_model is None:
-            raise
-    from specpim_cp.solvers.exact.solve import tight_claim
-
-    out = []
-    for c, d in enumerate(designs):
-        out.append(CellClaim(*tight_claim(cell_model(c), d, opts)))
-    return out
-
-
-def _tight_claims_whole(mm: MixModel, designs: Sequence[Design], opts: SolverOptions) -> list[CellClaim]:
-    model = mm.m.clone()
-    for v, val in mm.decision_literals(designs):
-        model.add(model.get_bool_var_from_proto_index(v.index) == val)
-    T = [model.get_int_var_from_proto_index(sm.T.index) for sm in mm.cells]
-    E = [model.get_int_var_from_proto_index(sm.energy.index) for sm in mm.cells]
-    solver = cp_model.CpSolver()
-    solver.parameters.num_workers = 1
-    solver.parameters.random_seed = opts.seed
-    solver.parameters.presolve_inclusion_work_limit = 0  # workaround for the 9.15 presolve bug #5293
-    solver.parameters.max_time_in_seconds = 60.0
-    model.minimize(sum(T))
-    status = solver.solve(model)
-    if status != cp_model.OPTIMAL:
-        raise ModelMismatch(f"the mix model rejects its own design ({solver.status_name(status)})")
-    ts = [solver.value(t) for t in T]
-    for t, v in zip(T, ts, strict=True):
-        model.add(t == v)
-    model.minimize(sum(E))
-    status = solver.solve(model)
-    if status != cp_model.OPTIMAL:
-        raise ModelMismatch(f"the mix model rejects its own design's energy ({solver.status_name(status)})")
-    return [CellClaim(t, solver.value(e), sm.stats[sm.choice_index(d)].tokens_micro)
-            for t, e, sm, d in zip(ts, E, mm.cells, designs, strict=True)]
-
-
-def verify_mix(mm: MixModel, designs: Sequence[Design], opts: SolverOptions,
-               cell_model: Callable[[int], SpecModel] | None = None) -> tuple[list[Evaluation], list[CellClaim]]:
-    """Re-price every cell with the evaluator and require exact agreement with the mix model's claims;
-    check the tensor-copy capacity independently (`mix.check_mix_capacity`)."""
-    check_mix_capacity(mm.mix, mm.evaluators, designs)
-    evaluations = [ev.evaluate(d) for ev, d in zip(mm.evaluators, designs, strict=True)]
-    claims = tight_claims(mm, designs, opts, cell_model)
-    for c, (e, claim) in enumerate(zip(evaluations, claims, strict=True)):
-        actual = CellClaim.of(e.metrics)
-        if claim != actual:
-            raise ModelMismatch(f"mix.cells[{c}]: the mix model claims {claim.as_dict()} but the evaluator prices "
-                                f"{actual.as_dict()}")
-    return evaluations, claims
-
-
 def fixed_arch(mm: MixModel, archs: Sequence[ArchConfig]):
     """An `extra` that fixes the shared architecture (a clone's x) to `archs`."""
     lits = mm.arch_literals(archs)
@@ -259,7 +77,7 @@ def fixed_arch(mm: MixModel, archs: Sequence[ArchConfig]):
     return extra
 
 
-def best_on_hardware(run: _MixRun, fixed: FixedHardware, archs: Sequence[ArchConfig], objective: str,
+def best_on_hardware(run: MixRun, fixed: FixedHardware, archs: Sequence[ArchConfig], objective: str,
                      own: Sequence[Fraction], lows: Sequence[Fraction], exact: bool = False,
                      limit: float | None = None) -> HardwareResult:
     """Every cell's best dataflow on fixed hardware: the cells' separate optima when they fit together
@@ -303,7 +121,7 @@ def best_on_hardware(run: _MixRun, fixed: FixedHardware, archs: Sequence[ArchCon
                           mix_value(run.mm.mix, [e.metrics for e in evals], objective, own))
 
 
-def _single_copy(run: _MixRun, fixed: FixedHardware, archs: tuple[ArchConfig, ...], evals: Sequence[Evaluation],
+def _single_copy(run: MixRun, fixed: FixedHardware, archs: tuple[ArchConfig, ...], evals: Sequence[Evaluation],
                  objective: str, own: Sequence[Fraction]) -> list[Evaluation] | None:
     """A feasible mix design on fixed hardware whose cells' separate optima do not fit together: every
     model keeps one copy of each weight tensor, in the layout (a) most cells' optima use (by weight), or
@@ -346,7 +164,7 @@ def _single_copy(run: _MixRun, fixed: FixedHardware, archs: tuple[ArchConfig, ..
     return best
 
 
-def _median_fallback(run: _MixRun, fixed: FixedHardware, tried: list[HardwareResult], median_archs, objective: str,
+def _median_fallback(run: MixRun, fixed: FixedHardware, tried: list[HardwareResult], median_archs, objective: str,
                      own: Sequence[Fraction], lows: Sequence[Fraction], time_limit_s: float):
     """Comparison (b) when the median cell's own optimal hardware cannot serve the mix (typically: too little
     memory for the largest batch's KV cache): the median cell's optimum over the hardware not yet ruled out,
@@ -429,19 +247,6 @@ def candidate_hardware(mm: MixModel, optima: Sequence[SolveResult], objective: s
     return sorted(cands, key=lambda c: (order.index(c.reason), c.bound))
 
 
-class _Phases:
-    """Seconds per phase of a solve, each from the end of the previous one (the report's `phases_s`)."""
-
-    def __init__(self, t0: float):
-        self.last = t0
-        self.seconds: dict[str, float] = {}
-
-    def lap(self, name: str) -> None:
-        now = time.perf_counter()
-        self.seconds[name] = round(now - self.last, 3)
-        self.last = now
-
-
 def _check_mix_options(objective: str, options: MixOptions) -> None:
     """Input guards of `solve_mix`: a known objective, finite positive time limits, at least one worker."""
     if objective not in MIX_OBJECTIVES:
@@ -453,9 +258,14 @@ def _check_mix_options(objective: str, options: MixOptions) -> None:
         raise ScenarioError(f"cell_time_limit_s: must be a finite number above 0, got {cell_time_limit_s}")
     if options.solver.workers < 1:
         raise ScenarioError(f"workers: must be at least 1, got {options.solver.workers}")
+    if options.method not in MIX_METHODS:
+        raise ScenarioError(f"method: '{options.method}' is not one of {', '.join(MIX_METHODS)}")
+    if options.method == "decomposition" and objective not in DECOMPOSED_OBJECTIVES:
+        raise ScenarioError(f"method: the decomposition solves the {' and '.join(DECOMPOSED_OBJECTIVES)} objectives, "
+                            f"not {objective} (use --method cp-sat or auto)")
 
 
-def _screen_hardware(run: _MixRun, fixed: FixedHardware, optima: Sequence[SolveResult], refs: Sequence[Comparison],
+def _screen_hardware(run: MixRun, fixed: FixedHardware, optima: Sequence[SolveResult], refs: Sequence[Comparison],
                      objective: str, own: Sequence[Fraction], lows: Sequence[Fraction], options: MixOptions
                      ) -> tuple[list[HardwareResult], tuple[ArchConfig, ...] | None]:
     """The best dataflow per cell on each candidate hardware (`candidate_hardware`): the median cell's
@@ -493,7 +303,7 @@ def _screen_hardware(run: _MixRun, fixed: FixedHardware, optima: Sequence[SolveR
     return tried, median_archs
 
 
-def _known_incumbent(run: _MixRun, refs: Sequence[Comparison], tried: Sequence[HardwareResult], objective: str,
+def _known_incumbent(run: MixRun, refs: Sequence[Comparison], tried: Sequence[HardwareResult], objective: str,
                      own: Sequence[Fraction]) -> list[Design]:
     """The best mix design known (the references, the hardware tried), else the first feasible one CP-SAT
     finds; ScenarioError when no shared hardware holds every cell."""
@@ -521,7 +331,7 @@ class _Solved:
     optimum: int | None = None  # that optimum, in the units of `plan`
 
 
-def _solve_mix_model(run: _MixRun, incumbent: list[Design], tried: Sequence[HardwareResult], objective: str,
+def _solve_mix_model(run: MixRun, incumbent: list[Design], tried: Sequence[HardwareResult], objective: str,
                      own: Sequence[Fraction], lows: Sequence[Fraction]) -> _Solved:
     """The mix model, capped by and hinted with the incumbent, without the hardwares already solved exactly
     and no better (MIX-12); for regret, then the best weighted latency at the optimal regret."""
@@ -579,8 +389,10 @@ def solve_mix(mix: Mix, objective: str = "latency", options: MixOptions | None =
     _check_mix_options(objective, options)
     t0 = time.perf_counter()
     catalog = catalog or default_catalog()
+    if options.uses_decomposition(objective):  # [MIX-14..19]
+        return solve_decomposed(mix, objective, options, catalog, on_stage, optima)
     opts, cell_opts = options.solver, options.cell_solver()
-    phases = _Phases(t0)
+    phases = Phases(t0)
     # 1. every cell alone: regret denominators, lower bounds (MIX-7), comparison (a)
     if optima is None:
         optima = cell_optima(mix, objective, cell_opts, options.cell_jobs, on_stage)
@@ -593,7 +405,7 @@ def solve_mix(mix: Mix, objective: str = "latency", options: MixOptions | None =
     if options.cuts:
         mm.bounds = ArchBounds(mm.cells, cell_kind(objective))
         phases.lap("bounds_s")
-    run = _MixRun(mm, opts, on_stage)
+    run = MixRun(mm, opts, on_stage)
     # 2. known mix designs: the references and a few hardwares with per-cell dataflow (warm starts)
     refs = []
     if options.comparisons:
@@ -669,7 +481,7 @@ def _best_incumbent(mm: MixModel, candidates: Sequence[Sequence[Evaluation]], ob
     return best
 
 
-def _bound(mm: MixModel, st: _Stage, objective: str, own: Sequence[Fraction]) -> Fraction | None:
+def _bound(mm: MixModel, st: Stage, objective: str, own: Sequence[Fraction]) -> Fraction | None:
     """A proven lower bound on the exact mix objective from CP-SAT's bound minus the rounding (mix.md)."""
     if st.cp_bound is None or st.plan is None:
         return None

@@ -12,7 +12,9 @@ the mix's own rows (MIX-3/4).
 Families (formulations/mix.md), one `add_*` method each:
 MIX-1 add_shared_architecture, MIX-2 add_weight_copies, MIX-3/4 add_capacity,
 MIX-5..7 add_cell_metric, MIX-8 add_weighted_objective, MIX-9 add_regret, MIX-10/11 add_arch_cuts,
-MIX-12 add_hardware_nogoods. The driver is `exact.solve_mix`.
+MIX-12 add_hardware_nogoods, MIX-18 add_hardware_choice, MIX-19 add_leaf_choice. The driver is `exact.solve_mix`; latency and
+regret mixes are solved by decomposition (`branch.py`, MIX-14..17), this model then serves the canonical
+tie-break and the verification.
 """
 
 
@@ -66,7 +68,10 @@ class MixModel:
     objective rows are added to clones (`objective_model`). `prices[c]`: cell c's price table (built once
     from `evaluators[c]`; its model copy and the mix's rows read only it)."""
 
-    def __init__(self, mix: Mix, catalog: Catalog, evaluators: Sequence[Evaluator]):
+    def __init__(self, mix: Mix, catalog: Catalog, evaluators: Sequence[Evaluator],
+                 archs: Sequence[ArchConfig] | None = None):
+        """`archs`: one architecture per model, the model of that fixed hardware only (the canonical
+        tie-break's cell levels once its hardware is known); None: every architecture of the space."""
         self.mix = mix
         self.catalog = catalog
         self.evaluators = list(evaluators)
@@ -75,7 +80,10 @@ class MixModel:
         self.cells: list[SpecModel] = []
         for c, cell in enumerate(mix.cells):
             shared = None if c == 0 else self.cells[0].x
-            self.prices.append(PriceTable.build(self.evaluators[c], DesignSpace(cell.scenario, catalog)))
+            space = DesignSpace(cell.scenario, catalog)
+            if archs is not None:
+                space = space.with_archs(archs)
+            self.prices.append(PriceTable.build(self.evaluators[c], space))
             self.cells.append(SpecModel(cell.scenario, catalog, self.evaluators[c], model=self.m,
                                         shared_x=shared, tag=f"#c{c}", capacity=False, prices=self.prices[c]))
         self.x = self.cells[0].x
@@ -220,6 +228,46 @@ class MixModel:
         for archs in hardware:
             model.add(sum(model.get_bool_var_from_proto_index(self.x[j][a].index) for j, a in enumerate(archs))
                       <= len(archs) - 1)
+
+    def add_hardware_choice(self, model: cp_model.CpModel, hardware: Sequence[Sequence[ArchConfig]]) -> None:
+        """[MIX] MIX-18 the shared hardware is one of `hardware` (the tuples the decomposition proved can
+        attain a level, the decomposition's search): one Boolean per tuple, exactly one true, and each architecture literal
+        the sum of the tuples that use it (the equality also excludes every other tuple)."""
+        xs = [{a: model.get_bool_var_from_proto_index(v.index) for a, v in per.items()} for per in self.x]
+        if len(hardware) == 1:
+            for j, a in enumerate(hardware[0]):
+                model.add(xs[j][a] == 1)
+            return
+        pick = [model.new_bool_var(f"hardware[{n}]") for n in range(len(hardware))]
+        model.add_exactly_one(pick)
+        for j, per in enumerate(xs):
+            for a, x in per.items():
+                model.add(x == sum(p for p, h in zip(pick, hardware, strict=True) if h[j] == a))
+
+    def add_leaf_choice(self, model: cp_model.CpModel, leaves: Sequence, metric: Sequence[cp_model.IntVar]) -> None:
+        """[MIX] MIX-19 the mix design lies in one of `leaves` (the solved nodes of the decomposition that
+        attain a level, the decomposition's search: hardware, per model the state of each weight copy, each
+        cell's metric in
+        the level's units): one Boolean per leaf, exactly one true; it fixes the hardware, its stored
+        (banned) copies to 1 (0), and each cell's metric `metric[c]` to the leaf's. Every design attaining
+        the level lies in such a leaf with exactly those cell metrics (formulations/mix.md)."""
+        from specpim_cp.mix.tables import LAYOUTS
+
+        pick = [model.new_bool_var(f"leaf[{n}]") for n in range(len(leaves))]
+        model.add_exactly_one(pick)
+        xs = [{a: model.get_bool_var_from_proto_index(v.index) for a, v in per.items()} for per in self.x]
+        for j, per in enumerate(xs):
+            for a, x in per.items():
+                model.add(x == sum(p for p, leaf in zip(pick, leaves, strict=True) if leaf.archs[j] == a))
+        for p, leaf in zip(pick, leaves, strict=True):
+            for j, states in enumerate(leaf.copies):
+                for (w, lay), state in states.items():
+                    u = self.u[j][WEIGHT_OPS[w]].get(LAYOUTS[lay])
+                    if u is None or state not in (0, 1):  # open, or a layout no cell can place
+                        continue
+                    model.add(model.get_bool_var_from_proto_index(u.index) == state).only_enforce_if(p)
+        for c, var in enumerate(metric):
+            model.add(var == sum(leaf.latency[c] * p for p, leaf in zip(pick, leaves, strict=True)))
 
     # -- objective models ----------------------------------------------------------------------
     def plan(self, kind: str, incumbent: Sequence[Metrics], lows: Sequence[Fraction],

@@ -101,6 +101,17 @@ class MixResult:
 # ------------------------------------------------------------------------------------------------
 #: The mix model's CP-SAT options by default: 120 s, one worker, seed 0.
 MIX_SOLVER_OPTIONS = SolverOptions(time_limit_s=120.0)
+#: How a mix is solved: `decomposition` (latency and regret: pass tables and a branch and bound over the
+#: hardware and the weight copies, MIX-14..19), `cp-sat` (the mix model, every objective), `auto` (the
+#: decomposition for latency, the mix model otherwise).
+MIX_METHODS = ("auto", "decomposition", "cp-sat")
+#: The objectives the decomposition solves (energy depends on the round time through idle power: a model's
+#: least pass time is not its best choice there).
+DECOMPOSED_OBJECTIVES = ("latency", "regret")
+#: The objectives `auto` decomposes: regret too is exact by decomposition, but its max over cells leaves the
+#: search's bound at the worst cell while copies elsewhere are branched on (llama-32.5b: a 27% gap after 56 s),
+#: so auto keeps the mix model there.
+AUTO_DECOMPOSED = ("latency",)
 
 
 @dataclass(frozen=True)
@@ -116,6 +127,10 @@ class MixOptions:
     screen: int = 0
     cuts: bool = True
     comparisons: bool = True
+    method: str = "auto"
+
+    def uses_decomposition(self, objective: str) -> bool:
+        return self.method == "decomposition" or (self.method == "auto" and objective in AUTO_DECOMPOSED)
 
     @property
     def cell_jobs(self) -> int:
@@ -132,12 +147,12 @@ class MixOptions:
     def as_dict(self) -> dict:
         """The options as the report states them (`jobs` resolved; the comparisons show in the result)."""
         return {**self.solver.as_dict(), "cell_time_limit_s": self.cell_time_limit_s, "jobs": self.cell_jobs,
-                "screen": self.screen, "cuts": self.cuts}
+                "screen": self.screen, "cuts": self.cuts, "method": self.method}
 
     def hashed(self, objective: str) -> dict:
         """The options that change the answer, with the objective: what the report's `inputs_hash` covers."""
         return {"objective": objective, **self.solver.as_dict(), "cell_time_limit_s": self.cell_time_limit_s,
-                "screen": self.screen, "cuts": self.cuts}
+                "screen": self.screen, "cuts": self.cuts, "method": self.method}
 
 
 class HowFound(Enum):
@@ -146,6 +161,7 @@ class HowFound(Enum):
     PER_CELL = "per cell"  # the cells' separate optima fit together (the relaxation is tight)
     SINGLE_COPY = "one weight copy per operator"  # every model keeps one copy of each weight tensor
     MIX_MODEL = "mix model, hardware fixed"
+    DECOMPOSITION = "decomposition, hardware fixed"  # the search of MIX-17 on that one tuple
 
 
 @dataclass

@@ -18,9 +18,10 @@ pass, `ModelDesign.spill`): a scenario's own space, which every optimizer search
 
 from __future__ import annotations
 
+import copy
 import itertools
 from collections.abc import Iterator, Sequence
-from dataclasses import dataclass
+from dataclasses import dataclass, replace
 from functools import cached_property, lru_cache
 
 from specpim_cp.catalog import Catalog, MemorySpec, ModelSpec
@@ -123,6 +124,18 @@ class DesignSpace:
         spilled models included: what the evaluator prices."""
         unrestricted = Space(share_levels=scenario.space.share_levels)
         return cls(scenario.model_copy(update={"space": unrestricted}), catalog, allow_spill=True)
+
+    def with_archs(self, archs: Sequence[ArchConfig]) -> DesignSpace:
+        """The same space with model j's architectures restricted to `archs[j]` alone (each must be one of
+        its own): a fixed hardware's space, every other option unchanged."""
+        out = copy.copy(self)
+        models = []
+        for mo, a in zip(self.models, archs, strict=True):
+            if a not in mo.archs:
+                raise ScenarioError(f"{mo.label}: {a.label()} is not among its architectures")
+            models.append(replace(mo, archs=(a,)))
+        out.models = models
+        return out
 
     # -- options -----------------------------------------------------------------------------
     @cached_property
