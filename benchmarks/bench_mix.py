@@ -55,7 +55,7 @@ def main() -> int:
     ap = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     ap.add_argument("--mix", action="append", help="a family name of the mix set (repeatable; default: all)")
     ap.add_argument("--objective", default="latency", choices=("latency", "energy", "regret"))
-    ap.add_argument("--time-limit", type=float, default=60.0)
+    ap.add_argument("--time-limit", type=float, default=120.0, help="as solve-mix's (default 120 s)")
     ap.add_argument("--cell-time-limit", type=float, default=20.0)
     ap.add_argument("--workers", type=int, default=2)
     ap.add_argument("--deterministic", action="store_true")

@@ -216,7 +216,14 @@ def test_decomposition_equals_the_mix_model(folder, stem, objective):
     assert [r.report.objective for r in res.optima] == [r.report.objective for r in ref.optima]
     assert res.report.extra["canonical"] and ref.report.extra["canonical"]
     assert [d.key() for d in res.designs] == [d.key() for d in ref.designs]
+    assert _levels(res) == _levels(ref)  # every level's value and tie, whichever way the tie-break went
     check_mix_capacity(mix, [Evaluator(c.scenario) for c in mix.cells], list(res.designs))
+    if objective == "latency":  # these mixes' copies never bind: the tie-break goes cell by cell
+        assert any("per cell" in st["stage"] for st in res.report.extra["stages"])
+
+
+def _levels(res) -> list[tuple]:
+    return [(lv["level"], lv["ties"], lv["value"]) for lv in res.report.extra["tie_break"]]
 
 
 def test_decomposition_equals_brute_force_on_a_parallel_block(folder):
@@ -306,6 +313,10 @@ def test_random_small_mixes_equal_the_mix_model(tmp_path, seed):
     assert res.report.status == ref.report.status == "OPTIMAL"
     assert res.report.objective == ref.report.objective
     assert [d.key() for d in res.designs] == [d.key() for d in ref.designs]
+    assert _levels(res) == _levels(ref)
+    # seeds 1, 3, 5, 7-9 take the cell-by-cell tie-break, the others (copies can bind) the whole mix model
+    cellwise = any("per cell" in st["stage"] for st in res.report.extra["stages"])
+    assert cellwise == (seed in (1, 3, 5, 7, 8, 9))
 
 
 def test_a_coupled_random_mix_equals_brute_force(tmp_path):

@@ -425,6 +425,7 @@ class Leaf:
     archs: tuple[ArchConfig, ...]
     copies: tuple[dict[tuple[int, int], int], ...]
     latency: tuple
+    designs: tuple[Design, ...] = ()  # its relaxation's designs: a mix design of the leaf
 
 
 @dataclass
@@ -497,14 +498,16 @@ def best_first(search: Search, tuples: Sequence[tuple[float, tuple[ArchConfig, .
         if not node.feasible or (best is not None and (node.value > best[0] if keep_ties else node.value >= best[0])):
             continue
         if node.branch is None:
+            designs = search.designs(h, node)
             if best is None or node.value < best[0]:
-                best = (node.value, h, search.designs(h, node))
+                best = (node.value, h, designs)
                 tied, leaves = {}, []
             tied[h] = None
-            leaves.append(Leaf(h, tuple({(w, lay): int(u[w, lay]) for w in range(u.shape[0]) for lay in range(u.shape[1])}
-                                        for u in us),
-                               tuple(search.goal.cell_latency(int(t), int(n))
-                                     for t, n in zip(node.round_ns, node.tokens, strict=True))))
+            if keep_ties:
+                leaves.append(Leaf(h, tuple({(w, lay): int(u[w, lay]) for w in range(u.shape[0])
+                                             for lay in range(u.shape[1])} for u in us),
+                                   tuple(search.goal.cell_latency(int(t), int(n))
+                                         for t, n in zip(node.round_ns, node.tokens, strict=True)), tuple(designs)))
             continue
         j, w, lay = node.branch
         for state in (STORED, BANNED):

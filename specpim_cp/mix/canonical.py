@@ -78,6 +78,44 @@ def tie_key_values(mm: MixModel, designs: Sequence[Design], keys: Sequence[TieKe
     return [sum(c * value[v.index] for c, v in key.terms) for key in keys]
 
 
+def compress_keys(mm: MixModel, keys: Sequence[TieKey], archs: Sequence[ArchConfig]) -> list[TieKey]:
+    """Cell keys of `mm` over only the placements `archs` allow (in the same order): on that hardware the
+    same design is their lexicographic minimum, with keys of a few values instead of every architecture's."""
+    out = []
+    for k in keys:
+        c, rest = k.name.removeprefix("cell[").split("].", 1)
+        if not rest.startswith("placement["):
+            out.append(k)
+            continue
+        sm = mm.cells[int(c)]
+        j, op = rest.removeprefix("placement[").rstrip("]").split("][")
+        ys = sm.y[int(j)][op]
+        valid = [lit for p, lit in ys.items() if sm.valid(int(j), archs[int(j)], op, p)]
+        out.append(TieKey(k.level, k.name, tuple((r, lit) for r, lit in enumerate(valid) if r), max(1, len(valid))))
+    return out
+
+
+def translate_keys(keys: Sequence[TieKey], full: MixModel, small: MixModel,
+                   cells: Sequence[int] | None = None) -> list[TieKey]:
+    """Cell keys of `full` (compressed: the placements one architecture allows) over the literals of
+    `small`, the mix model of that hardware alone (all cells, or the cells `cells` in that order): the
+    same placements and choices with the same coefficients, so the same lexicographic order."""
+    out = []
+    for k in keys:
+        c, rest = k.name.removeprefix("cell[").split("].", 1)
+        fsm = full.cells[int(c)]
+        ssm = small.cells[int(c) if cells is None else list(cells).index(int(c))]
+        if rest == "choice":
+            index = {z.index: n for n, z in enumerate(fsm.z)}
+            terms = tuple((r, ssm.z[index[lit.index]]) for r, lit in k.terms)
+        else:
+            j, op = rest.removeprefix("placement[").rstrip("]").split("][")
+            place = {lit.index: p for p, lit in fsm.y[int(j)][op].items()}
+            terms = tuple((r, ssm.y[int(j)][op][place[lit.index]]) for r, lit in k.terms)
+        out.append(TieKey(k.level, k.name, terms, k.size))
+    return out
+
+
 def hardware_floor(mm: MixModel, hr: HardwareResult, plan: ObjectivePlan) -> int | None:
     """A lower bound of the weighted units sum_c W_c L_c (N_c) over every mix design on `hr`'s hardware,
     from its proven exact value v: each L_c >= sigma m_c, so the sum >= sigma sum W v; None when the
@@ -332,10 +370,11 @@ class MixCanonical:
         elif not solve_key_groups(self, pack_keys(self.keys[:n_hw], MIX_PACK_LIMIT)):
             return False
         if self.narrow is not None and self.hardware is not None and len(self.hardware) == 1:
-            self.mm = self.narrow(self.hardware[0])  # its cell keys are the compressed ones, in the same order
+            compressed = self.compress(self.keys[n_hw:])  # on the whole model, whose literals they name
+            self.mm = self.narrow(self.hardware[0])
             self._hint = None
             keys = mix_tie_keys(self.mm)
-            self.keys[n_hw:] = keys[n_hw:]
+            self.keys[n_hw:] = translate_keys(compressed, self.full, self.mm)
             # its own hardware keys (constants there; the architecture indices are 0) fix nothing more
             self._narrow_hw = (keys[:n_hw], tie_key_values(self.mm, self.design, keys[:n_hw]))
         else:
@@ -382,19 +421,7 @@ class MixCanonical:
         """The cells' placement keys over the placements the (now fixed) architecture allows, in the same
         order: the same design is their lexicographic minimum, and their sizes shrink (about 5 instead of
         every architecture's placements)."""
-        archs = [md.arch for _, md in self.design[0].models()]
-        out = []
-        for k in keys:
-            c, rest = k.name.removeprefix("cell[").split("].", 1)
-            if not rest.startswith("placement["):
-                out.append(k)
-                continue
-            sm = self.mm.cells[int(c)]
-            j, op = rest.removeprefix("placement[").rstrip("]").split("][")
-            ys = sm.y[int(j)][op]
-            valid = [lit for p, lit in ys.items() if sm.valid(int(j), archs[int(j)], op, p)]
-            out.append(TieKey(k.level, k.name, tuple((r, lit) for r, lit in enumerate(valid) if r), max(1, len(valid))))
-        return out
+        return compress_keys(self.mm, keys, [md.arch for _, md in self.design[0].models()])
 
     def model_keys(self) -> tuple[list[TieKey], list[int]]:
         """The keys and proven values in the terms of the model being solved (a narrowed model has its own

@@ -21,8 +21,9 @@ from specpim_cp.catalog import Catalog
 from specpim_cp.errors import ScenarioError
 from specpim_cp.mix import compare as mix_compare
 from specpim_cp.mix.bounds import ArchBounds
-from specpim_cp.mix.branch import Goal, Search, Solved, best_first, root_tuples
-from specpim_cp.mix.canonical import canonical_mix, skipped_mix_tie_break
+from specpim_cp.mix.branch import BANNED, Goal, Search, Solved, best_first, open_copies, root_tuples
+from specpim_cp.mix.canonical import canonical_mix, compress_keys, mix_tie_keys, skipped_mix_tie_break
+from specpim_cp.mix.canonical_cells import CellwiseCanonical
 from specpim_cp.mix.model import REGRET_SCALE, MixModel, ObjectivePlan
 from specpim_cp.mix.result import (
     Comparison,
@@ -51,6 +52,9 @@ DETERMINISTIC_MAX_NODES = 1_000_000
 #: Largest share of the time limit the searches may use before the canonical tie-break and the
 #: verification (CP-SAT solves on the same budget).
 SEARCH_SHARE = 0.5
+#: Node evaluations comparison (b)'s search may make on one hardware tuple (it is a reference, not the
+#: answer: its own budget, so that it does not depend on how long the solve before it took).
+MEDIAN_MAX_NODES = 20_000
 METHOD = "mix decomposition"
 
 
@@ -122,8 +126,8 @@ def _incumbent(mm: MixModel, refs: Sequence[Comparison], goal: Goal, search: Sea
     return best
 
 
-def _median_hardware(search: Search, grid: np.ndarray, mix: Mix, objective: str, own: Sequence[Fraction],
-                     clock: _Clock) -> HardwareResult | None:
+def _median_hardware(search: Search, grid: np.ndarray, mix: Mix, objective: str,
+                     own: Sequence[Fraction]) -> HardwareResult | None:
     """Comparison (b): the weighted-median cell's best hardware that holds the whole mix (its own optimum's,
     else the next by its bound), every cell's dataflow optimal on it for the objective (the search on that
     one tuple)."""
@@ -133,7 +137,7 @@ def _median_hardware(search: Search, grid: np.ndarray, mix: Mix, objective: str,
         if not np.isfinite(grid[c].flat[f]):
             break
         h = tuple(archs[j][int(i)] for j, i in enumerate(np.unravel_index(int(f), grid[c].shape)))
-        res = clock.search(search, [(0.0, h)])
+        res = best_first(search, [(0.0, h)], max_nodes=MEDIAN_MAX_NODES)
         if res.designs is None:
             continue
         evals = [ev.evaluate(d) for ev, d in zip(search.tables.evaluators, res.designs, strict=True)]
@@ -236,7 +240,7 @@ def solve_decomposed(mix: Mix, objective: str, options: MixOptions, catalog: Cat
     comps: list[Comparison] = []
     tried: list[HardwareResult] = []
     if options.comparisons:
-        median = _median_hardware(search, grid, mix, objective, own, clock)
+        median = _median_hardware(search, grid, mix, objective, own)
         tried = [median] if median is not None else []
         comps = mix_compare.compare(mix, evaluators, objective, own, optima,
                                     [md.arch for _, md in designs[0].models()], refs, median)
@@ -308,10 +312,36 @@ def _canonical(run, mm: MixModel, searching, grid: np.ndarray, objective: str, d
         mm.bounds = ArchBounds(mm.cells, "latency")
     energy = [min(f) for f in zip(*(search.energy_floor(h) for h in res.tied), strict=True)]
     primary = None if objective == "regret" else int(res.value)  # regret: the mix model settles its levels
+    if objective == "latency":  # cell by cell where the cells decompose (canonical_cells.py)
+        energy_plan = mm.plan("energy", [ev.metrics(d) for ev, d in zip(mm.evaluators, designs, strict=True)],
+                              energy, None)
+        keys = mix_tie_keys(mm)
+        n_hw = sum(not k.name.startswith("cell[") for k in keys)
+        per = (len(keys) - n_hw) // n_cells
+        cells = CellwiseCanonical(run, mm, res.leaves, plan, int(res.value), energy_plan,
+                                  lambda h: copies_never_bind(search.tables, h))
+        done = cells.solve(designs, lambda c, h: compress_keys(mm, keys[n_hw + c * per:n_hw + (c + 1) * per], h))
+        if done is not None:
+            return (*done, plan, res.as_dict())
+        run.stages.append(MixStage("tie-break: the cells do not decompose on the hardware left: the whole mix "
+                                   "model settles the levels", 0.0))
     d, tie = canonical_mix(run, objective, designs, floor, own, primary, plan.scale, [], hardware=list(res.tied),
                            other_lows=energy, leaves=list(res.leaves) if objective == "latency" else None,
                            narrow=lambda h: MixModel(mm.mix, mm.catalog, mm.evaluators, archs=h))
     return d, tie, plan, res.as_dict()
+
+
+def copies_never_bind(tables: MixTables, h) -> bool:
+    """Whether, on hardware h, every weight copy every model can store fits beside every cell's largest KV
+    cache and draft2 model on both sides: then the tensor-copy rule binds no design there."""
+    for j, a in enumerate(h):
+        tab = tables.tables[j][a]
+        every = (tab.copy_kib * (open_copies(tab) != BANNED)[:, :, None]).sum((0, 1))
+        d2 = max((int(v.max()) for v in tab.draft2_kib.values() if v is not None), default=0)
+        for c in range(tables.n_cells):
+            if ((every + tab.kv_kib[c].max(0) + d2) > tab.capacity).any():
+                return False
+    return True
 
 
 def _no_design(mix: Mix, solved: Solved) -> str:
