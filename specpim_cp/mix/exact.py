@@ -1,6 +1,7 @@
 """Exact solve of a workload mix: the driver of the mix model (`model.py`; formulations/mix.md).
 
-`solve_mix`: every cell alone first (its own optimum: regret denominators, cuts, comparison (a)); then
+`solve_mix` hands latency mixes (and any with `--method decomposition`) to the decomposition
+(`decomposed.solve_decomposed`, MIX-14..19). The mix model's own path: every cell alone first (its own optimum: regret denominators, cuts, comparison (a)); then
 known mix designs as warm starts (GPU-SI, the PAPI-style rule, and the best dataflow per cell on a few
 candidate hardwares: the cells' own optima's, the median cell's, and the best-bounded by MIX-10/11);
 then the mix model, hinted with the best of them. Every claim is re-checked: each cell's design is
@@ -381,9 +382,9 @@ def solve_mix(mix: Mix, objective: str = "latency", options: MixOptions | None =
               optima: Sequence[SolveResult] | None = None) -> MixResult:
     """The mix-optimal shared hardware with per-cell dataflow, its proof (bound, gap) and comparisons.
 
-    `options` (default `MixOptions()`): the mix model's CP-SAT options (120 s), each single-cell solve's
-    time limit (60 s), how many cells are solved alone at a time, the screening, the cuts, the comparisons.
-    `optima`: the cells' own optima if already known.
+    `options` (default `MixOptions()`): the method (`auto`: the decomposition for latency), the CP-SAT
+    options (120 s), each single-cell solve's time limit (60 s), how many cells are solved alone at a time,
+    the screening, the cuts, the comparisons. `optima`: the cells' own optima if already known.
     """
     options = options or MixOptions()
     _check_mix_options(objective, options)
