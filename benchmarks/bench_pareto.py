@@ -7,14 +7,14 @@
 SCENARIO is a file or a built-in SET/NAME (e.g. paper/opt-13b-b1). `--time-limit` bounds each front (all
 its Dinkelbach solves share it; default 120 s). Printed per accounting: every point (latency and energy
 per token, EDP, whether both of its solves were proven), the wall time, CP-SAT's deterministic time summed
-over the front's solves, the number of solves and whether the whole front is proven (exact: every
-sub-solve OPTIMAL and the last latency stage INFEASIBLE, formulations/objectives.md OBJ-2), judged from
-the recorded solves as `_epsilon_front` judges them (a stage is proven when its last solve is OPTIMAL with
-the scaled objective G >= 1, computed in integers from the solution).
+over the front's solves, the number of solves and whether the whole front is proven (the front's own
+status: every Dinkelbach run OPTIMAL and the sweep ended by an INFEASIBLE stage or by OBJ-2s's floor,
+formulations/objectives.md OBJ-2); a point is proven when both of its Dinkelbach runs returned OPTIMAL.
 
-`pareto_front` returns the points only, so this script records each solve of the front by wrapping the
-solve session of `specpim_cp.solvers.exact.solve` for the duration of the call (status, objective F,
-bound, deterministic and wall time); nothing in the package changes.
+`pareto` returns the points and the front's status, so this script records each solve of the front by
+wrapping the solve session of `specpim_cp.solvers.exact.solve` for the duration of the call (status,
+objective F, bound, deterministic and wall time), and the status of each Dinkelbach run by wrapping
+`minimize_ratio`; nothing in the package changes.
 """
 
 from __future__ import annotations
@@ -59,11 +59,20 @@ def recorded_solves():
                         "deterministic_time": solver.deterministic_time, "wall_s": solver.wall_time})
             return status, solver
 
+    minimize = exact_solve.minimize_ratio
+
+    def recorded_run(run, ratio, *args, **kwargs):
+        out = minimize(run, ratio, *args, **kwargs)
+        log.append({"run": run.stage, "status": out[0]})
+        return out
+
     exact_solve.SolveSession = Recording
+    exact_solve.minimize_ratio = recorded_run
     try:
         yield log
     finally:
         exact_solve.SolveSession = base
+        exact_solve.minimize_ratio = minimize
 
 
 def exact_objective(model: cp_model.CpModel, solver: cp_model.CpSolver) -> int:
@@ -73,24 +82,11 @@ def exact_objective(model: cp_model.CpModel, solver: cp_model.CpSolver) -> int:
                                  for v, c in zip(list(obj.vars), list(obj.coeffs)))
 
 
-def stage_proven(solves: list[dict]) -> bool:
-    """A Dinkelbach run is exact when its last solve is OPTIMAL with G >= 1 (the scaled objective N -
-    (ceil(lambda D) - 1); the incumbent has G = 1), as `minimize_ratio` decides."""
-    last = solves[-1] if solves else None
-    return (last is not None and last["status"] == "OPTIMAL" and not last["first_solution"]
-            and last["objective"] >= 1)
-
-
-def front_proven(log: list[dict], n_points: int) -> tuple[bool, list[bool]]:
-    """(whole front proven, per point proven) from the recorded solves, as `_epsilon_front` decides."""
-    stages: dict[str, list[dict]] = {}
-    for s in log:
-        stages.setdefault(s["stage"], []).append(s)
-    per_point = [stage_proven(stages.get(f"pareto point {k}: latency", []))
-                 and stage_proven(stages.get(f"pareto point {k}: energy", [])) for k in range(1, n_points + 1)]
-    final = stages.get(f"pareto point {n_points + 1}: latency", [])
-    ended = bool(final) and final[-1]["status"] == "INFEASIBLE"
-    return ended and all(per_point), per_point
+def points_proven(log: list[dict], n_points: int) -> list[bool]:
+    """Per point, whether both of its Dinkelbach runs (latency, then energy) returned OPTIMAL."""
+    runs = {r["run"]: r["status"] for r in log if "run" in r}
+    return [runs.get(f"pareto point {k}: latency") == runs.get(f"pareto point {k}: energy") == "OPTIMAL"
+            for k in range(1, n_points + 1)]
 
 
 def short_design(design) -> str:
@@ -109,15 +105,16 @@ def with_accounting(sc: Scenario, accounting: str) -> Scenario:
 def run_front(sc: Scenario, opts: SolverOptions, resolution: str = DEFAULT_RESOLUTION_PCT,
               max_points: int = DEFAULT_MAX_POINTS) -> dict:
     t0 = time.perf_counter()
-    error, statement = None, ""
-    with recorded_solves() as log:
+    error, statement, proven = None, "", False
+    with recorded_solves() as records:
         try:
             result = exact_solve.pareto(sc, options=opts, resolution_pct=resolution, max_points=max_points)
-            front, statement = result.points, result.statement()
+            front, statement, proven = result.points, result.statement(), result.status == "OPTIMAL"
         except exact_solve.ModelMismatch as exc:  # the 9.15 fault guard (objectives.md)
             front, error = [], f"ModelMismatch: {exc}"
     wall = time.perf_counter() - t0
-    proven, per_point = front_proven(log, len(front))
+    per_point = points_proven(records, len(front))
+    log = [r for r in records if "run" not in r]
     points = [{"latency_ns_per_token": float(e.metrics.latency_fraction()),
                "energy_nj_per_token": float(e.metrics.energy_fraction()), "edp": e.metrics.edp,
                "design": e.design.key(), "summary": short_design(e.design), "proven": p} for e, p in zip(front, per_point)]

@@ -563,8 +563,11 @@ def _dinkelbach(run: SolveSession, ratio: RatioObjective, extra, start: Evaluati
                 raise ModelMismatch(f"a Dinkelbach step found G = {f_val} <= 0 but the evaluator prices the design at "
                                     f"{ratio.value(incumbent[0], incumbent[1])}, not below the incumbent's "
                                     f"{ratio.value(n_prev, d_prev)}")
+            n1, d1, design = incumbent
+            if status == cp_model.OPTIMAL and not focused and settled(sm, ratio, kept, limits, f_val, n1, d1):
+                run.progress(ratio, ratio.value(n1, d1), ratio.value(n1, d1))
+                return "OPTIMAL", design, ratio.value(n1, d1), ratio.value(n1, d1)
             if status != cp_model.OPTIMAL and run.budget.remaining() <= 0:
-                n1, d1, design = incumbent
                 return "FEASIBLE", design, ratio.value(n1, d1), bound
             continue
         obj = ratio.value(n_prev, d_prev)
@@ -573,6 +576,21 @@ def _dinkelbach(run: SolveSession, ratio: RatioObjective, extra, start: Evaluati
         if status == cp_model.OPTIMAL and f_lb >= 1:
             return "OPTIMAL", incumbent[2], obj, obj
         return "FEASIBLE", incumbent[2], obj, min(bound, obj)
+
+
+def settled(sm: SpecModel, ratio: RatioObjective, kept: Sequence[int], limits: Sequence[int], g_min: int,
+            n1: int, d1: int) -> bool:
+    """[OBJ-1s] Whether an unfocused Dinkelbach step proven OPTIMAL at value `g_min` <= 0 already proves
+    its design (N = n1 per D = d1 tokens) optimal, so the confirming step is not solved. Every design of a
+    choice k the step kept has G = N - limits[k] >= g_min, and N at least the choice's CUT-3/CUT-4 bound;
+    the choices and architectures the step pruned and the cap's designs are above the step's lambda, which
+    is above n1 / d1. So when max(bound_k, g_min + limits[k]) / D_k >= n1 / d1 for every kept choice, no
+    design beats n1 / d1."""
+    for k in kept:
+        tokens = sm.stats[k].tokens_micro
+        if max(ratio.num_bounds[k], g_min + limits[k]) * d1 < n1 * tokens:
+            return False
+    return True
 
 
 #: A contradicted Dinkelbach step is solved again as one plain minimisation per choice it leaves when it
@@ -1328,18 +1346,22 @@ def _sweep(sm: SpecModel, run: SolveSession, edp: bool, resolution: Fraction, st
                 model.add(E <= choice_sum(model, sm, ratio_limits(sm, e_n * keep.numerator, e_d * keep.denominator,
                                                                    strict=True)))
 
-        def edp_box(model, cap=energy_cap, best=best):
+        after = slower_than(front, proven) if edp else None
+
+        def edp_box(model, cap=energy_cap, best=best, after=after, e_low=e_low):
             """EDP-2: only designs that can reach the least EDP seen: CUT-3's EDP bound of their choice and
-            their latency (at most best / E_min) at most it."""
+            their latency (at most best / E_min) at most it. EDP-3: after a proven point, the latency bounds
+            are at least its latency, the energy bounds at least E_min, and the latency above it."""
             below_energy(model, cap)
+            slower = after.latency_fraction() if after is not None else Fraction(0)
             for k, (z, bound) in enumerate(zip(sm.z, edp_bounds)):
-                if bound > best:
+                tok = sm.stats[k].tokens_micro
+                lat_k = max(lat.value(lat.num_bounds[k], tok), slower)
+                if bound > best or lat_k * max(en.value(en.num_bounds[k], tok), e_low or 0) > best:
                     model.add(model.get_bool_var_from_proto_index(z.index) == 0)
                     continue
                 # CUT-4 per architecture: latency bound x energy bound > best, i.e. the energy bound (per round)
                 # above best x tokens / (latency bound x energy scale)
-                tok = sm.stats[k].tokens_micro
-                lat_k = lat.value(lat.num_bounds[k], tok)
                 if lat_k <= 0:
                     continue
                 le_max = best * tok / (lat_k * en.scale)
@@ -1351,13 +1373,16 @@ def _sweep(sm: SpecModel, run: SolveSession, edp: bool, resolution: Fraction, st
                 q = best / (e_low * lat.scale)  # T / D <= q
                 T = model.get_int_var_from_proto_index(sm.T.index)
                 model.add(T <= choice_sum(model, sm, ratio_limits(sm, q.numerator, q.denominator, strict=False)))
+            if after is not None:  # EDP-3: T / D above the last point's (a redundant row: it removes no design)
+                T = model.get_int_var_from_proto_index(sm.T.index)
+                above = ratio_limits(sm, after.round_time_ns, after.tokens_per_round_micro, strict=False)
+                model.add(T >= choice_sum(model, sm, [n + 1 for n in above]))
 
         # EDP: the least-energy design starts the stage while it satisfies the stage's rows (its EDP is the least
         # seen, so it is in the EDP box, and it is below the energy cap): a Dinkelbach step then has an
         # incumbent, so a solver fault that drops it is caught (paper-full/palm-62b-full-b32)
         usable = (edp and least is not None and least.metrics.objective("edp") <= best
-                  and (energy_cap is None or least.metrics.energy_nj_per_round * energy_cap[1]
-                       < energy_cap[0] * least.metrics.tokens_per_round_micro))
+                  and below_cap(least.metrics, energy_cap, resolution))
         st1, d1, _o1, l_low = minimize_ratio(run, lat, edp_box if edp else below_energy, start=least if usable else None)
         if st1 == "INFEASIBLE":
             return front, ("INFEASIBLE" if not front else ("OPTIMAL" if proven else "FEASIBLE")), least, resolution
@@ -1386,14 +1411,43 @@ def _sweep(sm: SpecModel, run: SolveSession, edp: bool, resolution: Fraction, st
         point = ev.evaluate(d2)
         front.append(point)
         if max_points and not edp and len(front) == 1:  # OBJ-2b: widen r so that at most max_points fit
-            _, _, floor = _least_energy(sm, run, None, stage="pareto: least energy")
-            resolution = max(resolution, point_budget_resolution(point.metrics.energy_fraction(), floor,
+            _, _, e_low = _least_energy(sm, run, None, stage="pareto: least energy")
+            resolution = max(resolution, point_budget_resolution(point.metrics.energy_fraction(), e_low,
                                                                  max_points))
         if edp:
             best = min(best, point.metrics.objective("edp"))
         energy_cap = (point.metrics.energy_nj_per_round, point.metrics.tokens_per_round_micro)
+        if e_low is not None and last_point(point, e_low, best):  # [OBJ-2s] no later point (that matters)
+            return front, "OPTIMAL" if proven else "FEASIBLE", least, resolution
         if run.budget.remaining() <= 0:
             return front, "FEASIBLE", least, resolution
+
+
+def below_cap(metrics, cap: tuple[int, int] | None, resolution: Fraction) -> bool:
+    """Whether a design's energy per round (per its tokens) meets a latency stage's energy cap, E / D <
+    (1 - r) e_n / e_d, exactly as `below_energy`'s per-choice row states it."""
+    if cap is None:
+        return True
+    keep = 1 - resolution
+    return metrics.energy_nj_per_round * cap[1] * keep.denominator < cap[0] * keep.numerator * metrics.tokens_per_round_micro
+
+
+def slower_than(front: list[Evaluation], proven: bool):
+    """[EDP-3] The metrics of the last front point when every stage so far was proven (every later front
+    point is slower than it), else None."""
+    return front[-1].metrics if front and proven else None
+
+
+def last_point(point: Evaluation, e_low: Fraction, best: Fraction | None) -> bool:
+    """[OBJ-2s] Whether the sweep can stop after `point` without solving the next latency stage. Every later
+    front point is slower than `point` (a design no slower with less energy would have been stage 2's) and
+    has energy per token at least the proven floor `e_low`: so none exists when `point` is at the floor,
+    and under EDP (`best`, the least EDP seen) none beats or ties `best` once `point`'s latency times the
+    floor reaches it."""
+    energy = point.metrics.energy_fraction()
+    if energy <= e_low:
+        return True
+    return best is not None and point.metrics.latency_fraction() * e_low >= best
 
 
 def point_budget_resolution(first: Fraction, floor: Fraction, points: int) -> Fraction:
@@ -1412,8 +1466,9 @@ PARETO_OPTIONS = SolverOptions(time_limit_s=300.0)
 
 @dataclass(frozen=True)
 class ParetoFront:
-    """A front and what it cost: OPTIMAL when every point's two stages and the closing latency stage are
-    proven (the front is exact at its `resolution`), FEASIBLE when the time limit cut it short."""
+    """A front and what it cost: OPTIMAL when every point's two stages are proven and the sweep ended proven
+    (a closing latency stage INFEASIBLE, or OBJ-2s's floor reached): the front is exact at its `resolution`;
+    FEASIBLE when the time limit cut it short."""
 
     points: list[Evaluation]
     status: str
