@@ -5,16 +5,18 @@ proven optimal in <= 120 s per family on 2 cores, or bound and gap when the time
     python benchmarks/bench_mix.py --objective regret      # or energy
     python benchmarks/bench_mix.py --mix opt-13b --json out.json
 
-Latency and regret families are solved by the decomposition (`--method auto`; formulations/mix.md,
-MIX-14..19): pass tables, a branch and bound over the hardware and the weight copies, then the canonical
-tie-break's CP-SAT levels on the hardware that attains the optimum. `--method cp-sat` (and every energy
-family) runs the mix model instead, on `--workers` CP-SAT workers (default 2, the machine's cores; cells
-alone run two at a time) with wall-clock limits: `--time-limit` for the mix model's stages,
-`--cell-time-limit` per single-cell solve, so a family ends within about the two plus the cells' phase. `--deterministic` runs
-one worker with deterministic time limits instead (same design every run, wall time not bounded). Printed per family: status, the mix
-objective and its proven bound and gap, wall time and its phases (cells alone, hardware screening or the
-search, mix model, tie-break), the search's nodes, the model's size, and what the shared hardware loses against per-cell optima and gains over the
-median-cell hardware, the PAPI-style rule and GPU-SI. The machine's load average is printed with the
+Latency families are solved by the decomposition (`--method auto`; formulations/mix.md, MIX-14..19): pass
+tables, a branch and bound over the hardware and the weight copies, then the canonical tie-break on the
+hardware and leaves that attain the optimum; `--method decomposition` also decomposes regret (exact, but its
+bound stays at the worst cell: slow on the larger families). `--method cp-sat` (and every energy and, under
+`auto`, regret family) runs the mix model instead, on `--workers` CP-SAT workers (default 2, the machine's
+cores; cells alone run two at a time) with wall-clock limits: `--time-limit` for the mix model's stages,
+`--cell-time-limit` per single-cell solve, so a family ends within about the two plus the cells' phase.
+`--deterministic` runs one worker with deterministic time limits instead (same design every run, wall time
+not bounded). Printed per family: status, the mix objective and its proven bound and gap, wall time and its
+phases (cells alone, hardware screening or the search, mix model, tie-break), the search's nodes, the
+model's size, and what the shared hardware loses against per-cell optima and gains over the median-cell
+hardware, the PAPI-style rule and GPU-SI. The machine's load average is printed with the
 figures (wall times on a shared machine are not comparable without it).
 """
 
