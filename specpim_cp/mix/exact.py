@@ -2,11 +2,11 @@
 
 `solve_mix` hands latency mixes (and any with `--method decomposition`) to the decomposition
 (`decomposed.solve_decomposed`, MIX-14..19). The mix model's own path: every cell alone first (its own
-optimum: regret denominators, cuts, comparison (a)); then known mix designs as warm starts (GPU-SI, the PAPI-style rule, and the best dataflow per cell on a few
-candidate hardwares: the cells' own optima's, the median cell's, and the best-bounded by MIX-10/11);
-then the mix model, hinted with the best of them. Every claim is re-checked: each cell's design is
-re-priced by the evaluator and must equal the model's tight per-cell values, and the whole design must
-pass `spec.check_mix_capacity` (the tensor-copy rule).
+optimum: regret denominators, cuts, comparison (a)); then known mix designs as warm starts (GPU-SI, the
+PAPI-style rule, and the best dataflow per cell on a few candidate hardwares: the cells' own optima's, the
+median cell's, and the best-bounded by MIX-10/11); then the mix model, hinted with the best of them. Every
+claim is re-checked: each cell's design is re-priced by the evaluator and must equal the model's tight
+per-cell values, and the whole design must pass `spec.check_mix_capacity` (the tensor-copy rule).
 """
 
 

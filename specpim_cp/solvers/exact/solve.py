@@ -1429,7 +1429,8 @@ def below_cap(metrics, cap: tuple[int, int] | None, resolution: Fraction) -> boo
     if cap is None:
         return True
     keep = 1 - resolution
-    return metrics.energy_nj_per_round * cap[1] * keep.denominator < cap[0] * keep.numerator * metrics.tokens_per_round_micro
+    used = metrics.energy_nj_per_round * cap[1] * keep.denominator
+    return used < cap[0] * keep.numerator * metrics.tokens_per_round_micro
 
 
 def slower_than(front: list[Evaluation], proven: bool):
