@@ -1333,8 +1333,6 @@ def _sweep(sm: SpecModel, run: SolveSession, edp: bool, resolution: Fraction, st
         # [CUT-4] a design of EDP <= best has energy per token <= best / (its latency) <= best / least latency bound
         least_latency = min(Fraction(lt, st.tokens_micro) for lt, st in zip(lat.num_bounds, sm.stats)) * lat.scale
         sm.tighten_energy(best / (least_latency * en.scale))
-    edp_bounds = [lat.value(lt, st.tokens_micro) * en.value(le, st.tokens_micro)
-                  for lt, le, st in zip(lat.num_bounds, en.num_bounds, sm.stats)] if edp else []
     while True:
         run.stage = f"pareto point {len(front) + 1}: latency"
 
@@ -1354,10 +1352,10 @@ def _sweep(sm: SpecModel, run: SolveSession, edp: bool, resolution: Fraction, st
             are at least its latency, the energy bounds at least E_min, and the latency above it."""
             below_energy(model, cap)
             slower = after.latency_fraction() if after is not None else Fraction(0)
-            for k, (z, bound) in enumerate(zip(sm.z, edp_bounds)):
+            for k, z in enumerate(sm.z):  # CUT-3's EDP bound of the choice (CUT-4's energy, EDP-3's floors)
                 tok = sm.stats[k].tokens_micro
                 lat_k = max(lat.value(lat.num_bounds[k], tok), slower)
-                if bound > best or lat_k * max(en.value(en.num_bounds[k], tok), e_low or 0) > best:
+                if lat_k * max(en.value(en.num_bounds[k], tok), e_low or 0) > best:
                     model.add(model.get_bool_var_from_proto_index(z.index) == 0)
                     continue
                 # CUT-4 per architecture: latency bound x energy bound > best, i.e. the energy bound (per round)
