@@ -1415,7 +1415,8 @@ def _sweep(sm: SpecModel, run: SolveSession, edp: bool, resolution: Fraction, st
         if edp:
             best = min(best, point.metrics.objective("edp"))
         energy_cap = (point.metrics.energy_nj_per_round, point.metrics.tokens_per_round_micro)
-        if e_low is not None and last_point(point, e_low, best):  # [OBJ-2s] no later point (that matters)
+        # [OBJ-2s] no later point (that matters): the EDP test needs EDP-3's "later points are slower"
+        if e_low is not None and last_point(point, e_low, best if slower_than(front, proven) else None):
             return front, "OPTIMAL" if proven else "FEASIBLE", least, resolution
         if run.budget.remaining() <= 0:
             return front, "FEASIBLE", least, resolution
@@ -1441,8 +1442,8 @@ def last_point(point: Evaluation, e_low: Fraction, best: Fraction | None) -> boo
     """[OBJ-2s] Whether the sweep can stop after `point` without solving the next latency stage. Every later
     front point is slower than `point` (a design no slower with less energy would have been stage 2's) and
     has energy per token at least the proven floor `e_low`: so none exists when `point` is at the floor,
-    and under EDP (`best`, the least EDP seen) none beats or ties `best` once `point`'s latency times the
-    floor reaches it."""
+    and under EDP (`best`, the least EDP seen; None unless every stage so far was proven, which the first
+    claim needs) none beats or ties `best` once `point`'s latency times the floor reaches it."""
     energy = point.metrics.energy_fraction()
     if energy <= e_low:
         return True
