@@ -25,10 +25,10 @@ from specpim_cp.kernels import linear as linear_module
 GPUS = ["a100", "h100", "a40"]
 A100_PEAK_GBPS = 2039.0  # NVIDIA A100 80 GB SXM datasheet
 
-# Accuracy achieved by the model (see the linear.py docstring); regression guards with ~1 point margin.
+# Accuracy achieved by the model (formulations/physics.md P5); regression guards with ~1 point margin.
 ACHIEVED_MEDIAN, ACHIEVED_P90 = 0.09, 0.23
 ACHIEVED_EXTRAPOLATION_MEDIAN, ACHIEVED_EXTRAPOLATION_P90 = 0.125, 0.28
-# The accuracy asked for, which this data does not support for unseen shapes (see the docstring).
+# The accuracy asked for, which this data does not support for unseen shapes (formulations/physics.md P5).
 TARGET_MEDIAN, TARGET_P90 = 0.03, 0.10
 
 

@@ -1,7 +1,5 @@
 """Host GPU latency of FP16 linear layers: a fitted memory/compute model with GEMM wave quantization.
 
-Model (per GPU)
----------------
 ``M`` = tokens, ``K`` = in_features, ``N`` = out_features (per-GPU shard sizes), ``s`` = split-K factor,
 ``SMs`` = streaming multiprocessors (datasheet constant below), ``beta`` = bandwidth_scale::
 
@@ -11,78 +9,12 @@ Model (per GPU)
              waves * (2 * tm * tn * ceil(K / s) * us_per_flop_sm / speedup_tile + wave_overhead_us)
     waves  = (1 - theta) * ceil(c / SMs) + theta * c / SMs,    c = ceil(N / tn) * ceil(M / tm) * s
 
-Eight parameters per GPU, fitted to the measured table (fitted values for A100 / H100 / A40):
-
-* ``t0`` (us): launch and fixed per-kernel cost (3.8 / 4.0 / 2.2 us).
-* ``us_per_byte``: inverse effective memory bandwidth; :func:`memory_floor` reports it in GB/s
-  (1613 / 2966 / 539 GB/s, i.e. 79 / 89 / 77 % of the datasheet 2039 / 3350 / 696 GB/s).
-* ``us_per_flop_sm``: inverse tensor-core FLOP rate of one SM running the skinny tile.
-* ``speedup_tile``: per-SM rate of the 128x64 and 256x128 tiles relative to the skinny one (larger tiles
-  reuse operands more); with 256x128 the whole GPU runs at 251 / 797 / 132 TFLOP/s, 80 / 81 / 88 % of
-  the datasheet dense FP16 peak 312 / 989 / 149.7.
-* ``q``: overlap of memory and compute time (2.7 / 2.9 / 2.5); ``q -> inf`` is a hard roofline ``max``,
-  ``q = 1`` no overlap. Near the ridge point a GEMM is slower than either bound alone.
-* ``wave_overhead_us``: per-wave fixed cost (pipeline prologue, epilogue writing the output tile).
-* ``theta``: how much of the last partial wave is *not* paid for (0 = a partial wave costs a full one,
-  the textbook tile/wave quantization; 1 = fluid). The fit gives ~0.4: the quantization is real (the
-  measured efficiency at 512 tokens peaks where ``c / SMs`` is an integer) but softer than the textbook.
-
-The tiles (``tn`` along out_features x ``tm`` along tokens): 128x64 and 256x128 are cuBLAS HMMA GEMM
-tiles and explain the measured steps, which come at ``M = 64k + 8`` for small layers and ``M = 128k + 8``
-for large ones; 256x16 stands for the few-token (GEMV-like) kernels, whose work does not grow with a
-64-row padding. The library's choice is modelled as the candidate (tile, split-K) with the smallest
-predicted time, so few-token, deep-``K`` layers get split-K as with cuBLAS.
-
-Every term is non-decreasing in ``M``, ``K`` and ``N`` (ceilings and products of them, a ``min`` over
-candidates that each are, joined by a ``q``-norm), so the time is monotone in tokens and in both
-feature counts, also beyond the measured 512 tokens. ``bandwidth_scale`` divides only ``t_mem``: a
-weight-streaming layer at half the bandwidth takes twice its memory time; a compute-bound layer changes
-only through the ``q``-norm (8192x8192 at 512 tokens and half the bandwidth: +8 % on A100; +25 % on
-H100 and +22 % on A40, whose 512-token GEMMs sit near the ridge point once the bandwidth is halved).
-
-Fitting: Levenberg-Marquardt (numpy only, forward-difference Jacobian, parameters in log / logit form
-so they stay in range) on the relative residual ``(pred - t) / t`` under a pseudo-Huber loss with a 3 %
-knee, so the kernels cuBLAS picks badly (up to 2x slower than their neighbours) do not drag the fit. The
-start is data-driven (a linear memory-floor fit over <= 16 tokens and the median FLOP rate at the most
-tokens), so the fit is deterministic; it runs once per GPU per process (~0.1 s).
-
-Extrapolation beyond 512 tokens: the same formula; ``waves`` grow linearly with ``M``, so the time grows
-like a compute-bound GEMM's (1024 vs 512 tokens: x1.7-1.9). Checked by fitting on tokens <= 256 and
-predicting 257..512 (a doubling of ``M``, as 512 -> 1024 is): median / p90 |error| A100 6.8 / 17.7 %,
-H100 5.3 / 18.7 %, A40 11.4 / 25.9 % (the previous model: 25.0 / 40.4, 18.5 / 34.4, 19.6 / 38.5 %).
-
-Accuracy
---------
-Leave-one-source-model-out (refit without one LLM's rows, predict that LLM's rows, pool the absolute
-relative errors), median / p90 in %, from :func:`fit_report`:
-
-====  ===========  ==========  ==========  ==========  ===========  ===========
-GPU   all tokens   1-16        17-64       65-128      129-256      257-512
-====  ===========  ==========  ==========  ==========  ===========  ===========
-A100  5.9 / 17.7   3.9 / 8.7   4.0 / 10.3  4.3 / 14.5  7.6 / 20.1   6.9 / 18.3
-H100  5.0 / 16.8   4.4 / 14.0  4.0 / 11.4  3.4 / 14.2  5.5 / 17.8   5.9 / 17.9
-A40   8.1 / 22.1   3.7 / 8.9   2.6 / 9.6   4.9 / 14.2  10.7 / 20.8  10.8 / 25.0
-====  ===========  ==========  ==========  ==========  ===========  ===========
-
-The previous model (per-token-count linear fits in weight bytes, ~130 parameters per GPU) scored
-A100 7.1 / 20.5, H100 6.9 / 18.4, A40 8.2 / 22.6 overall; it was better only on A40 at <= 64 tokens.
-
-The target of median <= 3 % and p90 <= 10 % is **not met**, and this data does not seem to allow it
-for unseen shapes. At a fixed token count the times of different layer shapes scatter by 5-10 %
-(median) around any smooth or tile/wave function of ``(K, N)``: a cubic polynomial in ``(log K, log N)``
-fitted separately at each token count leaves, *in-sample*, median / p90 5.7 / 16 % (A100), 6.3 / 15 %
-(H100), 9.8 / 21 % (A40) at 512 tokens; per-token-count linear fits with wave terms (~400 parameters per
-GPU) reach only 6.4 / 18.4 % (A100), 6.0 / 18.9 % (H100), 6.7 / 19.3 % (A40) cross-validated. The
-residual is cuBLAS's kernel selection (on A100 at 512 tokens 5120x5120 runs at 39 % of peak, 5120x6912
-at 85 %), which ~60 layer shapes per GPU do not determine.
-
-Forms tried (A100 cross-validated median / p90 %; H100 and A40 moved alike): hard ``max`` of memory and
-compute with the cheapest of six tiles, 7.4 / 21.3; fluid (no waves) padded-``M`` compute, 8.9 / 23.3;
-waves with the ``q``-norm, 7.0 / 21.0; adding split-K, 6.5 / 18.1; adding ``theta`` and the per-wave
-overhead, 6.0 / 17.8; adding the skinny tile, 5.9 / 17.7 (this model; it mostly helps <= 64 tokens,
-H100 1-16 p90 20.6 -> 14.0). Four or six GEMM tiles, split-K up to 16, weight re-reads per M-strip, a
-separate fit per kernel class (<= 64 tokens / above, as PM2Lat) and a Huber knee of 1 % or 10 %
-instead of 3 % all moved the figures by less than +-0.5 point, so the simplest form is kept.
+Eight parameters per GPU, fitted once per process to the measured table (Levenberg-Marquardt on the
+relative residual under a pseudo-Huber loss, from a data-driven start, so the fit is deterministic).
+Every term is non-decreasing in M, K and N, so the time is monotone, also past the measured 512 tokens;
+``bandwidth_scale`` divides only ``t_mem``. formulations/costs.md ("Host FC kernel model") states the
+model; formulations/physics.md P5 gives the parameters and their fitted values, the tiles, the accuracy
+(:func:`fit_report`), the extrapolation check and the forms tried.
 """
 
 from __future__ import annotations

@@ -4,7 +4,7 @@ Computed once per scenario and shared by the evaluator, the exact optimizer, the
 baselines, so all of them price a design identically. Every physical constant comes from the catalog.
 The formulas are written out in formulations/costs.md and the memory model in formulations/physics.md.
 
-Memory model (DESIGN.md section 2), as the scenario's `[assumptions] memory_model` says:
+Memory model (formulations/physics.md P1), as the scenario's `[assumptions] memory_model` says:
 - "time-shared" (default, rules 1-3): a PIM unit is ordinary DRAM in normal mode, so the host reads
   tensors wherever they live. A host operator's tensor is kept in the normal units ("normal" layout) or
   striped over every unit ("spread", a share k/U on PIM units); its bandwidth is the external bandwidth
@@ -375,7 +375,7 @@ class CostModel:
         return make_cost(t_ns, (0.0, 0.0, 0.0, 0.0, moved * e_ext))
 
     def embedding_cost(self, model: ModelSpec, arch: ArchConfig, layout: str, tokens: int) -> OpCost:
-        """The input embedding lookup of one pass: `tokens` rows read (DESIGN.md rule 3), by one host kernel,
+        """The input embedding lookup of one pass: `tokens` rows read (only the bytes used, DUR-3), by one host kernel,
         from the channel groups the table sits on (the LM head's layout: tied, or kept beside it)."""
         key = (model.name, arch, layout, tokens)
         cost = self._embed.get(key)

@@ -87,7 +87,7 @@ class CapacityUse:
 
     @property
     def holds(self) -> bool:
-        """Each side holds what the layouts put there (DESIGN.md rule 3: capacity-checked layouts; a
+        """Each side holds what the layouts put there (CAP-1, CAP-2: capacity-checked layouts; a
         spilled model's normal units hold its PIM overflow too)."""
         if self.spill:
             return self.normal_need_kib + self.spill_kib <= self.normal_capacity_kib

@@ -1,4 +1,4 @@
-"""The ablation ladder (DESIGN.md section 8): each step is a restriction of the scenario's space.
+"""The ablation ladder (formulations/objectives.md): each step is a restriction of the scenario's space.
 
 GPU-SI -> +attention offload -> +free operator mapping -> +speculative pipeline -> +free architecture.
 Steps 2-4 use identical half-PIM HBM devices (Aquabolt-XL-like) for every model; the last step frees

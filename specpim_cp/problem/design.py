@@ -23,7 +23,7 @@ DEVICE_COUNTS = (1, 2, 4, 8)
 
 Engine = Literal["host", "pim"]
 #: Where an operator's tensor lives: "normal" units only, "spread" over every unit (a share k/U on PIM
-#: units), or "pim" units only (every PIM operator; DESIGN.md rule 2).
+#: units), or "pim" units only (every PIM operator; formulations/costs.md).
 Layout = Literal["normal", "spread", "pim"]
 
 
@@ -134,7 +134,7 @@ class ModelDesign(StrictModel):
     tree: tuple[int, ...] | None = None  # a token tree's width profile (draft_length = its depth)
     #: A fixed recipe's marker (FC-offload as SpecPIM ran it), never an optimizer's choice: the PIM-side bytes
     #: beyond the PIM units' capacity are kept in the normal units and moved into the PIM units over the
-    #: external bus on every pass, priced by the evaluator (DESIGN.md rule 3; formulations/baselines.md).
+    #: external bus on every pass, priced by the evaluator (formulations/baselines.md SPILL-1, SPILL-2).
     #: A scenario's own space is capacity-checked and excludes it (`DesignSpace.violations`); left out of
     #: the JSON when false, so a design without it reads and writes as before.
     spill: bool = Field(default=False, strict=True)

@@ -101,9 +101,9 @@ class Space(StrictModel):
 class Assumptions(StrictModel):
     """Named modelling conventions a scenario can switch (formulations/physics.md).
 
-    memory_model: "time-shared" (default; DESIGN.md rules 1-3: the host reads PIM units in normal mode,
+    memory_model: "time-shared" (default; physics.md P1: the host reads PIM units in normal mode,
     channels are shared in time, tensor layout is a decision) or "partitioned" (the SpecPIM authors'
-    convention, rule 4: host data only in normal units, host bandwidth = external x normal fraction).
+    convention: host data only in normal units, host bandwidth = external x normal fraction).
     energy_accounting: "total" (idle power of every device for the whole round included) or "dynamic"
     (idle power excluded, the accounting most PIM papers use).
     """

@@ -1,4 +1,4 @@
-"""Baselines (DESIGN.md section 8). Each returns a Design that the evaluator prices.
+"""Baselines (docs/design.md "Baselines and the ablation ladder"); each returns a Design the evaluator prices.
 
 - GPU-AR: the verifier alone, autoregressive, plain memory (no PIM), host-only.
 - GPU-SI: speculative inference on the scenario's devices, all plain memory, vanilla rounds.
@@ -8,19 +8,15 @@
   attention and its KV cache on the host, identical half-PIM devices for every model; the FC weights the
   PIM units cannot hold are kept in the normal units and moved into the PIM units over the external bus
   on every pass, priced by the evaluator (`ModelDesign.spill`) and reported (`spills`) (Samsung's HBM-PIM
-  GEMV offload, ISCA 2021; `fc_offload`).
-- "FC-offload (fit)": the same mapping on the fewest PIM units per device, half or more, that hold the
-  FC weights (no spill: a design of the optimizer's space; `fc_offload_fit`).
+  GEMV offload, ISCA 2021; `fc_offload`); "FC-offload (fit)" buys the PIM units instead (`fc_offload_fit`).
 - attention-offload PIM: attention and its KV cache on PIM, FC on the host with its weights wherever
-  the host reads them at full bandwidth (AttAcc, ASPLOS 2024; NeuPIMs, ASPLOS 2024: the FC layers lose
-  no bandwidth to the PIM units' existence), identical half-PIM devices.
+  the host reads them at full bandwidth (AttAcc, ASPLOS 2024; NeuPIMs, ASPLOS 2024), identical half-PIM
+  devices.
 - off-the-shelf: HBM-PIM as sold (Aquabolt-XL: 4 of 8 dies PIM) and AiM as sold (every GDDR package
   AiM), each with the better of its fixed mapping rules.
-Draft lengths of a baseline are the best for its fixed recipe (enumerated with the evaluator), and so
-are the host tensors' layouts (normal units, or spread over every unit) where the memory model offers a
-choice: every assignment of layouts to the host operators is enumerated and checked against both sides'
-capacity (`recipe_layouts`), so a baseline is the best design of its own restricted space, or the proof
-that the space is empty; staging is off and rounds are vanilla. formulations/baselines.md has the recipes.
+A baseline's draft lengths and host layouts are the best for its recipe, every layout assignment checked
+against both sides' capacity (`recipe_layouts`, [LAYOUT]); staging is off and rounds are vanilla.
+formulations/baselines.md has the recipes, their sources and the spill rule.
 """
 
 from __future__ import annotations
@@ -289,7 +285,7 @@ def _identical(scenario: Scenario, catalog: Catalog, mem: str, k: int | str) -> 
 
 
 def fc_offload(scenario: Scenario, catalog: Catalog | None = None) -> Evaluation:
-    """SpecPIM's FC-offload baseline as the paper ran it (DESIGN.md section 8): every FC operator on PIM,
+    """SpecPIM's FC-offload baseline as the paper ran it (formulations/baselines.md): every FC operator on PIM,
     attention and its KV cache on the host, identical half-PIM devices for every model; where the PIM
     units cannot hold the FC weights (OPT-13B on 2 x 40 GB: 20 GiB of PIM for 24 GiB of weights) the
     overflow is kept in the normal units and moved into the PIM units over the external bus on every pass
@@ -301,8 +297,8 @@ def fc_offload(scenario: Scenario, catalog: Catalog | None = None) -> Evaluation
 
 def fc_offload_fit(scenario: Scenario, catalog: Catalog | None = None) -> Evaluation:
     """FC-offload that buys PIM units instead of spilling: half-PIM devices, or the fewest PIM units per
-    device above half that hold the FC weights (with time-shared channels, DESIGN.md rule 1, an operator
-    runs on PIM only on tensors in the PIM units; Samsung's FC offload stores the weights in the PIM
+    device above half that hold the FC weights (with time-shared channels an operator runs on PIM only
+    on tensors in its PIM units, formulations/physics.md P1; Samsung's FC offload stores the weights in the PIM
     banks). Capacity-checked, so a design of the optimizer's space."""
     catalog = catalog or scenario_catalog(scenario)
     mem = _memory(scenario, "hbm")

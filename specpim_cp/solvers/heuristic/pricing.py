@@ -1,29 +1,21 @@
 """Pricing for the search: the evaluator's prices behind a design cache, plus the capacity checker.
 
-Every number the heuristic ranks by is the search objective of `Evaluator.metrics` of the design (the
-single source of truth). The search asks for tens of thousands of designs a second, so the Pricer
-prices a design from its compact key without building a `Design`:
+Every number the heuristic ranks by is the search objective of `Evaluator.metrics` (the single source of
+truth). The search asks for tens of thousands of designs a second, so `Pricer` prices a design from its
+compact key without building a `Design`: passes from the evaluator's cost tables (`Evaluator.pass_table`,
+`Evaluator.pass_time_energy`), capacity from `Evaluator.capacity_of`, cycles from `Evaluator.draft2_step`
+and `Evaluator.drafter_cycle`, round statistics from `physics/rounds.round_stats`. `_round_value` adds
+them with `Evaluator._price`'s integer rules and divides as `Metrics.objective` does (a float of an exact
+ratio of integers is the same however the ratio is reduced; tests/test_evaluator_speedpath.py checks it).
+`Pricer` caches whole designs by key (`evaluations` counts requests, `unique_designs` the pricings) and,
+per compact key, each model's passes, cycles and capacity use. The archive and the returned design are
+re-priced by `Evaluator.metrics` and `Evaluator.evaluate` on the validated `Design`.
 
-- a model's pass comes from the evaluator's cost tables (`Evaluator.pass_table`,
-  `Evaluator.pass_time_energy`), its capacity from `Evaluator.capacity_of`, a staged chain's cycle from
-  its pass and `Evaluator.draft2_step`, a token tree's cycle from `Evaluator.drafter_cycle`, the round
-  statistics from `physics/rounds.round_stats`;
-- `_round_value` adds them up with `Evaluator._price`'s integer rules (the round time of
-  `speculation.round_time_ns`, energy per round, idle power) and divides as `Metrics.objective` does (a
-  float of an exact ratio of integers is the same float however the ratio is reduced);
-  tests/test_evaluator_speedpath.py checks it against `Evaluator.metrics`;
-- `Pricer` caches whole designs: design key -> search objective, so a design seen before is never
-  re-priced (`evaluations` counts requests, `unique_designs` the pricings), and per compact key each
-  model's passes, cycles and capacity use.
-
-The designs the heuristic keeps (its archive) and the one it returns are re-priced by `Evaluator.metrics`
-and `Evaluator.evaluate` on the validated `Design`.
-
-The capacity checker (DESIGN.md section 2, rule 3): a model whose PIM units or normal units cannot hold
-what its layouts put there is not a design; the checker offers a re-placement that fits, changing host
-layouts first (normal <-> spread) and then moving operators between host and PIM, moving as few bytes
-as it can. When no re-placement fits, the candidate is discarded or its architecture repaired by the
-caller.
+The capacity checker (docs/design.md "Memory rules", rule 3; CAP-1, CAP-2): a model whose PIM units or
+normal units cannot hold what its layouts put there is not a design; the checker offers a re-placement
+that fits, changing host layouts first (normal <-> spread) and then moving operators between host and
+PIM, moving as few bytes as it can. When none fits, the caller discards the candidate or repairs its
+architecture.
 """
 
 from __future__ import annotations
