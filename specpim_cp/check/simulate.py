@@ -1,68 +1,19 @@
 """Monte Carlo check of the speculation semantics in `specpim_cp.physics.speculation`, on token identities.
 
-The simulator keeps what a speculative decoder keeps: the committed output stream and every
-drafter's context, as token ids, round after round. The verifier's greedy token at each output
-position is an id drawn once per position from a VOCAB_SIZE vocabulary (the *reference*, seeded).
-A drafter (a `SimDrafter`) whose context is a prefix of the reference proposes the verifier's token
-with probability alpha, else a different id; once its context is wrong it proposes arbitrary ids. (The run of
-leading matches is drawn at once, a truncated geometric: the law of per-position draws up to the
-first miss, after which the context is wrong.) The verifier compares each draft with its own tokens
-after the draft's context, position by position, takes the longest accepted prefix a* and commits
-per the policy:
+The simulator keeps what a speculative decoder keeps: the committed output stream and every drafter's
+context, as token ids, round after round. The verifier's greedy token at each output position is an id
+drawn once per position from a VOCAB_SIZE vocabulary (the *reference*, seeded). A drafter (`SimDrafter`)
+whose context is a prefix of the reference proposes the verifier's token with probability alpha, else a
+different id; once its context is wrong it proposes arbitrary ids. The verifier takes the longest
+accepted prefix and commits per the policy: ``"bonus1"`` (rule BONUS-1) or ``"naive"`` (tests only,
+SpecPIM's abstraction, which keeps the bonus token and a continuation drafted without it). Every committed
+token is compared with the reference, so a stream that leaves the verifier's greedy sequence is counted
+as diverged. Token trees ([TREE], `SimDrafter.tree`) are walked node by node against the verifier's
+tokens. Round times follow the closed forms' rules, and agreement with them is judged in units of the 95%
+confidence half-width (z = 3.0 by default).
 
-* ``"bonus1"`` (rule BONUS-1, formulations/speculation_rounds.md): vanilla rounds commit the a*
-  accepted tokens and the verifier's next token. Pipelined rounds first let every drafter draft
-  optimistically from the end of its own draft; the round continues iff some drafter's optimistic
-  context equals the accepted output (compared id by id). Then the bonus token is dropped, a*
-  tokens are committed, and those drafters keep their continuations as their next drafts; the other
-  drafters resync to the committed output and redraft (their optimistic drafting is wasted).
-* ``"naive"`` (tests only; SpecPIM's abstraction): the bonus token is always committed, and a drafter
-  whose whole draft was accepted keeps its continuation, which was drafted for a context without the
-  bonus token; the verifier checks it in that context.
-
-Every committed token is compared with the reference at its stream position. A mismatch means the
-output is not the verifier's greedy sequence (speculation was not lossless): the round is counted
-as diverged and the reference is re-anchored on the committed output (the verifier's greedy
-continuation of what was actually emitted), so later rounds are checked again. Only the naive
-policy ever verifies a draft whose context is not a prefix of the reference; the verifier's tokens
-after such a context are arbitrary ids.
-
-Round time: D_r = max_i R_i * cycle_ns_i for the drafts verified in round r (R_i = gamma_i steps, or
-the staged drafter's random cycle count, drawn per drafting phase as the exact law in
-`speculation.staged_rounds_distribution`). Vanilla: D_r + V. Pipeline: drafting of round r's drafts
-overlapped verification r - 1 iff round r - 1 continued, so T_r = max(D_r, V) if it did, else
-D_r + V; plus sync_ns. The continue event of r - 1 is independent of D_r, so
-E[T] = E[max(D, V)] + (1 - p_cont) E[min(D, V)] + sync, the closed form. A drafter that resyncs
-while the round continues is assumed ready in time, as in the closed form. One warm-up round (not
-counted in the statistics) starts the chain from a synced state.
-
-Agreement with the closed forms is judged in units of the 95% confidence half-width
-(1.96 standard errors): |simulated - closed form| <= z * ci95 with z = 3.0 by default, i.e. about
-5.9 standard errors -- generous enough that a correct model never fails on a fixed seed, tight enough
-to catch a wrong formula at the sample sizes used in the tests. A tiny relative epsilon covers
-quantities with zero variance (e.g. the time of a vanilla unstaged round); rates use the larger of
-the sample and the closed-form binomial standard error. Results depend only on the seed.
-
-Token trees ([TREE], `SimDrafter.tree`): a tree drafter (p, widths) drafts the top-ranked tree of its
-profile from the committed output. At each accepted node the verifier's next token is the drafter's
-rank-r candidate with probability p_r (mutually exclusive), else a token none of its candidates has
-(drawn per node, a block of rounds at a time); the verifier walks the tree, moving to the child that
-holds its token if the tree has that rank, else stopping. The accepted ids are the verifier's tokens. A
-drafter's optimistic context is its rank-1 path, whose ids are the verifier's tokens while it is
-accepted, then a candidate that is not the verifier's token, then arbitrary ids (its context is
-wrong). The round continues iff some drafter's rank-1 path equals the accepted output id by id
-(BONUS-1). Chains in a run with trees are the trees p = (alpha,), widths = (1,)*gamma, walked the
-same way (and may be staged). A tree's drafting time is one cycle, its cycle_ns, per round. The closed
-forms are the tree-aware `speculation.*_drafts` functions.
-
-One round loop (`_play`) serves both: it keeps the reference and the committed stream, counts
-divergence and the statistics; the drafting (`_ChainDrafting`, whose draws come from `_phases`, or
-`_TreeDrafting`, whose draws come from `_TreeWalker`) verifies each round's drafts and says what it
-commits. Memory is bounded: at most MAX_ROUNDS rounds, whose tallies are two numpy arrays (16 bytes a
-round, 80 MB at the cap); the reference and the stream keep only the tokens some drafter can still read
-(`_trim`: dropped from the front a block at a time, positions shifted, results unchanged). Random
-streams: SeedSequence(seed).spawn(3 + n) gives the reference, the arbitrary-id pool, the naive policy's
-miscellany and one generator per drafter, in that order.
+formulations/speculation_rounds.md ("What the simulator checks", "How the simulator works") states the
+policies, the round time, the agreement rule, the memory bound and the random streams.
 """
 
 from __future__ import annotations
@@ -94,7 +45,7 @@ _BLOCK = 16_384  # drafting phases drawn at a time, per drafter
 _REL_EPS = 1e-9
 _TRIM = 1 << 16  # drop this many or more tokens from the front of the reference and the stream at a time
 MIN_ROUNDS = 2
-MAX_ROUNDS = 5_000_000  # 80 MB of tallies; 30-90 s (1 to 4 drafters), and the token lists stay bounded
+MAX_ROUNDS = 5_000_000  # 80 MB of tallies, and the token lists stay bounded (speculation_rounds.md)
 
 Policy = Literal["bonus1", "naive"]
 

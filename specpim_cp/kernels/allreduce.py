@@ -1,32 +1,19 @@
 """All-reduce latency between A100s over NVLink: the lower envelope of measured times.
 
 The table (``a100_nvlink_allreduce_measured.csv``, Vidur) holds median all-reduce times for 2 and 4
-workers at message sizes of 2 K to 536 M fp16 elements. It is noisy: on 2 GPUs a 2,048-element reduce
-takes 7 us, 10,240 elements 45 us and 92,160 elements 10 us. The jitter only ever adds time (launch and
-scheduling delays), so the model is the **lower envelope**, what the link and NCCL achieve when nothing
-gets in the way (a decode loop under CUDA graphs), per worker count:
+workers. Its jitter only ever adds time (launch and scheduling delays), so the model is the **lower
+envelope**, what the link and NCCL achieve when nothing gets in the way (a decode loop under CUDA graphs),
+per worker count:
 
 1. per message size, the fastest measurement (duplicate rows are repeats);
-2. made non-decreasing in size: a larger message never reduces faster, so each size's time is at most
-   the fastest time of any larger size (a running minimum from the largest size down);
-3. the lower convex hull of those points: piecewise linear in size, i.e. a latency plus size over a
-   bandwidth on each segment, with bandwidths that fall as messages grow (convex, non-decreasing).
+2. made non-decreasing in size (a running minimum from the largest size down);
+3. the lower convex hull of those points: a latency plus size over a bandwidth on each segment.
 
-Lookup: linear in size between hull vertices; below the smallest size, the smallest size's time; above the
-largest (536 M elements, 1 GiB), proportional to size (the bandwidth of the largest measured reduce). The old running *maximum*
-over the medians priced a 30 KiB reduce on 2 GPUs at 54.7 us; the envelope gives about 8 us, near AttAcc's
-NVLink model (about 6 us plus size over link bandwidth). `envelope_fit_report` states how the envelope
-sits against every measurement.
-
-Worker counts other than the measured ones (e.g. 8) are an **extrapolation**: the nearest measured count's
-curve (the larger one on a tie) scaled by the ring all-reduce traffic factor 2(n-1)/n relative to that
-count's factor; not validated against measurements.
-
-**Other links** (formulations/physics.md [AR-2]): the curve splits into its latency floor, the time of the
-smallest measured message, and a bandwidth term, the time above that floor. A host whose link moves L GB/s
-per direction keeps the floor and stretches the bandwidth term by `TABLE_LINK_GBPS / L`, so an A100
-(L = 300) gets the measured curve exactly, a slower link (A40 bridge, 56.25) a proportionally longer
-transfer, a faster one (H100 NVLink4, 450) a shorter one but never below the floor.
+Lookup is linear between hull vertices, flat below the smallest size and proportional to size above the
+largest. Other worker counts (e.g. 8) are an unvalidated extrapolation by the ring factor 2(n-1)/n.
+Other links keep the curve's latency floor and stretch the time above it by ``TABLE_LINK_GBPS / L``.
+formulations/physics.md P4 ([AR-1], [AR-2]) gives the rules, the noise they remove and the limits;
+`envelope_fit_report` states how the envelope sits against every measurement.
 """
 
 from __future__ import annotations

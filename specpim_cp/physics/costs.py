@@ -1,8 +1,7 @@
 """Per-operator cost tables: (model, op, placement, architecture config, tokens) -> integer ns, nJ.
 
-Computed once per scenario and shared by the evaluator, the exact optimizer, the heuristic and the
-baselines, so all of them price a design identically. Every physical constant comes from the catalog.
-The formulas are written out in formulations/costs.md and the memory model in formulations/physics.md.
+Computed once per scenario and shared by every optimizer and the evaluator, so all of them price a design
+identically. Constants come from the catalog; the formulas are in formulations/costs.md.
 
 Memory model (formulations/physics.md P1), as the scenario's `[assumptions] memory_model` says:
 - "time-shared" (default, rules 1-3): a PIM unit is ordinary DRAM in normal mode, so the host reads
@@ -375,8 +374,8 @@ class CostModel:
         return make_cost(t_ns, (0.0, 0.0, 0.0, 0.0, moved * e_ext))
 
     def embedding_cost(self, model: ModelSpec, arch: ArchConfig, layout: str, tokens: int) -> OpCost:
-        """The input embedding lookup of one pass: `tokens` rows read (only the bytes used, DUR-3), by one host kernel,
-        from the channel groups the table sits on (the LM head's layout: tied, or kept beside it)."""
+        """The input embedding lookup of one pass: `tokens` rows read (only the bytes used, DUR-3), by one
+        host kernel, from the channel groups the table sits on (the LM head's layout: tied, or beside it)."""
         key = (model.name, arch, layout, tokens)
         cost = self._embed.get(key)
         if cost is None:

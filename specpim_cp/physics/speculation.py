@@ -1,11 +1,11 @@
 """Speculation semantics: expected tokens, continue probability, staged drafting and round time.
 
-Pure functions (numpy-free, standard library only), shared by the evaluator and the exact CP-SAT
-optimizer. The optimizer reproduces the *integer* conventions below with integer arithmetic, so they
-are part of the contract:
+Pure functions (standard library only), shared by the evaluator and the exact CP-SAT optimizer. The
+model (chains, BONUS-1, staged cycles, token trees) is written out in formulations/speculation_rounds.md.
+The optimizer reproduces these *integer* conventions with integer arithmetic, so they are the contract:
 
 * ``expected_tokens_micro(alphas, gammas, pipeline)`` = round(E * TOKENS_SCALE), E computed with
-  ``math.fsum`` over the vanilla terms (and, with ``pipeline``, minus the continue terms).
+  ``math.fsum`` over the vanilla terms (and, with ``pipeline``, minus the continue terms, E - p_cont).
 * ``fail_q`` = round((1 - p_cont) * Q_SCALE); 0 with no drafters (the round time, pipeline only).
 * ``drafter_fail_q(.., i)`` = round((1 - P(valid_i)) * Q_SCALE) (drafter i's wasted optimistic drafting).
 * ``staged_rounds_int`` / ``draft_outcomes``: probabilities as integers summing to exactly
@@ -14,41 +14,8 @@ are part of the contract:
 * ``round_time_ns``: per outcome D_o = max_i r_i * cycle_ns[i]; R_o = D_o + V (vanilla) or
   max(D_o, V) + ceil(q * min(D_o, V) / Q_SCALE) (pipeline); T = ceil(sum_o P_o R_o / OUTCOME_SCALE)
   + sync_ns.
-
-Model. Drafter i (acceptance alpha_i in [0, 1), draft length gamma_i >= 1) drafts a chain from the
-committed output; the verifier checks all chains merged into one token tree in one pass. L_i, the
-number of leading draft tokens equal to the verifier's greedy tokens, has P(L_i >= j) = alpha_i^j
-(independent across drafters); a_i = min(L_i, gamma_i), a* = max_i a_i. A vanilla round commits the
-a* accepted tokens plus the verifier's next token (correction or bonus): 1 + a* tokens.
-
-Pipeline, rule BONUS-1 (formulations/speculation_rounds.md): while the verifier checks a round,
-every drafter keeps drafting optimistically from the end of its own draft. The round *continues*
-iff some drafter's whole draft is the whole accepted prefix (a_i = gamma_i = a*: its optimistic
-context is the committed output); then the verifier's bonus token is dropped, the round commits
-a* tokens, and that drafter's continuation is the next round's draft. Otherwise the round commits
-1 + a* tokens and the drafters resync. Hence p_cont = P(exists i: a_i = gamma_i = a*), drafter i's
-continuation is valid with P(valid_i) = P(a_i = gamma_i = a*), and E_pipe = E - p_cont.
-
-Staged drafting: the drafter produces its gamma tokens in cycles; per cycle a cheaper draft2
-(acceptance alpha2, draft length gamma2) proposes gamma2 tokens, the drafter verifies them in one
-pass and gains 1 + a2 tokens (a2 truncated geometric). Cycles repeat until the drafter holds
->= gamma tokens; the number of cycles R is random. An unstaged drafter is the degenerate case
-R = gamma steps with probability 1.
-
-Token trees ([TREE], `specpim_cp.problem.trees`). A drafter is a ``Draft``: a chain ``(alpha, gamma)`` or a
-``TreeDraft(p, widths)`` (positional acceptance p, width profile; its top-ranked tree). The ``*_drafts``
-functions take a sequence of drafts and follow the same integer contract:
-
-* ``expected_tokens_micro_drafts(drafts, pipeline)`` = round(E * TOKENS_SCALE), E by ``math.fsum``;
-* ``fail_q_drafts`` = round((1 - p_cont) * Q_SCALE), 0 with no drafters;
-* ``drafter_fail_q_drafts(.., i)`` = round((1 - P(valid_i)) * Q_SCALE).
-
-When every drafter is a chain (a tree of width 1 at every depth is the chain (p_1, depth)) they call
-the chain functions above, so their results are bit-identical. Otherwise, with W_i(d) = P(A_i >= d)
-(``TreeDraft.masses``; a chain's alpha^d), depth D_i, rho_i = p_1^{D_i} (the drafter continues along its
-rank-1 path) and F_j(m) = 1 - W_j(m + 1) (1 beyond D_j):
-E = 1 + sum_d (1 - prod_i (1 - W_i(d))), p_cont = sum_{m in {D_i}} [1 - prod_{D_i = m} (1 - rho_i)]
-* prod_{D_j > m} F_j(m), P(valid_i) = rho_i * prod_{D_j > D_i} F_j(D_i), E_pipe = E - p_cont.
+* The ``*_drafts`` functions take chains or ``TreeDraft``s ([TREE]) and follow the same contract; when
+  every drafter is a chain they call the chain functions, so their results are bit-identical.
 """
 
 from __future__ import annotations

@@ -2,32 +2,19 @@
 exact menu of width profiles an optimizer is offered.
 
 Pure functions (standard library, and numpy for the menu's Pareto filter), below `physics/speculation.py`,
-which turns depth masses into the round formulas (formulations/speculation_rounds.md, "Token trees [TREE]").
+which turns depth masses into the round formulas. formulations/speculation_rounds.md, "Token trees
+[TREE]", states the model; in short:
 
-Model. A drafter proposes, at every node of its tree, its top-ranked candidates. ``p = (p_1, ..., p_R)``
-holds *marginal, mutually exclusive* rank probabilities: given that the path to a node is accepted,
-the verifier's next token is the drafter's rank-r candidate with probability p_r (at most one child
-is accepted) and none of them with 1 - sum(p) (Sequoia's acceptance vector). The same p applies at
-every node. p must be non-increasing in rank (a drafter ranks its candidates), p_1 < 1, sum(p) <= 1.
-A measured vector that is not (Sequoia's shipped one: rank 9 above rank 8) is re-ranked by probability
-(`rank_by_probability`, [TREE-5]): the tree takes the likeliest candidates whatever their measured rank.
-
-Counting. The root (the last committed token) is not a node; a round yields E = 1 + sum_d W(d) tokens:
-the accepted draft tokens plus the verifier's own next token (correction or bonus). Sequoia counts the
-root in its budget (nodes + 1) and in its levels (depth + 1); its expected tokens are the same E.
-
-A shape is a width profile ``widths = (w_1, ..., w_D)``: w_d nodes at depth d (the root, the last
-committed token, is depth 0 and not a node), 1 <= w_1 <= R and 1 <= w_d <= R * w_{d-1}. Its tree is
-the *top-ranked tree*: at each depth the w_d most probable extensions (parent path probability x p_r)
-of the depth-(d-1) nodes, ties to the earlier parent, then the smaller rank. The depth-d nodes are
-kept in that order, so the all-rank-1 path is always node 0 of every depth. Among all trees with a
-profile, the top-ranked tree maximises W(d) = P(accepted depth >= d) at every depth (theorem [TREE-1]).
-
-A chain of draft length gamma and acceptance alpha is the profile (1,)*gamma with p = (alpha,).
-
-Menu. `dominant_profiles` lists the profiles an optimizer must consider: every profile except those
-another one dominates for every hardware and mapping (rule [TREE-4]: same depth, no more nodes, drafting
-passes no wider after sorting, statistics at least as good), generated depth by depth.
+- ``p = (p_1, ..., p_R)`` holds marginal, mutually exclusive rank probabilities, the same at every node
+  (Sequoia's acceptance vector); p is non-increasing in rank, p_1 < 1, sum(p) <= 1, and a measured
+  vector that is not is re-ranked by probability (`rank_by_probability`, [TREE-5]).
+- A shape is a width profile ``widths = (w_1, ..., w_D)``; its tree is the top-ranked tree (at each
+  depth the w_d most probable extensions, ties to the earlier parent, then the smaller rank), whose
+  all-rank-1 path is node 0 of every depth and which maximises W(d) = P(accepted depth >= d) at every
+  depth ([TREE-1]). The root (the last committed token) is not a node; a round yields E = 1 + sum_d W(d).
+- A chain of draft length gamma and acceptance alpha is the profile (1,)*gamma with p = (alpha,).
+- `dominant_profiles` lists the profiles no other one dominates for every hardware and mapping
+  ([TREE-4]), generated depth by depth.
 """
 
 from __future__ import annotations

@@ -14,7 +14,7 @@ from specpim_cp.problem.ablation_ladder import LADDER_STEPS
 from specpim_cp.runs.records import Record
 from specpim_cp.runs.store import sort_key
 
-#: The fixed PIM recipes the exact design is compared against (formulations/baselines.md), by baseline record name:
+#: The fixed PIM recipes the exact design is compared against (formulations/baselines.md), by record name:
 #: "vs best PIM recipe" takes the better of them per scenario, "vs PIM (paper)" the geometric mean over
 #: them (`report/comparisons.py`). The one place that says which baselines are the recipes.
 PIM_BASELINES = ("FC-offload", "attention-offload")

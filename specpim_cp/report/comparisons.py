@@ -1,9 +1,9 @@
 """The exact design against its baselines, one `Comparison` per scenario, and `comparisons.csv`.
 
 Each ratio is a baseline's latency (speedup) or energy (energy efficiency) per token over the exact
-design's; above 1 the exact design is better. Against fixed-recipe PIM there are two (formulations/baselines.md),
-over the recipes of `common.PIM_BASELINES` (FC-offload and attention-offload; variants such as
-"FC-offload (fit)" are neither):
+design's; above 1 the exact design is better. Against fixed-recipe PIM there are two
+(formulations/baselines.md), over the recipes of `common.PIM_BASELINES` (FC-offload and
+attention-offload; variants such as "FC-offload (fit)" are neither):
 
 - vs best PIM recipe: over the recipe with the better objective (latency, energy or EDP, the scenario's),
   speed and energy both against that one recipe;

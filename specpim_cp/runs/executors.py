@@ -3,22 +3,17 @@
 An executor runs one function (`batch.run_instance`, which never raises) on tasks and hands back
 `(task, result)` pairs; it knows nothing of records, keys or files. The driver (`batch.run_instances`)
 keeps the scheduling, the single JSONL writer and the content-hash resume, so a run can move between
-executors and be resumed on either. The interface:
-
-- `slots`: how many tasks the driver keeps in flight;
-- `submit(task)`: start one task;
-- `wait()`: block until at least one task finished; its `(task, result)` pairs, where a worker that
-  died (killed, out of memory, node lost) is a `WorkerLost` result;
-- `close(abort)`: release the workers (`abort`: cancel what is still running).
+executors and be resumed on either. The interface: `slots` (tasks kept in flight), `submit(task)`,
+`wait()` (block until at least one task finished; a worker that died is a `WorkerLost` result) and
+`close(abort)` (release the workers; `abort` cancels what still runs).
 
 With Ray each task is a remote task needing `workers` CPUs (the CP-SAT workers of one solve) and is
 not retried (a task whose worker died is a `WorkerLost`, recorded as ERROR and retried by a re-run).
-
 How many tasks run at once (`--jobs`, `check_jobs`) is bounded before any process starts: a local pool
-or a local Ray runtime forks at most this machine's CPUs (`os.cpu_count()`, at least the default 2);
-on a Ray cluster at most MAX_CLUSTER_JOBS tasks are in flight (jobs 0, no --jobs: as many as its CPUs
-allow).
-A Ray task needing more CPUs than the whole cluster has would wait forever: refused when it connects.
+or a local Ray runtime forks at most this machine's CPUs (`os.cpu_count()`, at least the default 2); on
+a Ray cluster at most MAX_CLUSTER_JOBS tasks are in flight (jobs 0, no --jobs: as many as its CPUs
+allow). A Ray task needing more CPUs than the whole cluster has would wait forever: refused when it
+connects.
 """
 
 from __future__ import annotations

@@ -1,39 +1,21 @@
 """Grids ("atlases"): one base scenario, axes of values, every combination solved exactly.
 
-A grid file (TOML):
+A grid file (TOML; README "Grids and clusters" shows one) names a `base` (a built-in SET/NAME, a scenario
+file, or an inline [base] table) and an [axes] table: batch_size, acceptance (every drafter, or per
+drafter by index or model name), device_budget, memory_types, host, prompt_tokens, generated_tokens,
+models. The cells are the product of the axes in the file's order, the last axis varying fastest; a cell
+is the base with the cell's values applied (models first, then acceptance, then the rest), named
+`BASE_b=4_a=0.8_...`. Every cell is validated before any work; a grid has at most MAX_GRID_CELLS cells,
+counted from its axes first; its `name` obeys the scenario `name` rule, and a base that is a workload mix
+or the grid file itself is refused.
 
-    name = "opt-13b-atlas"              # optional; default: the file's stem
-    base = "examples/opt-13b"           # a built-in SET/NAME or a scenario file (relative to this file)
-    # or an inline base: [base] with a whole scenario, or `from = "SET/NAME"` plus top-level scenario
-    # fields that replace the loaded ones (e.g. `verifier = {model = "opt-13b"}` to free its devices)
-
-    [axes]                              # the order is the report's: heatmaps over the first two axes
-    batch_size = [1, 4, 16, 64]
-    acceptance = [0.6, 0.8]             # every drafter; or per drafter (index or model name), each its own
-                                        # axis: acceptance = {"opt-1.3b" = [0.6, 0.8], "1" = [0.5, 0.7]}
-    device_budget = [4, 8]              # only frees device counts the base leaves unset
-    memory_types = [["hbm"], ["hbm", "gddr"]]
-    host = ["a100-40gb"]
-    prompt_tokens = [256, 1024]
-    generated_tokens = [128]
-    models = [{verifier = "opt-13b", drafters = ["opt-1.3b"]}, {verifier = "opt-30b", drafters = ["opt-1.3b"]}]
-
-The cells are the product of the axes, in the file's axis order with the last axis varying fastest;
-a cell is the base with the cell's values applied (models first, then acceptance, then the rest),
-named `BASE_b=4_a=0.8_...`. Every cell is validated before any work; a cell that does not validate
-is an error naming the cell and the field. A grid has at most MAX_GRID_CELLS cells, counted from its axes
-before any cell is built; its `name` (the default output folder) obeys the scenario `name` rule, and a
-base that is a workload mix or the grid file itself is refused.
-
-Running a grid is a batch (`batch.run_instances`) of `exact` and `baselines` instances, one each per
-cell, with the batch's resumable JSONL and content-hash keys. Warm starts: along the *warm-start axis*
-(the first axis with two or more values), a cell at an odd position is solved with the design of its
-neighbour one step back (its *parent*, at an even position) as `hint=`, and waits for it. A fixed
-parent, rather than whichever neighbour happens to be finished, keeps the hint, and so the result,
-the same on every executor and on resume; parents at even positions are not warm-started themselves,
-so the longest wait is two solves and a cluster stays busy. (Waiting along chains through the whole grid
-would warm-start every cell but make the critical path `sum(len(axis) - 1) + 1` solves; on the OPT-13B
-grid of benchmarks/bench_grid.py a hint did not shorten the solves, see its notes.)
+Running a grid is a batch (`batch.run_instances`) of `exact` and `baselines` instances, one each per cell.
+Warm starts: along the first axis with two or more values, a cell at an odd position is solved with the
+design of its neighbour one step back (its *parent*, at an even position) as `hint=`, and waits for it. A
+fixed parent keeps the hint, and so the result, the same on every executor and on resume; parents are not
+warm-started themselves, so the longest wait is two solves. (Chains through the whole grid would make the
+critical path `sum(len(axis) - 1) + 1` solves; on benchmarks/bench_grid.py's grid a hint did not shorten
+the solves.)
 """
 
 from __future__ import annotations

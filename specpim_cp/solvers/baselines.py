@@ -285,11 +285,11 @@ def _identical(scenario: Scenario, catalog: Catalog, mem: str, k: int | str) -> 
 
 
 def fc_offload(scenario: Scenario, catalog: Catalog | None = None) -> Evaluation:
-    """SpecPIM's FC-offload baseline as the paper ran it (formulations/baselines.md): every FC operator on PIM,
-    attention and its KV cache on the host, identical half-PIM devices for every model; where the PIM
+    """SpecPIM's FC-offload baseline as the paper ran it (formulations/baselines.md): every FC operator on
+    PIM, attention and its KV cache on the host, identical half-PIM devices for every model; where the PIM
     units cannot hold the FC weights (OPT-13B on 2 x 40 GB: 20 GiB of PIM for 24 GiB of weights) the
     overflow is kept in the normal units and moved into the PIM units over the external bus on every pass
-    (rule 3, `ModelDesign.spill`), priced by the evaluator and reported in its breakdown."""
+    (SPILL-1, `ModelDesign.spill`), priced by the evaluator and reported in its breakdown."""
     catalog = catalog or scenario_catalog(scenario)
     return best_fixed_recipe(scenario, catalog, _identical(scenario, catalog, _memory(scenario, "hbm"), HALF),
                              "fc-offload", spill=True)
@@ -298,8 +298,8 @@ def fc_offload(scenario: Scenario, catalog: Catalog | None = None) -> Evaluation
 def fc_offload_fit(scenario: Scenario, catalog: Catalog | None = None) -> Evaluation:
     """FC-offload that buys PIM units instead of spilling: half-PIM devices, or the fewest PIM units per
     device above half that hold the FC weights (with time-shared channels an operator runs on PIM only
-    on tensors in its PIM units, formulations/physics.md P1; Samsung's FC offload stores the weights in the PIM
-    banks). Capacity-checked, so a design of the optimizer's space."""
+    on tensors in its PIM units, formulations/physics.md P1; Samsung's FC offload stores the weights in
+    the PIM banks). Capacity-checked, so a design of the optimizer's space."""
     catalog = catalog or scenario_catalog(scenario)
     mem = _memory(scenario, "hbm")
     last: ScenarioError | None = None
