@@ -1,4 +1,4 @@
-"""Canonical optimum benchmark (issue 16): the same design whatever the workers.
+"""Canonical optimum benchmark (OBJ-3, formulations/objectives.md): the same design whatever the workers.
 
     python benchmarks/bench_canonical.py [SET_OR_DIR ...] [--time-limit S] [--json OUT]
 
@@ -8,7 +8,7 @@ scenario is solved twice: deterministic (one worker,
 deterministic time limit) and with `--workers 2` (non-deterministic, wall-time limit). The row says
 whether the two design JSONs are byte-identical, both solve times, the tie-break's own cost (wall and
 deterministic time of the OBJ-3 solves, formulations/objectives.md), and the levels at which other
-designs tie. The last line counts the identical designs (the issue's "done when": all of them).
+designs tie. The last line counts the identical designs (the goal: all of them).
 """
 
 from __future__ import annotations

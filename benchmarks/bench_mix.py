@@ -1,4 +1,4 @@
-"""Workload-mix solve time: `solve-mix` on every family of the built-in `mix` set (issue 10's target:
+"""Workload-mix solve time: `solve-mix` on every family of the built-in `mix` set (the target:
 proven optimal in <= 120 s per family on 2 cores, or bound and gap when the time limit stops it).
 
     python benchmarks/bench_mix.py                         # the three families, latency objective

@@ -1,4 +1,4 @@
-"""The paper's fixed PIM recipes (DESIGN.md section 8; formulations/baselines.md).
+"""The paper's fixed PIM recipes (formulations/baselines.md).
 
 - attention-offload: the host layouts are searched exhaustively against both sides' capacity, so
   PaLM-62B (whose FC weights fit neither side alone) gets a layout, the fastest feasible one;

@@ -181,7 +181,7 @@ def test_same_design_whatever_the_workers(name):
     assert one.design.to_json() == two.design.to_json()
     assert one.report.objective == two.report.objective
     assert one.report.extra["tie_break"] == two.report.extra["tie_break"]
-    if name == "paper/llama-32.5b-b8":  # 0-4 PIM dies give the same latency and energy (issue 16)
+    if name == "paper/llama-32.5b-b8":  # 0-4 PIM dies give the same latency and energy (OBJ-3)
         assert [lv["ties"] for lv in one.report.extra["tie_break"]] == [True, True, False, False, False]
 
 

@@ -1,4 +1,4 @@
-"""Issue 12, the promise of the CLI: every error a user can cause prints ONE line `error: ...` naming the
+"""The promise of the CLI: every error a user can cause prints ONE line `error: ...` naming the
 field or the problem, exits with code 2, shows no traceback and writes nothing (no output file, no temp
 file). A corpus of malformed and hostile inputs, each run through the real CLI entry (click's runner;
 a few through a real process). batch/grid/report are covered by their own tests.

@@ -1,4 +1,4 @@
-"""Issue 19: numbers TOML and JSON accept but the model cannot price. Every numeric catalog field (models,
+"""Numbers TOML and JSON accept but the model cannot price. Every numeric catalog field (models,
 n-grams, hosts, memories, acceptance), every `range_X`, every Hugging Face config field, the `kernels
 predict` options and `sweep --acceptance` have a range (`catalog.FIELD_LIMITS`, `kernels.MAX_*`,
 `check.sweep`), checked when the value is read: one line `error: ...` naming the field and the range,
@@ -57,7 +57,7 @@ def _entry(section: str, fields: dict[str, str], name: str = "mine", base: str |
     """A `[section."name"]` entry based on a built-in one, each field (raw TOML text) with its source."""
     lines = [f'[{section}."{name}"]', f'based_on = "{base or BASES[section]}"']
     for k, v in fields.items():
-        lines += [f"{k} = {v}", f'source_{k} = "issue 19 test"']
+        lines += [f"{k} = {v}", f'source_{k} = "range test"']
     return "\n".join(lines) + "\n"
 
 

@@ -1,4 +1,4 @@
-"""Issue 19 (paths and unbounded work): names that become paths never leave the chosen output folder; a
+"""Paths and unbounded work: names that become paths never leave the chosen output folder; a
 grid or a mix too large is refused in one line before any work; a mix's base is a plain scenario (not
 itself, not another mix, no cycle); `solve-mix --policy-dir` contradictions are refused before the solve
 and the policy folder is written whole or not at all. Like tests/test_cli_corpus.py: each error is ONE line

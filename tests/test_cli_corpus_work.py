@@ -1,4 +1,4 @@
-"""Issue 19 (unbounded work, inconsistent checks): one option, one limit, one line. Every command that takes
+"""Unbounded work and inconsistent checks: one option, one limit, one line. Every command that takes
 `--seed`, `--time-limit`, `--workers`, `--rounds` or `--jobs` refuses a value outside its limit with the
 SAME line (`error: OPTION: must be ..., got VALUE`, naming the option and the limit), exit code 2, no
 traceback, nothing written, and before any work: the solvers, the simulation and the executors are
@@ -158,7 +158,7 @@ def test_every_command_refuses_the_same_value_with_the_same_line(tmp_path, no_wo
 
 
 def test_every_command_that_solves_or_simulates_takes_the_shared_options():
-    """The matrix above covers the commands of the issue: each shared option on every command taking it."""
+    """The matrix above covers every command that solves or simulates: each shared option on each one."""
     takes = {o: {n for n, (_, opts) in COMMANDS.items() if o in opts} for o, _, _ in BAD_VALUES}
     assert takes["--seed"] == set(COMMANDS)
     assert takes["--time-limit"] == set(COMMANDS) - {"heuristic", "simulate"}
@@ -378,7 +378,7 @@ def test_simulation_memory_grows_by_the_tallies_only(monkeypatch):
     assert (large - small) / 20_000 < 40, (small, large)
 
 
-# -- a real process: the runaway inputs of the issue end at once ---------------------------------------------
+# -- a real process: runaway inputs (huge --rounds, --jobs) end at once ----------------------------------
 @pytest.mark.parametrize("args", [["simulate", OPT13, "--design", "{d}/d.json", "--rounds", "1000000000000"],
                                   ["grid", "{d}/g.toml", "--out", "{d}/out", "--jobs", "1000000"]])
 def test_real_process_ends_at_once(tmp_path, args):

@@ -1,4 +1,4 @@
-"""formulations/ documents every constraint family of the CP-SAT model (DESIGN.md section 6).
+"""formulations/ documents every constraint family of the CP-SAT model, each ID in the one `add_*` method.
 
 `formulations/README.md` holds one table (header `| family | IDs | method | file |`) mapping each
 family to the `solvers/exact/model.py` (and `mix/model.py`) method(s) that add it and to the

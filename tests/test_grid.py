@@ -1,4 +1,4 @@
-"""Grids, executors, the output-folder lock and batch robustness (issue 11 "atlases at scale", issue 12).
+"""Grids, executors, the output-folder lock and batch robustness (atlases at scale; one-line errors).
 
 Grid cells are tiny GPT-2 scenarios (sub-second exact solves). Ray's own tests are in test_ray.py.
 """
@@ -250,7 +250,7 @@ def test_second_run_on_a_folder_is_refused_and_a_killed_holder_does_not_block(tm
 
 
 # ------------------------------------------------------------------------------------------------
-# Batch robustness (issue 12)
+# Batch robustness (bad input: one line, exit code 2, nothing written)
 # ------------------------------------------------------------------------------------------------
 @pytest.mark.parametrize(("args", "message"), [
     (["--heuristic-budget", "banana"], "--heuristic-budget: 'banana'"),

@@ -1,4 +1,4 @@
-"""Current GPUs on their own memory (issue 18 item 4) and the host constants of issue 16 item 5.
+"""Current GPUs on their own memory (physics.md P8) and the PIM energy basis (physics_sources.md section 4).
 
 - h100-sxm, h200 and mi300x name their native memory (`native_memory`); a scenario naming such a host and
   no memory_types is priced on it; every other host keeps the default ["hbm", "gddr"] (no result moves);

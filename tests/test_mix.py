@@ -1,4 +1,4 @@
-"""Workload mixes (issue 10): `solve_mix` equals `solve` for one cell and brute force over shared
+"""Workload mixes (formulations/mix.md): `solve_mix` equals `solve` for one cell and brute force over shared
 architectures on small mixes (every objective, one mix where the tensor-copy rule binds), its claims equal
 the evaluator's prices, it is never worse than the median cell's hardware or the PAPI-style rule when
 those lie in the mix's space; `solve-mix` (units, JSON, policy files that `evaluate` re-prices, one-line

@@ -1,4 +1,4 @@
-"""Mixture-of-experts models (issue 18 item 3, formulations/moe.md): the distinct experts a pass touches
+"""Mixture-of-experts models (formulations/moe.md): the distinct experts a pass touches
 (MOE-1, MOE-2), the MoE FFN's prices and capacity (MOE-3, MOE-4), `catalog import-hf` of Mixtral,
 Qwen2-MoE and Qwen3-MoE configs, dense models pricing as before, and a Mixtral verifier solved, checked
 against the evaluator and drawn.

@@ -1,6 +1,7 @@
-"""Numeric safety (issue 17): every linear row a solve submits stays inside CP-SAT's int64 range, for every
-built-in scenario x objective (latency, energy, EDP) x assumption profile (memory model x energy
-accounting). Models are built, not solved (`specpim_cp/solvers/exact/numeric.py`).
+"""Numeric safety (formulations/objectives.md, "Integer range"): every linear row a solve submits stays
+inside CP-SAT's int64 range, for every built-in scenario x objective (latency, energy, EDP) x assumption
+profile (memory model x energy accounting). Models are built, not solved
+(`specpim_cp/solvers/exact/numeric.py`).
 
 The default run covers examples, paper (which holds the mix set's base scenarios) and staged; every other
 built-in scenario set (paper-trees, paper-full, paper-assumptions, the large tree sets) is marked slow. `benchmarks/bench_numeric.py` prints the largest log2 magnitude of every

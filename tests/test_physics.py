@@ -1,5 +1,5 @@
-"""Physical facts the cost model and evaluator must respect (DESIGN.md sections 2-5,
-formulations/physics.md).
+"""Physical facts the cost model and evaluator must respect (memory rules, costs, speculation, design
+space: formulations/physics.md, costs.md, speculation_rounds.md).
 
 Every test checks a quantity against an independent physical expectation (a roofline, a linear law,
 a capacity sum, a hand-computed or brute-forced schedule), not just the shape of an output.

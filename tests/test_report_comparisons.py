@@ -1,6 +1,6 @@
-"""The exact design against fixed-recipe PIM, both ways (issue 16): over the best recipe per scenario, and
-the paper's geometric mean over the recipes; the rule for a missing recipe; a PIM variant that is no recipe;
-`comparisons.csv`; the plots. Synthetic records, no solver."""
+"""The exact design against fixed-recipe PIM, both ways (formulations/baselines.md): over the best recipe
+per scenario, and the paper's geometric mean over the recipes; the rule for a missing recipe; a PIM
+variant that is no recipe; `comparisons.csv`; the plots. Synthetic records, no solver."""
 
 from __future__ import annotations
 

@@ -1,4 +1,4 @@
-"""The package layout stays the architecture (issue 15): read with `ast` from the source tree.
+"""The package layout stays the architecture (one subpackage per stage): read with `ast` from the source.
 
 - at most 6 modules directly in `specpim_cp/`;
 - no import cycle between modules, counting imports inside functions (a package importing its own

@@ -1,4 +1,4 @@
-"""Baselines (docs/design.md "Baselines and the ablation ladder"); each returns a Design the evaluator prices.
+"""Baselines (formulations/baselines.md); each returns a Design that the evaluator prices.
 
 - GPU-AR: the verifier alone, autoregressive, plain memory (no PIM), host-only.
 - GPU-SI: speculative inference on the scenario's devices, all plain memory, vanilla rounds.

@@ -11,7 +11,7 @@ ratio of integers is the same however the ratio is reduced; tests/test_evaluator
 per compact key, each model's passes, cycles and capacity use. The archive and the returned design are
 re-priced by `Evaluator.metrics` and `Evaluator.evaluate` on the validated `Design`.
 
-The capacity checker (docs/design.md "Memory rules", rule 3; CAP-1, CAP-2): a model whose PIM units or
+The capacity checker (CAP-1, CAP-2, formulations/architecture_capacity.md): a model whose PIM units or
 normal units cannot hold what its layouts put there is not a design; the checker offers a re-placement
 that fits, changing host layouts first (normal <-> spread) and then moving operators between host and
 PIM, moving as few bytes as it can. When none fits, the caller discards the candidate or repairs its
