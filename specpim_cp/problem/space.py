@@ -48,10 +48,9 @@ from specpim_cp.problem.trees import (
 )
 
 #: Most token-tree width profiles one drafter may offer after dominance ([TREE-4]); each is a speculation
-#: choice of the exact model. Measured (benchmarks/bench_trees_large.py, formulations/speculation_rounds.md
-#: [TREE-4]): 1,670 profiles (16 nodes, 16 children, depth 8) solve in 1.4-4.6 s, 5,078 (20 nodes) in 4-11 s.
+#: choice of the exact model (solve times of large menus: formulations/speculation_rounds.md [TREE-4]).
 MAX_TREE_PROFILES = 4096
-#: Most profiles of the tree space the menu's generator enumerates (about 6 s per million).
+#: Most profiles of the tree space the menu's generator enumerates (its time: speculation_rounds.md [TREE-4]).
 MAX_TREE_ENUMERATION = 1_000_000
 
 
