@@ -4,6 +4,7 @@ page cites a design notes file or a tracker instead of stating the rule."""
 
 from __future__ import annotations
 
+import ast
 import importlib.util
 import re
 from pathlib import Path
@@ -72,7 +73,17 @@ def test_link_check_sees_a_broken_link(tmp_path):
 
 
 def test_docs_state_rules_instead_of_citing_notes_or_trackers():
-    cited = re.compile(r"DESIGN\.md|\bissue [0-9]+", flags=re.IGNORECASE)
+    cited = re.compile(r"DESIGN\.md|\b[Ii]ssue [0-9]+")
     hits = [f"{p.relative_to(ROOT)}: {m.group(0)}" for p in PAGES if p.exists()
             for m in cited.finditer(p.read_text(encoding="utf-8"))]
     assert not hits, "\n".join(hits)
+
+
+def test_code_map_lists_the_stages_in_test_structures_order():
+    tree = ast.parse((ROOT / "tests" / "test_structure.py").read_text(encoding="utf-8"))
+    order = next(ast.literal_eval(node.value) for node in tree.body if isinstance(node, ast.Assign)
+                 and any(getattr(t, "id", None) == "STAGES" for t in node.targets))
+    text = (ROOT / "docs" / "code-map.md").read_text(encoding="utf-8")
+    firsts = re.findall(r"^\| (`[^|]*`) \|", text, flags=re.MULTILINE)
+    stages = [name for cell in firsts for name in re.findall(r"`(\w+)(?:\.py|/)`", cell)]
+    assert tuple(stages) == tuple(order), "docs/code-map.md's table and test_structure.STAGES differ"
