@@ -1,8 +1,8 @@
-"""The package layout stays the architecture (one subpackage per stage): read with `ast` from the source.
+"""The package layout stays the architecture of docs/code-map.md: read with `ast` from the source tree.
 
 - at most 6 modules directly in `specpim_cp/`;
 - no import cycle between modules, counting imports inside functions (a package importing its own
-  submodules is fine), and no import that points up the stage order of the README's code map;
+  submodules is fine), and no import that points up the stage order of docs/code-map.md;
 - no `_private` name imported from another module;
 - no function over 120 lines.
 """
@@ -18,7 +18,7 @@ import networkx as nx
 PACKAGE = Path(__file__).resolve().parents[1] / "specpim_cp"
 MAX_TOP_MODULES = 6
 MAX_FUNCTION_LINES = 120
-#: Stages from the bottom up (README "Code map"): a module imports only from its own stage or below.
+#: Stages from the bottom up (docs/code-map.md): a module imports only from its own stage or below.
 STAGES = ("errors", "files", "kernels", "catalog", "problem", "physics", "solvers", "views", "mix", "check",
           "runs", "report", "cli")
 
