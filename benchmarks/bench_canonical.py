@@ -1,4 +1,4 @@
-"""Canonical optimum benchmark (issue 16): the same design whatever the workers.
+"""Canonical optimum benchmark: the same design whatever the workers.
 
     python benchmarks/bench_canonical.py [SET_OR_DIR ...] [--time-limit S] [--json OUT]
 
@@ -22,13 +22,13 @@ from dataclasses import dataclass
 from pathlib import Path
 
 from specpim_cp.errors import ScenarioError
-from specpim_cp.mix.exact import solve_mix
-from specpim_cp.mix.result import MixOptions
-from specpim_cp.mix.spec import load_mix
 from specpim_cp.problem.builtin_sets import scenario_files
+from specpim_cp.problem.mix import load_mix
 from specpim_cp.problem.scenario import load_scenario
 from specpim_cp.runs.mixes import is_mix_file
 from specpim_cp.solvers.exact import SolverOptions, solve
+from specpim_cp.solvers.mix import solve_mix
+from specpim_cp.solvers.mix.records import MixOptions
 from specpim_cp.views.tables import table
 
 

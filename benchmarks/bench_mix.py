@@ -1,4 +1,4 @@
-"""Workload-mix solve time: `solve-mix` on every family of the built-in `mix` set (issue 10's target:
+"""Workload-mix solve time: `solve-mix` on every family of the built-in `mix` set (the target:
 proven optimal in <= 120 s per family on 2 cores, or bound and gap when the time limit stops it).
 
     python benchmarks/bench_mix.py                         # the three families, latency objective
@@ -29,12 +29,12 @@ import sys
 import time
 from pathlib import Path
 
-from specpim_cp.mix.compare import GPU_SI, MEDIAN, PAPI_HALF, PER_CELL
-from specpim_cp.mix.exact import solve_mix
-from specpim_cp.mix.result import MIX_METHODS, MixOptions
-from specpim_cp.mix.spec import MIX_UNITS, load_mix
 from specpim_cp.problem.builtin_sets import builtin_sets
+from specpim_cp.problem.mix import MIX_UNITS, load_mix
 from specpim_cp.solvers.exact import SolverOptions
+from specpim_cp.solvers.mix import solve_mix
+from specpim_cp.solvers.mix.comparisons import GPU_SI, MEDIAN, PAPI_HALF, PER_CELL
+from specpim_cp.solvers.mix.records import MIX_METHODS, MixOptions
 
 TARGET_S = 120.0
 

@@ -1,4 +1,4 @@
-"""Numeric safety (issue 17): every linear row a solve submits stays inside CP-SAT's int64 range, for every
+"""Numeric safety: every linear row a solve submits stays inside CP-SAT's int64 range, for every
 built-in scenario x objective (latency, energy, EDP) x assumption profile (memory model x energy
 accounting). Models are built, not solved (`specpim_cp/solvers/exact/numeric.py`).
 
@@ -12,8 +12,8 @@ from __future__ import annotations
 import pytest
 from ortools.sat.python import cp_model
 
-from specpim_cp.mix.spec import load_mix
 from specpim_cp.problem.builtin_sets import builtin_sets
+from specpim_cp.problem.mix import load_mix
 from specpim_cp.problem.scenario import load_scenario
 from specpim_cp.solvers.exact.numeric import (
     INCUMBENT_FAMILIES,

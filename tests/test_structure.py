@@ -1,4 +1,4 @@
-"""The package layout stays the architecture (issue 15): read with `ast` from the source tree.
+"""The package layout stays the architecture: read with `ast` from the source tree.
 
 - at most 6 modules directly in `specpim_cp/`;
 - no import cycle between modules, counting imports inside functions (a package importing its own
@@ -19,8 +19,8 @@ PACKAGE = Path(__file__).resolve().parents[1] / "specpim_cp"
 MAX_TOP_MODULES = 6
 MAX_FUNCTION_LINES = 120
 #: Stages from the bottom up (README "Code map"): a module imports only from its own stage or below.
-STAGES = ("errors", "files", "kernels", "catalog", "problem", "physics", "solvers", "views", "mix", "check",
-          "runs", "report", "cli")
+STAGES = ("errors", "files", "kernels", "catalog", "problem", "physics", "solvers", "views", "check", "runs",
+          "report", "cli")
 
 
 @dataclass(frozen=True)
