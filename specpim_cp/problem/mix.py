@@ -4,10 +4,8 @@ A mix is its own file that names a base scenario, or a `[mix]` table inside a sc
 
     name = "opt-13b-mix"                # optional; default: the file's stem
     scenario = "paper/opt-13b-b1"       # a scenario file (relative to this file) or a built-in SET/NAME
-
     [mix.tasks.summarization]           # per-task acceptance, per drafter (model name)
     "opt-1.3b" = 0.85
-
     [[mix.cells]]
     batch_size = 4                      # prompt_tokens, generated_tokens: default the base's
     task = "summarization"              # and/or acceptance = {"opt-1.3b" = 0.8} (wins over the task)
@@ -17,7 +15,6 @@ Each cell is the base scenario with the cell's batch, context lengths and accept
 the cell and its task leave out keeps the base's rate). Every error names the cell and the field
 (`mix.cells[3].weight: must be > 0, got 0.0`). A mix has at most MAX_MIX_CELLS cells; its `name` obeys the
 scenario `name` rule; its base is a plain scenario (not the mix itself, not another mix, no cycle).
-
 The hardware (per model: memory type, PIM units, devices) is shared by the cells; the dataflow is per
 cell. The price of a mix design (tensor-copy capacity, MIX-2..4, and the exact objectives) is
 `physics/mix.py`; its solvers are `solvers/mix/`.

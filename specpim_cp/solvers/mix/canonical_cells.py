@@ -17,10 +17,8 @@ MIX-13's levels split into one-cell problems, each a small CP-SAT model of one c
 - the cells' keys in the mix's order are each cell's own lexicographic minimum with its latency and energy
   pinned, where the chosen variant's designs always fit together;
 - a level ties when another variant attains it, or a cell has another design at its pinned values.
-
 Where any of this does not hold, `CellwiseCanonical.solve` answers None and the whole mix model settles
-the levels (canonical.py). The one-cell models also avoid the whole model's CP-SAT 9.15 fault on its
-energy level (objectives.md, "A CP-SAT 9.15 fault").
+the levels (canonical.py).
 """
 
 from __future__ import annotations
