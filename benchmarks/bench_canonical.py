@@ -27,8 +27,7 @@ from specpim_cp.problem.mix import load_mix
 from specpim_cp.problem.scenario import load_scenario
 from specpim_cp.runs.mixes import is_mix_file
 from specpim_cp.solvers.exact import SolverOptions, solve
-from specpim_cp.solvers.mix import solve_mix
-from specpim_cp.solvers.mix.records import MixOptions
+from specpim_cp.solvers.mix import MixOptions, solve_mix
 from specpim_cp.views.tables import table
 
 

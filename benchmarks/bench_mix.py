@@ -32,9 +32,7 @@ from pathlib import Path
 from specpim_cp.problem.builtin_sets import builtin_sets
 from specpim_cp.problem.mix import MIX_UNITS, load_mix
 from specpim_cp.solvers.exact import SolverOptions
-from specpim_cp.solvers.mix import solve_mix
-from specpim_cp.solvers.mix.comparisons import GPU_SI, MEDIAN, PAPI_HALF, PER_CELL
-from specpim_cp.solvers.mix.records import MIX_METHODS, MixOptions
+from specpim_cp.solvers.mix import GPU_SI, MEDIAN, MIX_METHODS, PAPI_HALF, PER_CELL, MixOptions, solve_mix
 
 TARGET_S = 120.0
 

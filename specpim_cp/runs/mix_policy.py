@@ -15,7 +15,7 @@ from pathlib import Path
 from specpim_cp.errors import ScenarioError
 from specpim_cp.files import path_in, toml_text, write_atomic
 from specpim_cp.problem.mix import MIX_UNITS, Mix
-from specpim_cp.solvers.mix.records import MixResult
+from specpim_cp.solvers.mix import MixResult
 from specpim_cp.views.mix import pim_ops
 
 INDEX = "policy.json"

@@ -31,8 +31,7 @@ from specpim_cp.runs.records import (
     objective_fields,
     package_version,
 )
-from specpim_cp.solvers.mix import solve_mix
-from specpim_cp.solvers.mix.records import MixOptions, MixResult
+from specpim_cp.solvers.mix import MixOptions, MixResult, solve_mix
 from specpim_cp.views.mix import in_mix_space
 
 METHOD = "mix"

@@ -17,7 +17,7 @@ from specpim_cp.problem.design import Design, ModelDesign
 from specpim_cp.problem.mix import Mix
 from specpim_cp.problem.operators import PLACEABLE_OPS
 from specpim_cp.problem.space import DesignSpace
-from specpim_cp.solvers.mix.records import MixResult
+from specpim_cp.solvers.mix import MixResult
 from specpim_cp.views.tables import draft_text, host_line, table, tie_break_line
 
 #: Human unit of each mix objective and its factor from the evaluator's unit (ns/token, nJ/token, ratio).

@@ -8,7 +8,9 @@ claims verified against the evaluator). Both: `cell_solves` (single-cell solves)
 options and results as values). The mix itself is `problem/mix.py`, its price `physics/mix.py`.
 """
 
+from specpim_cp.solvers.mix.comparisons import GPU_SI, MEDIAN, PAPI_HALF, PAPI_MIX, PER_CELL
 from specpim_cp.solvers.mix.records import MIX_METHODS, MixOptions, MixReport, MixResult
 from specpim_cp.solvers.mix.solve import solve_mix
 
-__all__ = ["MIX_METHODS", "MixOptions", "MixReport", "MixResult", "solve_mix"]
+__all__ = ["GPU_SI", "MEDIAN", "MIX_METHODS", "PAPI_HALF", "PAPI_MIX", "PER_CELL", "MixOptions", "MixReport",
+           "MixResult", "solve_mix"]
