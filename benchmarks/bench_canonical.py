@@ -22,13 +22,12 @@ from dataclasses import dataclass
 from pathlib import Path
 
 from specpim_cp.errors import ScenarioError
-from specpim_cp.mix.exact import solve_mix
-from specpim_cp.mix.result import MixOptions
-from specpim_cp.mix.spec import load_mix
 from specpim_cp.problem.builtin_sets import scenario_files
+from specpim_cp.problem.mix import load_mix
 from specpim_cp.problem.scenario import load_scenario
 from specpim_cp.runs.mixes import is_mix_file
 from specpim_cp.solvers.exact import SolverOptions, solve
+from specpim_cp.solvers.mix import MixOptions, solve_mix
 from specpim_cp.views.tables import table
 
 

@@ -29,12 +29,10 @@ import sys
 import time
 from pathlib import Path
 
-from specpim_cp.mix.compare import GPU_SI, MEDIAN, PAPI_HALF, PER_CELL
-from specpim_cp.mix.exact import solve_mix
-from specpim_cp.mix.result import MIX_METHODS, MixOptions
-from specpim_cp.mix.spec import MIX_UNITS, load_mix
 from specpim_cp.problem.builtin_sets import builtin_sets
+from specpim_cp.problem.mix import MIX_UNITS, load_mix
 from specpim_cp.solvers.exact import SolverOptions
+from specpim_cp.solvers.mix import GPU_SI, MEDIAN, MIX_METHODS, PAPI_HALF, PER_CELL, MixOptions, solve_mix
 
 TARGET_S = 120.0
 

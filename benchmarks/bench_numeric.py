@@ -28,8 +28,8 @@ import sys
 import time
 from pathlib import Path
 
-from specpim_cp.mix.spec import load_mix
 from specpim_cp.problem.builtin_sets import builtin_sets
+from specpim_cp.problem.mix import load_mix
 from specpim_cp.problem.scenario import Scenario, load_scenario
 from specpim_cp.solvers.exact.numeric import (
     OBJECTIVES,

@@ -9,6 +9,7 @@ from importlib import resources
 from pathlib import Path
 
 import pytest
+from oracles.acceptance_ranges import acceptance_range
 
 from specpim_cp.catalog import default_catalog, load_catalog
 from specpim_cp.check.sensitivity import acceptance_span, selected_constants, sensitivity
@@ -55,7 +56,7 @@ def test_lookup_names_the_entry_it_uses():
     assert cat.acceptance_entry("opt-1.3b", "opt-13b") == "pairs.opt-1.3b>opt-13b"
     assert cat.acceptance_entry("opt-2.7b", "opt-13b") == "families.opt>opt"
     assert cat.default_acceptance("opt-2.7b", "opt-13b") == cat.acceptance_families["opt>opt"]
-    assert cat.acceptance_range("opt-1.3b", "opt-13b") == (0.56, 0.82)
+    assert acceptance_range(cat, "opt-1.3b", "opt-13b") == (0.56, 0.82)
 
 
 BAD = {
@@ -87,16 +88,16 @@ def test_a_rate_with_its_own_source_needs_no_table_source(tmp_path):
     cat = load_catalog([_user(tmp_path, '[pairs]\n"opt-125m>opt-13b" = 0.6\n"source_opt-125m>opt-13b" = "measured"\n'
                                         '"range_opt-125m>opt-13b" = [0.5, 0.7]\n')])
     assert cat.default_acceptance("opt-125m", "opt-13b") == 0.6
-    assert cat.acceptance_range("opt-125m", "opt-13b") == (0.5, 0.7)
+    assert acceptance_range(cat, "opt-125m", "opt-13b") == (0.5, 0.7)
     assert cat.acceptance_sources["pairs.opt-125m>opt-13b"].endswith(": measured")  # the file named first
 
 
 def test_a_replaced_rate_drops_the_built_in_source_and_range(tmp_path):
     cat = load_catalog([_user(tmp_path, '[pairs]\n"opt-1.3b>opt-13b" = 0.6\nsource_pairs = "my measurement"\n')])
     assert cat.default_acceptance("opt-1.3b", "opt-13b") == 0.6
-    assert cat.acceptance_range("opt-1.3b", "opt-13b") is None  # sensitivity falls back to +- sensitivity_delta
+    assert acceptance_range(cat, "opt-1.3b", "opt-13b") is None  # sensitivity falls back to +- sensitivity_delta
     assert "my measurement" in cat.acceptance_sources["pairs.opt-1.3b>opt-13b"]
-    assert cat.acceptance_range("opt-1.3b", "opt-66b") == default_catalog().acceptance_range("opt-1.3b", "opt-66b")
+    assert acceptance_range(cat, "opt-1.3b", "opt-66b") == acceptance_range(default_catalog(), "opt-1.3b", "opt-66b")
     cat = load_catalog([_user(tmp_path, 'default = 0.65\nsource_default = "mine"\n')])
     assert cat.acceptance_default == 0.65 and "default" not in cat.acceptance_ranges
 

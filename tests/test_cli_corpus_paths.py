@@ -21,10 +21,10 @@ from specpim_cp import files
 from specpim_cp.cli import main
 from specpim_cp.errors import ScenarioError
 from specpim_cp.files import MAX_NAME_LENGTH, name_problem, path_in, safe_name
-from specpim_cp.mix import policy
-from specpim_cp.mix.spec import MAX_MIX_CELLS, load_mix
+from specpim_cp.problem.mix import MAX_MIX_CELLS, load_mix
 from specpim_cp.report.mix import heatmap_path
 from specpim_cp.runs import grid as grid_mod
+from specpim_cp.runs import mix_policy as policy
 from specpim_cp.runs.grid import MAX_GRID_CELLS, check_cell_count, load_grid
 from specpim_cp.runs.records import FrontPoint, Record, RecordMetrics
 from specpim_cp.runs.store import PARETO_DIR, write_derived_files
@@ -109,12 +109,12 @@ def _new_files_inside(tmp_path: Path, before: set[Path], folder: Path) -> set[Pa
 @pytest.fixture
 def no_solve(monkeypatch):
     """Any solve is a test failure: the errors under test come before it."""
-    import specpim_cp.mix.exact as mix_exact
+    import specpim_cp.solvers.mix as mix_solvers
 
     def refuse(*args, **kwargs):
         raise AssertionError("a solve started although the input is refused before any solve")
 
-    monkeypatch.setattr(mix_exact, "solve_mix", refuse)
+    monkeypatch.setattr(mix_solvers, "solve_mix", refuse)
     for where in ("specpim_cp.runs.batch.run_instances", "specpim_cp.runs.grid.run_instances",
                   "specpim_cp.check.sweep.sweep_acceptance"):
         monkeypatch.setattr(where, refuse)
@@ -451,7 +451,7 @@ def test_policy_write_failure_after_a_real_solve_is_one_line_naming_the_users_fo
 
 def test_limits_are_documented_constants():
     """The limits are module constants with a comment saying why, and the error names each one."""
-    for module, constant in ((grid_mod, "MAX_GRID_CELLS"), (importlib.import_module("specpim_cp.mix.spec"),
+    for module, constant in ((grid_mod, "MAX_GRID_CELLS"), (importlib.import_module("specpim_cp.problem.mix"),
                                                             "MAX_MIX_CELLS"), (files, "MAX_NAME_LENGTH")):
         source = Path(module.__file__).read_text()
         line = next(i for i, text in enumerate(source.splitlines()) if text.startswith(f"{constant} ="))

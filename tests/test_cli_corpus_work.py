@@ -99,15 +99,15 @@ def no_work(monkeypatch):
     import specpim_cp.check.sensitivity as sensitivity_mod
     import specpim_cp.check.simulate_design as simulate_design_mod
     import specpim_cp.check.sweep as sweep_mod
-    import specpim_cp.mix.exact as mix_exact
     import specpim_cp.runs.batch as batch_mod
+    import specpim_cp.solvers.mix as mix_solvers
     from specpim_cp.solvers import exact, heuristic
 
     def trip(*args, **kwargs):
         raise Tripwire("work started before the options were checked")
 
     for module, name in ((exact, "solve"), (exact, "pareto_front"), (exact, "pareto"), (heuristic, "run_heuristic"),
-                         (mix_exact, "solve_mix"), (sweep_mod, "sweep_acceptance"), (sensitivity_mod, "sensitivity"),
+                         (mix_solvers, "solve_mix"), (sweep_mod, "sweep_acceptance"), (sensitivity_mod, "sensitivity"),
                          (simulate_design_mod, "simulate_design"), (batch_mod, "open_executor"),
                          (executors_mod.cf, "ProcessPoolExecutor")):
         monkeypatch.setattr(module, name, trip)

@@ -1,13 +1,14 @@
 """formulations/ documents every constraint family of the CP-SAT model, each ID in the one `add_*` method.
 
 `formulations/README.md` holds one table (header `| family | IDs | method | file |`) mapping each
-family to the `solvers/exact/model.py` (and `mix/model.py`) method(s) that add it and to the
+family to the `solvers/exact/model.py` (and `solvers/mix/cpsat_model.py`) method(s) that add it and to the
 formulations file that writes it out.
 The model's methods carry the family as a docstring tag: a docstring starting with `[FAM]`, naming
 the family's IDs (`FAM-1`, or a range `FAM-1..3`). The tests check, by parsing the sources (nothing is
 imported or built):
 
-1. every tagged method of a class in solvers/exact/model.py or mix/model.py is listed in the table under its tag;
+1. every tagged method of a class in solvers/exact/model.py or solvers/mix/cpsat_model.py is listed in the
+   table under its tag;
 2. every table row names existing methods whose docstrings carry the row's tag, lists exactly the IDs
    of that family those docstrings name, and points to a formulations file that mentions every one;
 3. every family ID named in a docstring or comment of solvers/exact/model.py appears in some formulations
@@ -28,7 +29,7 @@ from pathlib import Path
 ROOT = Path(__file__).resolve().parents[1]
 MODEL = ROOT / "specpim_cp" / "solvers" / "exact" / "model.py"
 #: Every source whose classes add constraint families: the single-scenario model and the mix model.
-MODELS = (MODEL, ROOT / "specpim_cp" / "mix" / "model.py")
+MODELS = (MODEL, ROOT / "specpim_cp" / "solvers" / "mix" / "cpsat_model.py")
 FORMULATIONS = ROOT / "formulations"
 README = FORMULATIONS / "README.md"
 HEADER = ("family", "IDs", "method", "file")
@@ -148,7 +149,7 @@ def rows_without_their_methods(source: str, rows: list[Row], texts: dict[str, st
             m = methods.get(q)
             if m is None:
                 out.append(f"{r.family}: {q} is not a method of a class in specpim_cp/solvers/exact/model.py "
-                           "or specpim_cp/mix/model.py")
+                           "or specpim_cp/solvers/mix/cpsat_model.py")
             elif m.tag != r.family:
                 out.append(f"{r.family}: the docstring of {q} does not start with [{r.family}]")
             else:
@@ -167,8 +168,9 @@ def rows_without_their_methods(source: str, rows: list[Row], texts: dict[str, st
 
 def undocumented_ids(source: str, texts: dict[str, str]) -> list[str]:
     documented = set().union(*(family_ids(t) for name, t in texts.items() if name != README.name))
-    return [f"{i} (named in the {', '.join(sorted(where))} of specpim_cp/solvers/exact/model.py or specpim_cp/mix/model.py) appears in no "
-            f"formulations/*.md file" for i, where in sorted(source_ids(source).items()) if i not in documented]
+    return [f"{i} (named in the {', '.join(sorted(where))} of specpim_cp/solvers/exact/model.py or "
+            f"specpim_cp/solvers/mix/cpsat_model.py) appears in no formulations/*.md file"
+            for i, where in sorted(source_ids(source).items()) if i not in documented]
 
 
 def all_problems(source: str, readme: str, texts: dict[str, str]) -> list[str]:

@@ -14,17 +14,15 @@ from pathlib import Path
 
 import pytest
 from click.testing import CliRunner
+from oracles.mix_brute import MixEnumeration
 
 from specpim_cp.cli import main
 from specpim_cp.errors import ScenarioError
 from specpim_cp.files import toml_text
-from specpim_cp.mix.brute import MixEnumeration
-from specpim_cp.mix.compare import MEDIAN, PAPI_HALF, PAPI_MIX, PER_CELL
-from specpim_cp.mix.exact import solve_mix
-from specpim_cp.mix.result import MixOptions
-from specpim_cp.mix.spec import check_mix_capacity, load_mix, mix_value
 from specpim_cp.physics.evaluate import Evaluator
+from specpim_cp.physics.mix import check_mix_capacity, mix_value
 from specpim_cp.problem.builtin_sets import builtin_sets
+from specpim_cp.problem.mix import load_mix
 from specpim_cp.problem.scenario import parse_scenario, scenario_catalog
 from specpim_cp.problem.space import DesignSpace
 from specpim_cp.runs.batch import run_batch
@@ -33,6 +31,9 @@ from specpim_cp.runs.mixes import is_mix_file, plan_mixes
 from specpim_cp.runs.records import Record
 from specpim_cp.runs.store import read_records
 from specpim_cp.solvers.exact import SolverOptions, solve
+from specpim_cp.solvers.mix import solve_mix
+from specpim_cp.solvers.mix.comparisons import MEDIAN, PAPI_HALF, PAPI_MIX, PER_CELL
+from specpim_cp.solvers.mix.records import MixOptions
 
 # A verifier and a drafter on one device each; two memory types with two PIM units (four shared
 # architectures), one PIM share level: small enough for brute force.
@@ -420,10 +421,10 @@ def test_single_copy_design_fits_where_the_cells_optima_do_not(folder):
     """On hardware where the cells' separate optima need two copies of a weight tensor that do not fit,
     the single-copy warm start is a feasible mix design (tensor-copy rule) and no better than the optimum."""
     from specpim_cp.catalog import default_catalog
-    from specpim_cp.mix import exact as M
-    from specpim_cp.mix.cells import FixedHardware
-    from specpim_cp.mix.session import MixRun
-    from specpim_cp.mix.spec import check_mix_capacity
+    from specpim_cp.physics.mix import check_mix_capacity
+    from specpim_cp.solvers.mix import cpsat as M
+    from specpim_cp.solvers.mix.cell_solves import FixedHardware
+    from specpim_cp.solvers.mix.session import MixRun
 
     mix = load_mix(folder / "coupled.toml")
     catalog = default_catalog()
@@ -455,7 +456,7 @@ def test_infeasible_answer_on_a_model_with_a_known_design_is_re_solved(folder, m
     the stage is re-solved without presolve and the error is logged."""
     from ortools.sat.python import cp_model
 
-    from specpim_cp.mix import exact as M
+    from specpim_cp.solvers.mix import cpsat as M
 
     calls = []
     real = cp_model.CpSolver.solve
@@ -482,8 +483,8 @@ def test_infeasible_answer_on_a_model_with_a_known_design_is_re_solved(folder, m
 def test_claims_fall_back_to_each_cells_own_model(folder, monkeypatch):
     """When the whole mix model does not prove its tight values in time, each cell's claim comes from its
     own single-scenario model, and it still equals the evaluator (same result as the whole-model claim)."""
-    from specpim_cp.mix import session
     from specpim_cp.solvers.exact.solve import ModelMismatch
+    from specpim_cp.solvers.mix import session
 
     mix = load_mix(folder / "small.toml")
     options = dataclasses.replace(OPTIONS, method="cp-sat")  # the decomposition asks each cell's model at once

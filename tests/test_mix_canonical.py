@@ -18,17 +18,17 @@ import pytest
 from test_mix import COUPLED  # one verifier on one GDDR device: the tensor-copy rule binds
 
 from specpim_cp.errors import ScenarioError
-from specpim_cp.mix import exact as mix_exact
-from specpim_cp.mix.canonical import mix_tie_keys
-from specpim_cp.mix.exact import solve_mix
-from specpim_cp.mix.model import MixModel, cell_units
-from specpim_cp.mix.result import MixOptions
-from specpim_cp.mix.spec import check_mix_capacity, load_mix
-from specpim_cp.mix.text import format_mix
 from specpim_cp.physics.evaluate import Evaluator
+from specpim_cp.physics.mix import check_mix_capacity
+from specpim_cp.problem.mix import load_mix
 from specpim_cp.problem.scenario import scenario_catalog
 from specpim_cp.solvers.brute import every_design
 from specpim_cp.solvers.exact import SolverOptions
+from specpim_cp.solvers.mix import cpsat, solve_mix
+from specpim_cp.solvers.mix.canonical import mix_tie_keys
+from specpim_cp.solvers.mix.cpsat_model import MixModel, cell_units
+from specpim_cp.solvers.mix.records import MixOptions
+from specpim_cp.views.mix import format_mix
 from specpim_cp.views.tables import tie_break_line
 
 #: A verifier and a drafter on HBM with two PIM units, attention offload only (2,048 designs per cell).
@@ -195,8 +195,8 @@ def test_regret_levels_and_unproven_tie_breaks(folder, monkeypatch):
     assert "time limit" in short.report.extra["tie_break_note"]
     assert "SKIPPED" in [lv["status"] for lv in short.report.extra["tie_break"]]
 
-    real = mix_exact._solve_mix_model
-    monkeypatch.setattr(mix_exact, "_solve_mix_model",
+    real = cpsat._solve_mix_model
+    monkeypatch.setattr(cpsat, "_solve_mix_model",
                         lambda *a, **k: dataclasses.replace(real(*a, **k), status="FEASIBLE"))
     unproven = solve_mix(mix, "latency", dataclasses.replace(OPTIONS, method="cp-sat"))
     assert unproven.report.status == "FEASIBLE"

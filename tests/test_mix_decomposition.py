@@ -16,21 +16,21 @@ from pathlib import Path
 
 import pytest
 from click.testing import CliRunner
+from oracles.mix_brute import MixEnumeration
 from test_mix import COUPLED  # one verifier on one GDDR device: the tensor-copy rule binds
 
 from specpim_cp.cli import main
-from specpim_cp.mix import decomposed
-from specpim_cp.mix.brute import MixEnumeration
-from specpim_cp.mix.exact import solve_mix
-from specpim_cp.mix.result import MixOptions
-from specpim_cp.mix.spec import check_mix_capacity, load_mix
-from specpim_cp.mix.tables import LAYOUTS, MixTables
 from specpim_cp.physics.evaluate import Evaluator
+from specpim_cp.physics.mix import check_mix_capacity
+from specpim_cp.problem.mix import load_mix
 from specpim_cp.problem.operators import LAYER_OPS, PLACEABLE_OPS
 from specpim_cp.problem.scenario import scenario_catalog
 from specpim_cp.problem.space import DesignSpace
 from specpim_cp.solvers.exact import SolverOptions
 from specpim_cp.solvers.exact.prices import PriceTable
+from specpim_cp.solvers.mix import decomposition, solve_mix
+from specpim_cp.solvers.mix.pass_tables import LAYOUTS, MixTables
+from specpim_cp.solvers.mix.records import MixOptions
 
 OPTIONS = MixOptions(SolverOptions(60, deterministic=True), cell_time_limit_s=60, method="decomposition")
 CP_SAT = MixOptions(SolverOptions(60, deterministic=True), cell_time_limit_s=60, method="cp-sat")
@@ -240,7 +240,7 @@ def test_a_search_stopped_early_is_feasible_with_a_bound(tmp_path, monkeypatch):
     mix = load_mix(tmp_path / "coupled.toml")
     full = solve_mix(mix, "latency", OPTIONS)
     assert full.report.extra["decomposition"]["exact"]["nodes"] > 3
-    monkeypatch.setattr(decomposed, "DETERMINISTIC_MAX_NODES", 3)
+    monkeypatch.setattr(decomposition, "DETERMINISTIC_MAX_NODES", 3)
     res = solve_mix(mix, "latency", OPTIONS)
     assert res.report.status == "FEASIBLE"
     assert res.report.bound is not None and res.report.bound <= full.report.objective <= res.report.objective

@@ -13,8 +13,8 @@ from __future__ import annotations
 import pytest
 from ortools.sat.python import cp_model
 
-from specpim_cp.mix.spec import load_mix
 from specpim_cp.problem.builtin_sets import builtin_sets
+from specpim_cp.problem.mix import load_mix
 from specpim_cp.problem.scenario import load_scenario
 from specpim_cp.solvers.exact.numeric import (
     INCUMBENT_FAMILIES,

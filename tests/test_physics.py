@@ -18,13 +18,14 @@ from pathlib import Path
 import networkx as nx
 import pytest
 from helpers import build_design
+from oracles.critical_path import makespan_lower_bound
 
 from specpim_cp.catalog import Catalog, MemorySpec, default_catalog
 from specpim_cp.errors import ScenarioError
 from specpim_cp.kernels.linear import memory_floor
 from specpim_cp.physics.costs import COMPONENTS, KIB, CostModel
 from specpim_cp.physics.evaluate import GIB_IN_KIB, Evaluator
-from specpim_cp.physics.schedule import layer_schedule, makespan_lower_bound
+from specpim_cp.physics.schedule import layer_schedule
 from specpim_cp.problem.design import ArchConfig, Placement
 from specpim_cp.problem.mapping_rules import rule_placement
 from specpim_cp.problem.operators import ATTENTION_OPS, FC_OPS, LAYER_OPS, PLACEABLE_OPS, layer_graph

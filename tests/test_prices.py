@@ -9,18 +9,18 @@ import inspect
 import pytest
 
 from specpim_cp.errors import ScenarioError
-from specpim_cp.mix.bounds import ArchBounds
-from specpim_cp.mix.model import MixModel
-from specpim_cp.mix.spec import load_mix
 from specpim_cp.physics.costs import CostModel
 from specpim_cp.physics.evaluate import Evaluator
 from specpim_cp.physics.rounds import pass_tokens, round_stats, tree_pass_tokens
 from specpim_cp.problem.design import HOST, ModelDesign, Staging
+from specpim_cp.problem.mix import load_mix
 from specpim_cp.problem.operators import PLACEABLE_OPS
 from specpim_cp.problem.scenario import parse_scenario, scenario_catalog
 from specpim_cp.problem.space import DesignSpace
 from specpim_cp.solvers.exact.model import SpecModel
 from specpim_cp.solvers.exact.prices import PriceTable
+from specpim_cp.solvers.mix.arch_bounds import ArchBounds
+from specpim_cp.solvers.mix.cpsat_model import MixModel
 
 # A staged drafter with a catalog draft2 model and an n-gram one, partitioned memory (an all-PIM
 # architecture leaves the host no memory: draft2 entries are None there), idle power counted.

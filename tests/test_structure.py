@@ -19,8 +19,8 @@ PACKAGE = Path(__file__).resolve().parents[1] / "specpim_cp"
 MAX_TOP_MODULES = 6
 MAX_FUNCTION_LINES = 120
 #: Stages from the bottom up (docs/code-map.md): a module imports only from its own stage or below.
-STAGES = ("errors", "files", "kernels", "catalog", "problem", "physics", "solvers", "views", "mix", "check",
-          "runs", "report", "cli")
+STAGES = ("errors", "files", "kernels", "catalog", "problem", "physics", "solvers", "views", "check", "runs",
+          "report", "cli")
 
 
 @dataclass(frozen=True)

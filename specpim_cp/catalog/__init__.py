@@ -219,10 +219,6 @@ class Catalog:
         table = {"pairs": self.acceptance_pairs, "families": self.acceptance_families}.get(section)
         return self.acceptance_default if table is None else table[key]
 
-    def acceptance_range(self, drafter: str, verifier: str) -> tuple[float, float] | None:
-        """(low, high) of the entry the pair's default acceptance comes from, None without a range."""
-        return self.acceptance_ranges.get(self.acceptance_entry(drafter, verifier))
-
 
 # -- the values each numeric field accepts -------------------------------------------------------------
 # Every number a catalog file, a Hugging Face config (`catalog import-hf`) or a `range_X` gives is checked

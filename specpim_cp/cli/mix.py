@@ -20,15 +20,15 @@ from specpim_cp.cli.common import (
     user_errors,
 )
 from specpim_cp.errors import ScenarioError
-from specpim_cp.mix.result import MIX_METHODS
-from specpim_cp.mix.spec import MIX_OBJECTIVES
+from specpim_cp.problem.mix import MIX_OBJECTIVES
+from specpim_cp.solvers.mix.records import MIX_METHODS
 
 
 def load_mix_arg(name: str, catalog_files: tuple[str, ...] = ()):
     """The mix named on the command line (a mix TOML, a scenario with a [mix] table, or built-in mix/NAME),
     with --catalog files added to its base scenario's own, and the one Catalog every step prices it with."""
-    from specpim_cp.mix.spec import load_mix
     from specpim_cp.problem.builtin_sets import builtin_sets, resolve_scenario_path
+    from specpim_cp.problem.mix import load_mix
     from specpim_cp.problem.scenario import scenario_catalog
 
     try:
@@ -98,11 +98,11 @@ def solve_mix(mix, objective, method, time_limit, cell_time_limit, workers, seed
     PAPI-style runtime rule, (d) GPU-SI. JSON (--json, -o) keeps the evaluator's units, named by
     `objective_unit`.
     """
-    from specpim_cp.mix.exact import solve_mix as run
-    from specpim_cp.mix.policy import check_policy_dir, policy_names, write_policy_dir
-    from specpim_cp.mix.result import MixOptions
-    from specpim_cp.mix.text import format_mix
+    from specpim_cp.runs.mix_policy import check_policy_dir, policy_names, write_policy_dir
     from specpim_cp.solvers.exact import SolverOptions
+    from specpim_cp.solvers.mix import MixOptions
+    from specpim_cp.solvers.mix import solve_mix as run
+    from specpim_cp.views.mix import format_mix
 
     check_time_limit(time_limit)
     check_time_limit(cell_time_limit, "--cell-time-limit")

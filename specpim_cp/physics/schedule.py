@@ -22,8 +22,7 @@ from functools import cache, lru_cache
 
 import networkx as nx
 
-from specpim_cp.catalog import ModelSpec
-from specpim_cp.problem.operators import block_graph, is_chain, layer_graph, layer_order
+from specpim_cp.problem.operators import block_graph, is_chain, layer_order
 
 #: One node of a layer: (name, duration_ns, host demand, PIM demand, link demand).
 Node = tuple[str, int, int, int, int]
@@ -276,12 +275,3 @@ def _reference_earliest(start: int, dur: int, busy: dict[str, list[tuple[int, in
         if all(_reference_fits(t, dur, busy[res], d, c) for res, d, c in zip(RESOURCES, demands, caps)):
             return t
     raise AssertionError("unreachable: every resource frees up after the last busy interval")
-
-
-def makespan_lower_bound(model: ModelSpec, durations: dict[str, int]) -> int:
-    """Critical-path length (a bound used in tests)."""
-    g = layer_graph(model)
-    dist: dict[str, int] = {}
-    for n in nx.topological_sort(g):
-        dist[n] = durations.get(n, 0) + max((dist[p] for p in g.predecessors(n)), default=0)
-    return max(dist.values())

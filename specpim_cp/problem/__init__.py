@@ -7,6 +7,7 @@
 - `mapping_rules`: fixed operator-to-engine rules (baselines, warm starts, `[space].mapping`);
 - `trees`: token-tree shapes and their acceptance profiles;
 - `builtin_sets`: the built-in scenario sets and `SET/NAME` resolution;
+- `mix`: workload mixes (cells of one base scenario, weights) and their loader;
 - `ablation_ladder`: the ablation ladder as restrictions of a scenario's space.
 
 Nothing here prices a design (that is `physics`) or searches (that is `solvers`).

@@ -14,11 +14,11 @@ from collections.abc import Sequence
 from pathlib import Path
 
 from specpim_cp.files import path_in, safe_stem
-from specpim_cp.mix.compare import GPU_SI, MEDIAN, PAPI_HALF, PAPI_MIX, PER_CELL
-from specpim_cp.mix.text import MIX_HUMAN_UNITS, rule_rows
 from specpim_cp.problem.operators import PLACEABLE_OPS
 from specpim_cp.runs.records import MixOutcome, Record
+from specpim_cp.solvers.mix import GPU_SI, MEDIAN, PAPI_HALF, PAPI_MIX, PER_CELL
 from specpim_cp.views.figures import new_figure, save_figure
+from specpim_cp.views.mix import MIX_HUMAN_UNITS, rule_rows
 
 Table = tuple[str, list[str], list[list[str]]]
 #: Comparisons the mix optimum is measured against in the regret table, with their column titles.

@@ -2,7 +2,7 @@
 
 - `instances`: `BatchOptions`, `Instance`, the plan of a batch (scenarios x methods), content keys;
 - `records`: the typed result record of one instance (JSONL line) and its parts;
-- `mixes`: planning and running workload-mix instances;
+- `mixes`: planning and running workload-mix instances; `mix_policy`: a solved mix's per-cell policy files;
 - `methods`: one instance run by its method (exact, heuristic, baselines, Pareto, mix) into records;
 - `store`: the resumable `results.jsonl` store, derived CSV files;
 - `batch`: `run_batch` / `run_instances`, parallel and resumable;

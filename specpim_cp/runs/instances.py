@@ -24,8 +24,8 @@ from typing import TYPE_CHECKING, Any
 
 from specpim_cp.catalog import Catalog
 from specpim_cp.errors import ScenarioError
-from specpim_cp.mix.spec import MIX_OBJECTIVES
 from specpim_cp.problem.ablation_ladder import ladder_scenarios
+from specpim_cp.problem.mix import MIX_OBJECTIVES
 from specpim_cp.problem.scenario import Scenario, load_scenario, scenario_catalog
 from specpim_cp.runs.executors import EXECUTORS, RAY_MISSING, check_jobs, ray_available, shown
 from specpim_cp.runs.records import GridCell, Record

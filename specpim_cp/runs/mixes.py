@@ -17,10 +17,8 @@ from pathlib import Path
 from specpim_cp.catalog import Catalog
 from specpim_cp.errors import ScenarioError
 from specpim_cp.files import read_table
-from specpim_cp.mix.exact import solve_mix
-from specpim_cp.mix.result import MixOptions, MixResult
-from specpim_cp.mix.spec import MIX_UNITS, Mix, MixTable, build_mix, cell_metric, load_mix
-from specpim_cp.mix.text import in_mix_space
+from specpim_cp.physics.mix import cell_metric
+from specpim_cp.problem.mix import MIX_UNITS, Mix, MixTable, build_mix, load_mix
 from specpim_cp.problem.scenario import Scenario, scenario_catalog
 from specpim_cp.runs.instances import BatchOptions, Instance, instance_key
 from specpim_cp.runs.records import (
@@ -33,6 +31,8 @@ from specpim_cp.runs.records import (
     objective_fields,
     package_version,
 )
+from specpim_cp.solvers.mix import MixOptions, MixResult, solve_mix
+from specpim_cp.views.mix import in_mix_space
 
 METHOD = "mix"
 

@@ -102,9 +102,6 @@ class GridCell:
             raise ValueError("malformed record (cell fields differ in length)")
         return cell
 
-    def value_of(self, axis: str) -> Any:
-        return self.values[self.axes.index(axis)]
-
 
 @dataclass(frozen=True)
 class MixCellRecord:
@@ -131,7 +128,7 @@ class MixCellRecord:
 
 @dataclass(frozen=True)
 class MixComparisonRecord:
-    """A reference design of a mix ((a)-(d), `mix/compare.py`): its mix objective and regret, or why it has none."""
+    """A reference design of a mix ((a)-(d), `solvers/mix/comparisons.py`): its mix objective and regret, or why it has none."""
 
     name: str
     objective: float | None

@@ -135,9 +135,6 @@ class SearchSpace:
     def units(self, arch: ArchConfig) -> int:
         return self.catalog.memory(arch.memory_type).units_per_group
 
-    def host_possible(self, arch_id: int) -> bool:
-        return HOST in self._offered[arch_id]
-
     def pim_possible(self, arch_id: int) -> bool:
         return PIM in self._offered[arch_id]
 

@@ -13,9 +13,9 @@ from enum import Enum
 from fractions import Fraction
 from typing import ClassVar
 
-from specpim_cp.mix.spec import MIX_UNITS, Mix
 from specpim_cp.physics.evaluate import Evaluation, Metrics
 from specpim_cp.problem.design import ArchConfig, Design
+from specpim_cp.problem.mix import MIX_UNITS, Mix
 from specpim_cp.solvers.exact.solve import SolverOptions
 from specpim_cp.solvers.result import ObjectiveReport, SolveResult
 
@@ -109,8 +109,8 @@ MIX_METHODS = ("auto", "decomposition", "cp-sat")
 #: least pass time is not its best choice there).
 DECOMPOSED_OBJECTIVES = ("latency", "regret")
 #: The objectives `auto` decomposes: regret too is exact by decomposition, but its max over cells leaves the
-#: search's bound at the worst cell while copies elsewhere are branched on (llama-32.5b: a 27% gap after 56 s),
-#: so auto keeps the mix model there.
+#: search's bound at the worst cell while copies elsewhere are branched on, so auto keeps the mix model
+#: there.
 AUTO_DECOMPOSED = ("latency",)
 
 

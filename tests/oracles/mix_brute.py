@@ -1,4 +1,4 @@
-"""Brute-force optimum of a workload mix by enumeration (the oracle `mix/exact.solve_mix` is checked
+"""Brute-force optimum of a workload mix by enumeration (the oracle `solvers.mix.solve_mix` is checked
 against on small mixes).
 
 Every shared architecture tuple (one architecture per model, the same in every cell) is tried:
@@ -8,7 +8,7 @@ Every shared architecture tuple (one architecture per model, the same in every c
    least as good in every quantity the round depends on (`brute.pareto_filter`), combined with every
    speculation choice and priced by the evaluator. Leaving out the tensor-copy coupling of the cells
    (MIX-3/4) relaxes the mix problem on that hardware, so when the cells' best designs fit together
-   (`mix.check_mix_capacity`) they are its optimum there.
+   (`physics.mix.check_mix_capacity`) they are its optimum there.
 2. Otherwise, exactly: options are pruned only within one (architecture, draft2, layouts of the weight
    operators) class and with the model's bytes on each memory side added to the dominance vector (a kept
    option adds no weight copy and needs no more memory than one it replaces), every cell's designs on
@@ -27,10 +27,11 @@ from fractions import Fraction
 
 from specpim_cp.catalog import Catalog
 from specpim_cp.errors import ScenarioError
-from specpim_cp.mix.spec import MIX_OBJECTIVES, Mix, cell_metric, check_mix_capacity
 from specpim_cp.physics.evaluate import Evaluator, Metrics
+from specpim_cp.physics.mix import cell_metric, check_mix_capacity
 from specpim_cp.physics.rounds import drafter_cycle_tokens, tree_pass_tokens, verifier_tokens
 from specpim_cp.problem.design import ArchConfig, Design, ModelDesign
+from specpim_cp.problem.mix import MIX_OBJECTIVES, Mix
 from specpim_cp.problem.operators import FC_OPS
 from specpim_cp.problem.scenario import scenario_catalog
 from specpim_cp.problem.space import DesignSpace
@@ -195,11 +196,6 @@ class MixEnumeration:
             raise ScenarioError("brute force: no shared hardware holds every cell under the tensor-copy rule")
         value, t, metrics, designs = best
         return BruteMixResult(value, tuple(t), tuple(designs), tuple(metrics), own, len(relaxed), coupled)
-
-
-def brute_force_mix(mix: Mix, objective: str = "latency", catalog: Catalog | None = None) -> BruteMixResult:
-    """The mix optimum by enumeration over shared architectures (see the module docstring)."""
-    return MixEnumeration(mix, catalog).optimum(objective)
 
 
 def _coupled(mix: Mix, evaluators: Sequence[Evaluator], cells: Sequence[_Cell], archs: tuple, kind: str, aggregate,

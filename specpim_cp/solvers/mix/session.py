@@ -1,7 +1,7 @@
 """One solve-mix session's shared machinery: the CP-SAT runs of a mix model on one budget with their stage
 log (`MixRun`), the seconds per phase (`Phases`), and the verification of a mix design's claims against the
-evaluator (`verify_mix`, `tight_claims`). Both drivers use it: the mix model's (exact.py) and the
-decomposition's (decomposed.py)."""
+evaluator (`verify_mix`, `tight_claims`). Both drivers use it: the mix model's (cpsat.py) and the
+decomposition's (decomposition.py)."""
 
 from __future__ import annotations
 
@@ -12,14 +12,14 @@ from fractions import Fraction
 
 from ortools.sat.python import cp_model
 
-from specpim_cp.mix.cells import cell_kind
-from specpim_cp.mix.model import MixModel, ObjectivePlan
-from specpim_cp.mix.result import CellClaim, MixStage, StageSolve
-from specpim_cp.mix.spec import check_mix_capacity
 from specpim_cp.physics.evaluate import Evaluation, Metrics
+from specpim_cp.physics.mix import check_mix_capacity
 from specpim_cp.problem.design import Design
 from specpim_cp.solvers.exact.model import SpecModel
 from specpim_cp.solvers.exact.solve import ModelMismatch, SolverOptions, TimeBudget
+from specpim_cp.solvers.mix.cell_solves import cell_kind
+from specpim_cp.solvers.mix.cpsat_model import MixModel, ObjectivePlan
+from specpim_cp.solvers.mix.records import CellClaim, MixStage, StageSolve
 
 StageHook = Callable[[str], None]
 
@@ -69,9 +69,9 @@ class MixRun:
             model.add_hint(model.get_int_var_from_proto_index(v.index), val)
         solver = cp_model.CpSolver()
         self.budget.configure(solver)
-        # the mix model keeps CP-SAT's default presolve effort (but the #5293 workaround): with the lighter
-        # single-scenario settings (one presolve pass, probing level 0) 9.15 declared the llama-32.5b
-        # mix INFEASIBLE in 0.03 s although its incumbent is feasible (formulations/mix.md)
+        # the mix model keeps CP-SAT's default presolve effort (but the presolve workaround): with the lighter
+        # single-scenario settings (one presolve pass, probing level 0) CP-SAT 9.15 declared a mix model
+        # INFEASIBLE although its incumbent is feasible (formulations/mix.md, "Solver settings")
         default = cp_model.CpSolver().parameters
         solver.parameters.max_presolve_iterations = default.max_presolve_iterations
         solver.parameters.cp_model_probing_level = default.cp_model_probing_level
@@ -89,7 +89,7 @@ class MixRun:
             solver.parameters.stop_after_first_solution = True
         status = solver.solve(model)
         self.budget.charge(solver)
-        if status == cp_model.INFEASIBLE and known_feasible:  # a presolve bug (9.15: #5274 class): re-solve
+        if status == cp_model.INFEASIBLE and known_feasible:  # a CP-SAT presolve error (mix.md): re-solve
             self.stages.append(MixStage("CP-SAT returned INFEASIBLE on a model with a known feasible design; "
                                         "re-solved without presolve", round(solver.wall_time, 3)))
             solver.parameters.cp_model_presolve = False
@@ -145,9 +145,9 @@ def tight_claims(mm: MixModel, designs: Sequence[Design], opts: SolverOptions,
     """Per cell, (round ns, energy nJ, tokens micro) the mix model computes for `designs` with every
     decision fixed: round times minimised first, then energies (as `solve.tight_claim` per scenario).
     The layer schedules are still free then; when the whole mix model does not prove its tight values in
-    time (the 21-cell palm-62b mix under load did not in 300 s), each cell's claim is taken from the
-    cell's own single-scenario model (`cell_model(c)`, the same SpecModel code the mix's cell copies are
-    built with; the tensor-copy capacity is checked separately) with the design fixed. `whole=False` goes
+    time, each cell's claim is taken from the cell's own single-scenario model (`cell_model(c)`, the same
+    SpecModel code the mix's cell copies are built with; the tensor-copy capacity is checked separately)
+    with the design fixed. `whole=False` goes
     to the cells' own models at once (`cell_model` is then required)."""
     try:
         if whole or cell_model is None:
@@ -172,7 +172,7 @@ def _tight_claims_whole(mm: MixModel, designs: Sequence[Design], opts: SolverOpt
     solver = cp_model.CpSolver()
     solver.parameters.num_workers = 1
     solver.parameters.random_seed = opts.seed
-    solver.parameters.presolve_inclusion_work_limit = 0  # workaround for the 9.15 presolve bug #5293
+    solver.parameters.presolve_inclusion_work_limit = 0  # objectives.md, "Presolve workaround"
     solver.parameters.max_time_in_seconds = 60.0
     model.minimize(sum(T))
     status = solver.solve(model)
@@ -193,7 +193,7 @@ def verify_mix(mm: MixModel, designs: Sequence[Design], opts: SolverOptions,
                cell_model: Callable[[int], SpecModel] | None = None,
                whole: bool = True) -> tuple[list[Evaluation], list[CellClaim]]:
     """Re-price every cell with the evaluator and require exact agreement with the mix model's claims;
-    check the tensor-copy capacity independently (`mix.check_mix_capacity`)."""
+    check the tensor-copy capacity independently (`physics.mix.check_mix_capacity`)."""
     check_mix_capacity(mm.mix, mm.evaluators, designs)
     evaluations = [ev.evaluate(d) for ev, d in zip(mm.evaluators, designs, strict=True)]
     claims = tight_claims(mm, designs, opts, cell_model, whole)

@@ -1,14 +1,13 @@
-"""Exact solve of a workload mix: the driver of the mix model (`model.py`; formulations/mix.md).
+"""The CP-SAT mix model's driver (`cpsat_model.py`; formulations/mix.md), for the objectives and methods
+the decomposition does not take.
 
-`solve_mix` hands latency mixes (and any with `--method decomposition`) to the decomposition
-(`decomposed.solve_decomposed`, MIX-14..19). The mix model's own path: every cell alone first (its own
-optimum: regret denominators, cuts, comparison (a)); then known mix designs as warm starts (GPU-SI, the
-PAPI-style rule, and the best dataflow per cell on a few candidate hardwares: the cells' own optima's, the
-median cell's, and the best-bounded by MIX-10/11); then the mix model, hinted with the best of them. Every
-claim is re-checked: each cell's design is re-priced by the evaluator and must equal the model's tight
-per-cell values, and the whole design must pass `spec.check_mix_capacity` (the tensor-copy rule).
+Every cell alone first (its own optimum: regret denominators, cuts, comparison (a)); then known mix
+designs as warm starts (GPU-SI, the PAPI-style rule, and the best dataflow per cell on a few candidate
+hardwares: the cells' own optima's, the median cell's, and the best-bounded by MIX-10/11); then the mix
+model, hinted with the best of them. Every claim is re-checked: each cell's design is re-priced by the
+evaluator and must equal the model's tight per-cell values, and the whole design must pass
+`physics.mix.check_mix_capacity` (the tensor-copy rule).
 """
-
 
 from __future__ import annotations
 
@@ -20,21 +19,18 @@ from fractions import Fraction
 
 from ortools.sat.python import cp_model
 
-from specpim_cp.catalog import Catalog, default_catalog
+from specpim_cp.catalog import Catalog
 from specpim_cp.errors import ScenarioError
-from specpim_cp.mix import compare as mix_compare
-from specpim_cp.mix.bounds import ArchBounds
-from specpim_cp.mix.canonical import canonical_mix, skipped_mix_tie_break
-from specpim_cp.mix.cells import FixedHardware, cell_kind, cell_optima
-from specpim_cp.mix.decomposed import solve_decomposed
-from specpim_cp.mix.model import (
-    REGRET_SCALE,
-    MixModel,
-    ObjectivePlan,
-)
-from specpim_cp.mix.result import (
-    DECOMPOSED_OBJECTIVES,
-    MIX_METHODS,
+from specpim_cp.physics.evaluate import Evaluation, Evaluator
+from specpim_cp.physics.mix import cell_metric, check_mix_capacity, mix_value
+from specpim_cp.problem.design import ArchConfig, Design
+from specpim_cp.problem.mix import WEIGHT_OPS, Mix, median_cell
+from specpim_cp.solvers.mix import comparisons as mix_compare
+from specpim_cp.solvers.mix.arch_bounds import ArchBounds
+from specpim_cp.solvers.mix.canonical import canonical_mix, skipped_mix_tie_break
+from specpim_cp.solvers.mix.cell_solves import FixedHardware, cell_kind, cell_optima
+from specpim_cp.solvers.mix.cpsat_model import REGRET_SCALE, MixModel, ObjectivePlan
+from specpim_cp.solvers.mix.records import (
     Comparison,
     HardwareResult,
     HowFound,
@@ -43,21 +39,11 @@ from specpim_cp.mix.result import (
     MixResult,
     MixSolveLog,
 )
-from specpim_cp.mix.session import MixRun, Phases, Stage, StageHook, verify_mix
-from specpim_cp.mix.spec import (
-    MIX_OBJECTIVES,
-    WEIGHT_OPS,
-    Mix,
-    cell_metric,
-    check_mix_capacity,
-    mix_value,
-)
-from specpim_cp.physics.evaluate import Evaluation, Evaluator
-from specpim_cp.problem.design import ArchConfig, Design
+from specpim_cp.solvers.mix.session import MixRun, Phases, Stage, StageHook, verify_mix
 from specpim_cp.solvers.result import SolveResult, solver_version
 
 #: Most hardwares (besides the median cell's) given per-cell dataflow as warm starts, best bound first:
-#: each costs one fixed-hardware solve per cell (about 40 s for the 21 palm-62b cells on 2 cores).
+#: each costs one fixed-hardware solve per cell.
 MAX_SCREENED = 3
 #: Most re-solves of the median cell for comparison (b) when its optimal hardware cannot serve the mix.
 MEDIAN_TRIES = 8
@@ -111,8 +97,8 @@ def best_on_hardware(run: MixRun, fixed: FixedHardware, archs: Sequence[ArchConf
     start = [e.design for e in single] if single is not None else run.first_incumbent(extra)
     if start is None:
         return HardwareResult(archs, "INFEASIBLE" if run.last_status == "INFEASIBLE" else "UNKNOWN", None, how)
-    # hinted with the feasible start, not with the cells' separate optima: 9.15 aborted the process
-    # (CHECK heuristics.fixed_search != nullptr) repairing that infeasible hint on the palm-62b mix
+    # hinted with the feasible start, not with the cells' separate optima: repairing that infeasible hint
+    # has aborted CP-SAT (formulations/mix.md, "Solver settings and a CP-SAT 9.15 presolve error")
     st = run.stage(f"mix model on {', '.join(a.label() for a in archs)}", objective, start, lows,
                    own if objective == "regret" else None, extra, limit=limit)
     found = st.designs if st.designs is not None and _exact(run.mm, st.designs, objective, own) <= \
@@ -170,8 +156,6 @@ def _median_fallback(run: MixRun, fixed: FixedHardware, tried: list[HardwareResu
     """Comparison (b) when the median cell's own optimal hardware cannot serve the mix (typically: too little
     memory for the largest batch's KV cache): the median cell's optimum over the hardware not yet ruled out,
     until one serves every cell (at most MEDIAN_TRIES). Returns the hardware (b) is measured on."""
-    from specpim_cp.mix.spec import median_cell
-
     med = median_cell(run.mm.mix).index
     for _ in range(MEDIAN_TRIES):
         hr = next((h for h in tried if h.archs == median_archs), None)
@@ -220,8 +204,6 @@ def candidate_hardware(mm: MixModel, optima: Sequence[SolveResult], objective: s
     """Hardware worth a per-cell solve before the mix model, in the order tried (`CandidateReason`): the
     weighted-median cell's optimal hardware, each cell's own, and the `screen` tuples with the lowest
     MIX-10/11 bound; best bound first within each reason."""
-    from specpim_cp.mix.spec import median_cell
-
     archs = [list(xs) for xs in mm.x]
     grid = mm.bounds.tuple_bounds(list(mm.mix.weights), list(own) if objective == "regret" else None) \
         if mm.bounds is not None else None
@@ -246,24 +228,6 @@ def candidate_hardware(mm: MixModel, optima: Sequence[SolveResult], objective: s
     order = list(CandidateReason)
     cands = [Candidate(key(t), t, reason, cell) for t, (reason, cell) in out.items()]
     return sorted(cands, key=lambda c: (order.index(c.reason), c.bound))
-
-
-def _check_mix_options(objective: str, options: MixOptions) -> None:
-    """Input guards of `solve_mix`: a known objective, finite positive time limits, at least one worker."""
-    if objective not in MIX_OBJECTIVES:
-        raise ScenarioError(f"objective: '{objective}' is not one of {', '.join(MIX_OBJECTIVES)}")
-    time_limit_s, cell_time_limit_s = options.solver.time_limit_s, options.cell_time_limit_s
-    if not time_limit_s > 0 or time_limit_s == float("inf"):
-        raise ScenarioError(f"time_limit_s: must be a finite number above 0, got {time_limit_s}")
-    if not cell_time_limit_s > 0 or cell_time_limit_s == float("inf"):
-        raise ScenarioError(f"cell_time_limit_s: must be a finite number above 0, got {cell_time_limit_s}")
-    if options.solver.workers < 1:
-        raise ScenarioError(f"workers: must be at least 1, got {options.solver.workers}")
-    if options.method not in MIX_METHODS:
-        raise ScenarioError(f"method: '{options.method}' is not one of {', '.join(MIX_METHODS)}")
-    if options.method == "decomposition" and objective not in DECOMPOSED_OBJECTIVES:
-        raise ScenarioError(f"method: the decomposition solves the {' and '.join(DECOMPOSED_OBJECTIVES)} objectives, "
-                            f"not {objective} (use --method cp-sat or auto)")
 
 
 def _screen_hardware(run: MixRun, fixed: FixedHardware, optima: Sequence[SolveResult], refs: Sequence[Comparison],
@@ -377,21 +341,11 @@ def _reported_bound(mix: Mix, objective: str, lows: Sequence[Fraction], bound_cp
     return min(bound, value)
 
 
-def solve_mix(mix: Mix, objective: str = "latency", options: MixOptions | None = None, *,
-              catalog: Catalog | None = None, on_stage: StageHook | None = None,
-              optima: Sequence[SolveResult] | None = None) -> MixResult:
-    """The mix-optimal shared hardware with per-cell dataflow, its proof (bound, gap) and comparisons.
-
-    `options` (default `MixOptions()`): the method (`auto`: the decomposition for latency), the CP-SAT
-    options (120 s), each single-cell solve's time limit (60 s), how many cells are solved alone at a time,
-    the screening, the cuts, the comparisons. `optima`: the cells' own optima if already known.
-    """
-    options = options or MixOptions()
-    _check_mix_options(objective, options)
+def solve_mix_model(mix: Mix, objective: str, options: MixOptions, catalog: Catalog, on_stage: StageHook | None,
+                    optima: Sequence[SolveResult] | None) -> MixResult:
+    """`solve_mix` by the CP-SAT mix model (options already checked). `optima`: the cells' own optima if
+    already known."""
     t0 = time.perf_counter()
-    catalog = catalog or default_catalog()
-    if options.uses_decomposition(objective):  # [MIX-14..19]
-        return solve_decomposed(mix, objective, options, catalog, on_stage, optima)
     opts, cell_opts = options.solver, options.cell_solver()
     phases = Phases(t0)
     # 1. every cell alone: regret denominators, lower bounds (MIX-7), comparison (a)

@@ -22,11 +22,7 @@ from fractions import Fraction
 
 from ortools.sat.python import cp_model
 
-from specpim_cp.mix.bounds import ArchBounds, units
-from specpim_cp.mix.cells import cell_kind
-from specpim_cp.mix.model import REGRET_SCALE, ROW_LIMIT, MixModel, ObjectivePlan, ceil_div, cell_units
-from specpim_cp.mix.result import HardwareResult, MixStage
-from specpim_cp.mix.spec import mix_value
+from specpim_cp.physics.mix import mix_value
 from specpim_cp.problem.design import ArchConfig, Design
 from specpim_cp.solvers.exact.model import TieKey
 from specpim_cp.solvers.exact.solve import (
@@ -37,6 +33,17 @@ from specpim_cp.solvers.exact.solve import (
     pack_keys,
     solve_key_groups,
 )
+from specpim_cp.solvers.mix.arch_bounds import ArchBounds, units
+from specpim_cp.solvers.mix.cell_solves import cell_kind
+from specpim_cp.solvers.mix.cpsat_model import (
+    REGRET_SCALE,
+    ROW_LIMIT,
+    MixModel,
+    ObjectivePlan,
+    ceil_div,
+    cell_units,
+)
+from specpim_cp.solvers.mix.records import HardwareResult, MixStage
 
 #: The weighted levels of the canonical mix optimum, per mix objective.
 MIX_RATIO_LEVELS = {"latency": ("latency", "energy"), "energy": ("energy", "latency"),
@@ -45,8 +52,8 @@ MIX_RATIO_LEVELS = {"latency": ("latency", "energy"), "energy": ("energy", "late
 #: Most one packed objective of the mix's integer levels spans (the mix's row limit, model.ROW_LIMIT: keys
 #: are small integers, so the objective's terms stay below 2^53 like every other mix row).
 MIX_PACK_LIMIT = ROW_LIMIT
-#: Most seconds spent completing the design so far into a full hint (all its decisions fixed: 0.1 s on the
-#: 21-cell OPT-13B mix; CP-SAT did not complete a decisions-only hint of its energy level in 90 s).
+#: Most seconds spent completing the design so far into a full hint (all its decisions fixed): CP-SAT
+#: completes that far sooner than a hint of the decisions only.
 HINT_SECONDS = 30.0
 
 
@@ -227,7 +234,7 @@ class MixCanonical:
         solver = cp_model.CpSolver()
         solver.parameters.num_workers = 1
         solver.parameters.max_time_in_seconds = min(HINT_SECONDS, max(self.run.budget.remaining(), 0.01))
-        solver.parameters.presolve_inclusion_work_limit = 0  # the #5293 workaround, as every solve here
+        solver.parameters.presolve_inclusion_work_limit = 0  # the presolve workaround, as every solve here
         status = solver.solve(fixed)
         self.run.budget.charge(solver)
         if status not in (cp_model.OPTIMAL, cp_model.FEASIBLE):
@@ -238,8 +245,8 @@ class MixCanonical:
 
     def linearization(self, row: _Row | None = None) -> int | None:
         """CP-SAT's LP level for a level's solve: 0 once the energy rows are in (as OBJ-1's energy steps,
-        ENERGY_LINEARIZATION; the OPT-13B mix's energy level: proven in 15 s at level 0, 29 s at CP-SAT's
-        default, not in 120 s at level 2), else CP-SAT's default. `row`: the level being minimised."""
+        ENERGY_LINEARIZATION: energy levels prove fastest there), else CP-SAT's default. `row`: the level
+        being minimised."""
         levels = [*self.rows, *([row] if row else [])]
         return ENERGY_LINEARIZATION if any(r.name == "energy" for r in levels) else None
 

@@ -14,9 +14,9 @@ from pathlib import Path
 
 from specpim_cp.errors import ScenarioError
 from specpim_cp.files import path_in, toml_text, write_atomic
-from specpim_cp.mix.result import MixResult
-from specpim_cp.mix.spec import MIX_UNITS, Mix
-from specpim_cp.mix.text import pim_ops
+from specpim_cp.problem.mix import MIX_UNITS, Mix
+from specpim_cp.solvers.mix import MixResult
+from specpim_cp.views.mix import pim_ops
 
 INDEX = "policy.json"
 #: Mode of the policy folder (and any parent it creates): readable by all, like the files in it.

@@ -7,7 +7,7 @@ copy (operator, layout): stored, banned or open. Its **relaxation** lets every c
 not banned, and charges a cell's capacity with the stored copies plus the open copies the cell itself
 uses (and its own KV cache and draft2 model): every mix design on h whose copies agree with the node's
 stored and banned ones is feasible for it, cell by cell, so the relaxation's optimum -- each cell's own
-best round over its choices of each model's least pass time (`tables.MixTables`) -- bounds theirs
+best round over its choices of each model's least pass time (`pass_tables.MixTables`) -- bounds theirs
 [MIX-15]. When the cells' best designs of the relaxation fit together (the copies they use, with the
 stored ones, fit beside every cell's KV cache), they form a mix design of that value: the node is solved.
 Otherwise one open copy that overflows a cell is branched on: stored in one child, banned in the other
@@ -26,10 +26,10 @@ from fractions import Fraction
 
 import numpy as np
 
-from specpim_cp.mix.tables import NONE_NS, WEIGHT_INDEX, ArchTable, MixTables
 from specpim_cp.physics import speculation as spec
 from specpim_cp.physics.evaluate import drafting_energy_nj, idle_energy_nj
 from specpim_cp.problem.design import ArchConfig, Design
+from specpim_cp.solvers.mix.pass_tables import NONE_NS, WEIGHT_INDEX, ArchTable, MixTables
 
 #: States of one weight copy in a node.
 BANNED, STORED, OPEN = 0, 1, 2

@@ -4,7 +4,7 @@ and bound over the hardware tuples and the weight copies, then the canonical opt
 least objective (MIX-13, on the CP-SAT mix model restricted to the hardware that attains it), every
 claim verified against the evaluator.
 
-`solve_mix` (exact.py) calls `solve_decomposed` for the latency and regret objectives; the energy
+`solve_mix` (solve.py) calls `solve_decomposed` for the latency and regret objectives; the energy
 objective keeps the CP-SAT mix model (its cells' energies depend on the round time through idle power,
 so a model's least pass time is not its best choice there).
 """
@@ -19,13 +19,30 @@ import numpy as np
 
 from specpim_cp.catalog import Catalog
 from specpim_cp.errors import ScenarioError
-from specpim_cp.mix import compare as mix_compare
-from specpim_cp.mix.bounds import ArchBounds
-from specpim_cp.mix.branch import BANNED, Goal, Search, Solved, best_first, open_copies, root_tuples
-from specpim_cp.mix.canonical import canonical_mix, compress_keys, mix_tie_keys, skipped_mix_tie_break
-from specpim_cp.mix.canonical_cells import CellwiseCanonical
-from specpim_cp.mix.model import REGRET_SCALE, MixModel, ObjectivePlan
-from specpim_cp.mix.result import (
+from specpim_cp.physics.evaluate import Evaluator
+from specpim_cp.physics.mix import check_mix_capacity, mix_value
+from specpim_cp.problem.design import Design
+from specpim_cp.problem.mix import Mix, median_cell
+from specpim_cp.problem.space import DesignSpace
+from specpim_cp.solvers.exact.model import SpecModel
+from specpim_cp.solvers.exact.prices import PriceTable
+from specpim_cp.solvers.exact.solve import ModelMismatch
+from specpim_cp.solvers.mix import comparisons as mix_compare
+from specpim_cp.solvers.mix.arch_bounds import ArchBounds
+from specpim_cp.solvers.mix.branch_bound import (
+    BANNED,
+    Goal,
+    Search,
+    Solved,
+    best_first,
+    open_copies,
+    root_tuples,
+)
+from specpim_cp.solvers.mix.canonical import canonical_mix, compress_keys, mix_tie_keys, skipped_mix_tie_break
+from specpim_cp.solvers.mix.canonical_cells import CellwiseCanonical
+from specpim_cp.solvers.mix.cpsat_model import REGRET_SCALE, MixModel, ObjectivePlan
+from specpim_cp.solvers.mix.pass_tables import MixTables
+from specpim_cp.solvers.mix.records import (
     Comparison,
     HardwareResult,
     HowFound,
@@ -35,15 +52,7 @@ from specpim_cp.mix.result import (
     MixSolveLog,
     MixStage,
 )
-from specpim_cp.mix.session import MixRun, Phases, verify_mix
-from specpim_cp.mix.spec import Mix, check_mix_capacity, median_cell, mix_value
-from specpim_cp.mix.tables import MixTables
-from specpim_cp.physics.evaluate import Evaluator
-from specpim_cp.problem.design import Design
-from specpim_cp.problem.space import DesignSpace
-from specpim_cp.solvers.exact.model import SpecModel
-from specpim_cp.solvers.exact.prices import PriceTable
-from specpim_cp.solvers.exact.solve import ModelMismatch
+from specpim_cp.solvers.mix.session import MixRun, Phases, verify_mix
 from specpim_cp.solvers.result import SolveReport, SolveResult, inputs_hash, solver_version
 
 #: Node evaluations one search may make in deterministic mode (no wall-clock deadline there, so that the

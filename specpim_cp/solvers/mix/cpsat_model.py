@@ -12,9 +12,9 @@ the mix's own rows (MIX-3/4).
 Families (formulations/mix.md), one `add_*` method each:
 MIX-1 add_shared_architecture, MIX-2 add_weight_copies, MIX-3/4 add_capacity,
 MIX-5..7 add_cell_metric, MIX-8 add_weighted_objective, MIX-9 add_regret, MIX-10/11 add_arch_cuts,
-MIX-12 add_hardware_nogoods, MIX-18 add_hardware_choice, MIX-19 add_leaf_choice. The driver is `exact.solve_mix`; latency and
-regret mixes are solved by decomposition (`branch.py`, MIX-14..17), this model then serves the canonical
-tie-break and the verification.
+MIX-12 add_hardware_nogoods, MIX-18 add_hardware_choice, MIX-19 add_leaf_choice. The driver is `cpsat.py`;
+latency and regret mixes are solved by decomposition (`branch_bound.py`, MIX-14..17), this model then
+serves the canonical tie-break and the verification.
 """
 
 
@@ -28,14 +28,14 @@ from ortools.sat.python import cp_model
 
 from specpim_cp.catalog import Catalog
 from specpim_cp.errors import ScenarioError
-from specpim_cp.mix.bounds import ArchBounds, units
-from specpim_cp.mix.spec import KV_OPS, WEIGHT_OPS, Mix
 from specpim_cp.physics.evaluate import Evaluator, Metrics
 from specpim_cp.problem.design import ArchConfig, Design
+from specpim_cp.problem.mix import KV_OPS, WEIGHT_OPS, Mix
 from specpim_cp.problem.operators import PLACEABLE_OPS
 from specpim_cp.problem.space import DesignSpace
 from specpim_cp.solvers.exact.model import SpecModel, add_ceil, ub
 from specpim_cp.solvers.exact.prices import PriceTable
+from specpim_cp.solvers.mix.arch_bounds import ArchBounds, units
 
 #: Resolutions tried for the per-cell metric units, finest first: L_c = ceil(metric x S / 10^6), so
 #: S = 10^9 counts picoseconds (picojoules) per token; a coarser S only when 64-bit rows need it.
@@ -251,7 +251,7 @@ class MixModel:
         the level's units): one Boolean per leaf, exactly one true; it fixes the hardware, its stored
         (banned) copies to 1 (0), and each cell's metric `metric[c]` to the leaf's. Every design attaining
         the level lies in such a leaf with exactly those cell metrics (formulations/mix.md)."""
-        from specpim_cp.mix.tables import LAYOUTS
+        from specpim_cp.solvers.mix.pass_tables import LAYOUTS
 
         pick = [model.new_bool_var(f"leaf[{n}]") for n in range(len(leaves))]
         model.add_exactly_one(pick)

@@ -12,11 +12,12 @@ from collections.abc import Sequence
 from fractions import Fraction
 
 from specpim_cp.catalog import Catalog
-from specpim_cp.mix.result import MixResult
-from specpim_cp.mix.spec import Mix, cell_metric
+from specpim_cp.physics.mix import cell_metric
 from specpim_cp.problem.design import Design, ModelDesign
+from specpim_cp.problem.mix import Mix
 from specpim_cp.problem.operators import PLACEABLE_OPS
 from specpim_cp.problem.space import DesignSpace
+from specpim_cp.solvers.mix import MixResult
 from specpim_cp.views.tables import draft_text, host_line, table, tie_break_line
 
 #: Human unit of each mix objective and its factor from the evaluator's unit (ns/token, nJ/token, ratio).

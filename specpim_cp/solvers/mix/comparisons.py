@@ -8,7 +8,7 @@
     scenario's device counts (like `baselines.fc_offload`), and on the mix-optimal hardware;
 (d) GPU-SI per cell (`baselines.gpu_si`).
 A reference design set is a mix design: its capacity is checked with the tensor-copy rule
-(`mix.check_mix_capacity`), so a rule that switches an FC operator between host and PIM pays for both
+(`physics.mix.check_mix_capacity`), so a rule that switches an FC operator between host and PIM pays for both
 copies of its weights.
 """
 
@@ -21,15 +21,16 @@ from fractions import Fraction
 
 from specpim_cp.catalog import Catalog
 from specpim_cp.errors import ScenarioError
-from specpim_cp.mix.result import Comparison, HardwareResult
-from specpim_cp.mix.spec import Mix, cell_metric, check_mix_capacity, median_cell, mix_value, regret
 from specpim_cp.physics.evaluate import Evaluation, Evaluator, Metrics
+from specpim_cp.physics.mix import cell_metric, check_mix_capacity, mix_value, regret
 from specpim_cp.physics.rounds import pass_tokens
 from specpim_cp.problem.design import ArchConfig, Design, DrafterChoice, Placement, SpecChoice
 from specpim_cp.problem.mapping_rules import fit_layouts
+from specpim_cp.problem.mix import Mix, median_cell
 from specpim_cp.problem.operators import ATTENTION_OPS, FC_OPS, PLACEABLE_OPS
 from specpim_cp.problem.space import draft_length_options, model_labels
 from specpim_cp.solvers.baselines import gpu_si
+from specpim_cp.solvers.mix.records import Comparison, HardwareResult
 from specpim_cp.solvers.result import SolveResult
 
 PER_CELL = "per-cell optima"

@@ -29,11 +29,11 @@ from dataclasses import dataclass
 
 import numpy as np
 
-from specpim_cp.mix.spec import KV_OPS, WEIGHT_OPS, Mix
 from specpim_cp.physics.evaluate import Evaluator
 from specpim_cp.physics.rounds import pass_tokens, tree_pass_tokens
 from specpim_cp.physics.schedule import layer_schedule
 from specpim_cp.problem.design import ArchConfig, DrafterChoice, Placement, SpecChoice
+from specpim_cp.problem.mix import KV_OPS, WEIGHT_OPS, Mix
 from specpim_cp.problem.operators import LAYER_OPS, PLACEABLE_OPS, is_chain, layer_order
 from specpim_cp.solvers.exact.prices import PriceTable
 

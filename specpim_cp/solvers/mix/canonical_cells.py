@@ -17,13 +17,8 @@ MIX-13's levels split into one-cell problems, each a small CP-SAT model of one c
 - the cells' keys in the mix's order are each cell's own lexicographic minimum with its latency and energy
   pinned, where the chosen variant's designs always fit together;
 - a level ties when another variant attains it, or a cell has another design at its pinned values.
-
 Where any of this does not hold, `CellwiseCanonical.solve` answers None and the whole mix model settles
 the levels (canonical.py).
-
-On palm-62b the whole mix model's energy level answered INFEASIBLE without a hint and OPTIMAL 1.5% above a
-design this finds (CP-SAT 9.15, objectives.md "A CP-SAT 9.15 fault"); each one-cell model proves in about
-0.1 s.
 """
 
 from __future__ import annotations
@@ -36,16 +31,15 @@ from dataclasses import replace
 from ortools.sat.python import cp_model
 
 from specpim_cp.errors import ScenarioError
-from specpim_cp.mix.canonical import MIX_PACK_LIMIT, mix_tie_keys, translate_keys
-from specpim_cp.mix.model import MixModel, ObjectivePlan, cell_units
-from specpim_cp.mix.result import MixStage
-from specpim_cp.mix.spec import mix_value
+from specpim_cp.physics.mix import mix_value
 from specpim_cp.problem.design import ArchConfig, Design
 from specpim_cp.solvers.exact.solve import ENERGY_LINEARIZATION, ModelMismatch, TieLevel, pack_keys
+from specpim_cp.solvers.mix.canonical import MIX_PACK_LIMIT, mix_tie_keys, translate_keys
+from specpim_cp.solvers.mix.cpsat_model import MixModel, ObjectivePlan, cell_units
+from specpim_cp.solvers.mix.records import MixStage
 
 #: Most seconds (deterministic units with --deterministic) one one-cell solve may take; the first that does
-#: not finish hands the levels to the whole mix model (palm-62b's take about 0.1 s; some of llama-32.5b's
-#: energy levels are not proven in 10 s, where the whole model takes 1.3 s).
+#: not finish hands the levels to the whole mix model.
 CELL_SOLVE_LIMIT = 1.0
 
 
@@ -109,8 +103,8 @@ class CellwiseCanonical:
         return self.least_energies([(variant, known)])[0]
 
     def least_energies(self, asks) -> list:
-        """`least_energy` of every (variant, known) of `asks` (on two threads CP-SAT's one-cell solves did not
-        overlap: measured 4.2 s and 4.0 s for 42 of palm-62b's; so one after another)."""
+        """`least_energy` of every (variant, known) of `asks`, one after another (CP-SAT's one-cell solves
+        gain nothing from two threads)."""
 
         def one(task):
             (variant, known), c = task

@@ -4,10 +4,8 @@ A mix is its own file that names a base scenario, or a `[mix]` table inside a sc
 
     name = "opt-13b-mix"                # optional; default: the file's stem
     scenario = "paper/opt-13b-b1"       # a scenario file (relative to this file) or a built-in SET/NAME
-
     [mix.tasks.summarization]           # per-task acceptance, per drafter (model name)
     "opt-1.3b" = 0.85
-
     [[mix.cells]]
     batch_size = 4                      # prompt_tokens, generated_tokens: default the base's
     task = "summarization"              # and/or acceptance = {"opt-1.3b" = 0.8} (wins over the task)
@@ -17,11 +15,9 @@ Each cell is the base scenario with the cell's batch, context lengths and accept
 the cell and its task leave out keeps the base's rate). Every error names the cell and the field
 (`mix.cells[3].weight: must be > 0, got 0.0`). A mix has at most MAX_MIX_CELLS cells; its `name` obeys the
 scenario `name` rule; its base is a plain scenario (not the mix itself, not another mix, no cycle).
-
 The hardware (per model: memory type, PIM units, devices) is shared by the cells; the dataflow is per
-cell. Weights do not move at run time, so a model stores every (operator, layout) copy of a weight
-tensor that any cell uses, plus, per cell, that cell's KV cache by its own layouts: `mix_capacity`
-checks a whole mix design that way, on the evaluator's tensor tables (formulations/mix.md, MIX-2..4).
+cell. The price of a mix design (tensor-copy capacity, MIX-2..4, and the exact objectives) is
+`physics/mix.py`; its solvers are `solvers/mix/`.
 """
 
 from __future__ import annotations
@@ -39,11 +35,9 @@ from pydantic import Field, ValidationError, field_validator
 from specpim_cp.catalog import Catalog, default_catalog
 from specpim_cp.errors import ScenarioError, format_validation_error
 from specpim_cp.files import name_problem, read_table, safe_name
-from specpim_cp.physics.evaluate import GIB_IN_KIB, CapacityUse, Evaluator, Metrics
-from specpim_cp.physics.rounds import Acceptance
 from specpim_cp.problem.builtin_sets import resolve_scenario_path
-from specpim_cp.problem.design import ArchConfig, Design, StrictModel
-from specpim_cp.problem.operators import ATTENTION_OPS, FC_OPS, PLACEABLE_OPS
+from specpim_cp.problem.design import StrictModel
+from specpim_cp.problem.operators import ATTENTION_OPS, FC_OPS
 from specpim_cp.problem.scenario import (
     Scenario,
     base_scenario_file,
@@ -52,6 +46,7 @@ from specpim_cp.problem.scenario import (
     scenario_catalog,
     with_catalog_paths,
 )
+from specpim_cp.problem.space import drafter_alpha, drafter_tree_vector
 
 #: Objectives of a mix: weighted mean latency or energy per token, or the worst cell's regret.
 MIX_OBJECTIVES = ("latency", "energy", "regret")
@@ -62,7 +57,7 @@ WEIGHT_OPS = FC_OPS
 KV_OPS = ATTENTION_OPS
 #: Most cells a mix may have: 3x the 21 cells of each built-in mix (benchmarks/bench_mix.py). Each cell is
 #: one single-cell solve (up to --cell-time-limit) plus one per screened hardware, and one copy of the
-#: dataflow variables in the mix model; the 21-cell mixes already take 2-6 minutes.
+#: dataflow variables in the mix model.
 MAX_MIX_CELLS = 64
 #: Longest chain of mix files followed to tell a cycle from a mix whose base is another mix.
 _MAX_MIX_CHAIN = 16
@@ -305,101 +300,18 @@ def build_mix(name: str, description: str, base: Scenario, table: MixTable, cata
             sc = parse_scenario(data, catalog)
         except ScenarioError as exc:
             raise ScenarioError(f"{where}.{exc}") from None
-        alphas = Acceptance.of(sc, catalog).drafters
-        cells.append(MixCell(i, Fraction(repr(entry.weight)), entry.task, tuple(zip(drafters, alphas)), sc))
+        rates_run = tuple(zip(drafters, cell_rates(sc, catalog)))
+        cells.append(MixCell(i, Fraction(repr(entry.weight)), entry.task, rates_run, sc))
     return Mix(name, description, base, tuple(cells))
 
 
-# ------------------------------------------------------------------------------------------------
-# Capacity of a whole mix design (tensor copies)
-# ------------------------------------------------------------------------------------------------
-def weight_copies(designs: Sequence[Design]) -> list[dict[str, set[str]]]:
-    """Per model, per weight operator, the layouts some cell's design keeps its weights in."""
-    out: list[dict[str, set[str]]] = []
-    for j in range(len(designs[0].models())):
-        out.append({op: {d.models()[j][1].placement[op].layout for d in designs} for op in WEIGHT_OPS})
-    return out
-
-
-def mix_capacity(evaluators: Sequence[Evaluator], designs: Sequence[Design]) -> list[list[CapacityUse]]:
-    """Per cell, per model (verifier first): bytes on the PIM side and the normal side under the
-    tensor-copy rule (MIX-3/4): every weight copy any cell uses + the cell's own KV cache by its own
-    layouts + the cell's draft2 model, from the evaluator's tables (`Evaluator.capacity_table`)."""
-    if len(evaluators) != len(designs):
-        raise ValueError("one evaluator per cell")
-    copies = weight_copies(designs)
-    out = []
-    for ev, design in zip(evaluators, designs, strict=True):
-        per_model = []
-        for j, (_, md) in enumerate(design.models()):
-            archs = {d.models()[j][1].arch for d in designs}
-            if len(archs) != 1:
-                raise ScenarioError(f"mix design: model {j} ({md.model}) has different architectures in different "
-                                    f"cells ({', '.join(sorted(a.label() for a in archs))}); a mix shares the hardware")
-            arch = md.arch
-            tab = ev.capacity_table(md.model, arch)
-            pim = normal = 0
-            for op, split in zip(PLACEABLE_OPS, tab.ops, strict=True):
-                layouts = copies[j][op] if op in WEIGHT_OPS else {md.placement[op].layout}
-                for lay in layouts:
-                    pim += split[lay][0]
-                    normal += split[lay][1]
-            for lay in copies[j]["lm_head"]:  # an untied input embedding sits beside each LM-head copy
-                pim += tab.embedding[lay][0]
-                normal += tab.embedding[lay][1]
-            p2, n2 = draft2_kib(ev, md.model, arch, None if md.staging is None else md.staging.draft2)
-            per_model.append(CapacityUse(pim + p2, normal + n2, *tab.capacity_kib))
-        out.append(per_model)
-    return out
-
-
-def draft2_kib(ev: Evaluator, model: str, arch: ArchConfig, draft2: str | None) -> tuple[int, int]:
-    """(PIM-side, normal-side) KiB of a catalog draft2 model on the drafter's devices, as the evaluator
-    counts it (`Evaluator.capacity_of` with and without it); (0, 0) for none or an n-gram model."""
-    if draft2 is None or draft2 not in ev.catalog.models:
-        return 0, 0
-    layouts = ("normal",) * len(PLACEABLE_OPS)
-    with_d2 = ev.capacity_of(model, arch, layouts, draft2)
-    without = ev.capacity_of(model, arch, layouts, None)
-    return with_d2.pim_need_kib - without.pim_need_kib, with_d2.normal_need_kib - without.normal_need_kib
-
-
-def check_mix_capacity(mix: Mix, evaluators: Sequence[Evaluator], designs: Sequence[Design]) -> None:
-    """ScenarioError naming the cell, the model and the side that overflows under the tensor-copy rule."""
-    for cell, uses, design in zip(mix.cells, mix_capacity(evaluators, designs), designs, strict=True):
-        for (label, md), cap in zip(design.models(), uses, strict=True):
-            over = cap.overflow()
-            if over is not None:
-                side, need, have = over
-                raise ScenarioError(
-                    f"mix.cells[{cell.index}] {label} ({md.model}): the {side} must hold {need / GIB_IN_KIB:.2f} "
-                    f"GiB (every weight copy the mix uses + this cell's KV cache) but {md.arch.label()} has "
-                    f"{have / GIB_IN_KIB:.2f} GiB there")
-
-
-# ------------------------------------------------------------------------------------------------
-# Mix objectives (exact)
-# ------------------------------------------------------------------------------------------------
-def cell_metric(metrics: Metrics, objective: str) -> Fraction:
-    """The per-cell quantity a mix objective aggregates: latency (also for regret) or energy per token."""
-    return metrics.energy_fraction() if objective == "energy" else metrics.latency_fraction()
-
-
-def mix_value(mix: Mix, metrics: Sequence[Metrics], objective: str,
-              optima: Sequence[Fraction] | None = None) -> Fraction:
-    """The exact mix objective: weighted mean latency (ns/token) or energy (nJ/token) per token, or
-    regret, max over cells of latency / the cell's own optimum (`optima`)."""
-    if objective == "regret":
-        if optima is None:
-            raise ValueError("regret needs the cells' own optima")
-        return max(m.latency_fraction() / o for m, o in zip(metrics, optima, strict=True))
-    total = sum(mix.weights, Fraction(0))
-    return sum((w * cell_metric(m, objective) for w, m in zip(mix.weights, metrics, strict=True)), Fraction(0)) / total
-
-
-def regret(metrics: Sequence[Metrics], optima: Sequence[Fraction], objective: str) -> Fraction:
-    """Worst cell's metric (energy for the energy objective, else latency) over its own optimum of it."""
-    return max(cell_metric(m, objective) / o for m, o in zip(metrics, optima, strict=True))
+def cell_rates(scenario: Scenario, catalog: Catalog) -> tuple[float, ...]:
+    """Each drafter's acceptance rate as the cell runs it (`drafter_alpha`). Its token-tree vector is
+    resolved too, so a cell whose tree acceptance cannot be priced is refused when the mix loads."""
+    alphas = tuple(drafter_alpha(scenario, catalog, i) for i in range(len(scenario.drafters)))
+    for i, alpha in enumerate(alphas):
+        drafter_tree_vector(scenario, catalog, i, alpha)
+    return alphas
 
 
 def median_cell(mix: Mix) -> MixCell:

@@ -15,9 +15,9 @@ from dataclasses import replace
 
 from specpim_cp.catalog import Catalog, default_catalog
 from specpim_cp.errors import ScenarioError
-from specpim_cp.mix.spec import Mix
 from specpim_cp.physics.evaluate import Evaluation, Evaluator
 from specpim_cp.problem.design import ArchConfig
+from specpim_cp.problem.mix import Mix
 from specpim_cp.problem.scenario import Scenario
 from specpim_cp.solvers.exact.model import SpecModel
 from specpim_cp.solvers.exact.prices import PriceTable
