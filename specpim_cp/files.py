@@ -229,7 +229,7 @@ def toml_text(data: dict) -> str:
     `[table]` or `[[array of tables]]` per top-level table, deeper tables inline."""
 
     def key(k: str) -> str:
-        return k if _BARE_KEY.match(k) else _string(k)
+        return k if _BARE_KEY.match(k) else toml_string(k)
 
     def value(v) -> str:
         if isinstance(v, bool):
@@ -241,7 +241,7 @@ def toml_text(data: dict) -> str:
                 return "nan"
             return ("inf" if v > 0 else "-inf") if math.isinf(v) else repr(v)
         if isinstance(v, str):
-            return _string(v)
+            return toml_string(v)
         if isinstance(v, (list, tuple)):
             return "[" + ", ".join(value(x) for x in v) + "]"
         if isinstance(v, dict):
@@ -264,6 +264,17 @@ def toml_text(data: dict) -> str:
     return "\n".join(lines) + "\n"
 
 
-def _string(s: str) -> str:
-    """A TOML basic string (JSON's escapes are TOML's, \\uXXXX included)."""
-    return json.dumps(s, ensure_ascii=False)
+_TOML_ESCAPES = {'"': '\\"', "\\": "\\\\", "\b": "\\b", "\t": "\\t", "\n": "\\n", "\f": "\\f", "\r": "\\r"}
+
+
+def toml_string(s: str) -> str:
+    """`s` as a TOML basic string that `tomllib` reads back to `s`: quotes, backslashes and control characters
+    (U+0000-U+001F, U+007F) escaped, every other character as itself. ValueError for a lone surrogate (an
+    undecodable byte of a file name or argument, which no TOML or UTF-8 text can hold)."""
+    out = []
+    for c in s:
+        code = ord(c)
+        if 0xD800 <= code <= 0xDFFF:
+            raise ValueError(f"{s!r} holds an undecodable byte (a lone surrogate {code:#06x}), not text")
+        out.append(_TOML_ESCAPES.get(c) or (f"\\u{code:04X}" if code < 0x20 or code == 0x7F else c))
+    return '"' + "".join(out) + '"'
