@@ -8,6 +8,7 @@ import json
 import math
 import os
 import re
+import stat
 import sys
 import tempfile
 import tomllib
@@ -112,31 +113,111 @@ def path_in(folder: str | Path, name: str, suffix: str = "", *, prefix: str = ""
 def write_atomic(path: str | Path, content: str | bytes) -> None:
     """Temporary file + rename, so a failed or killed run never leaves a half-written file.
 
-    The file gets mode 0644. An OSError names `path` (the user's file), never the hidden temp file.
+    The file gets mode 0644. Nothing is written, and no folder is left behind, when the write cannot succeed:
+    a parent that is a file, a name too long for the file system, an existing file the user may not write
+    (`check_replaceable`). An OSError names `path` (the user's file), never the hidden temp file.
     """
     path = Path(path)
-    for parent in path.parents:  # mkdir's "File exists" would not say which file is in the way
-        if parent.exists():
-            if not parent.is_dir():
-                raise NotADirectoryError(errno.ENOTDIR, f"cannot write: '{parent}' is a file, not a folder", str(path))
-            break
+    check_writable(path)
+    created = missing_folders(path.parent)
     try:
         path.parent.mkdir(parents=True, exist_ok=True)
-        fd, tmp = tempfile.mkstemp(dir=path.parent, prefix=f".{path.name}.", suffix=".tmp")
+        # the temp name stays within NAME_MAX however long the target's name is
+        fd, tmp = tempfile.mkstemp(dir=path.parent, prefix=f".{path.name[:TEMP_STEM]}.", suffix=".tmp")
     except OSError as exc:
+        remove_empty(created)
         raise OSError(exc.errno, f"cannot write ({exc.strerror})", str(path)) from None
     try:
         with os.fdopen(fd, "wb" if isinstance(content, bytes) else "w",
                        **({} if isinstance(content, bytes) else {"encoding": "utf-8"})) as fh:
             fh.write(content)
             os.fchmod(fh.fileno(), FILE_MODE)
+        check_replaceable(path)  # again just before the rename: the file may have appeared meanwhile
         os.replace(tmp, path)
     except OSError as exc:
         Path(tmp).unlink(missing_ok=True)
-        raise OSError(exc.errno, f"cannot write ({exc.strerror})", str(path)) from None
+        remove_empty(created)
+        raise OSError(exc.errno, exc.strerror if exc.filename == str(path) else f"cannot write ({exc.strerror})",
+                      str(path)) from None
     except BaseException:
         Path(tmp).unlink(missing_ok=True)
+        remove_empty(created)
         raise
+
+
+#: Characters of the target's name kept in its temporary file's name (`.NAME.xxxxxxxx.tmp`).
+TEMP_STEM = 100
+
+
+def check_writable(path: str | Path) -> None:
+    """OSError naming `path` (one line) when a write to it cannot succeed, before any folder is made: a parent
+    that is a file, a folder or file name longer than the file system allows, a protected existing file."""
+    path = Path(path)
+    existing = next((p for p in path.parents if p.exists()), None)
+    if existing is not None and not existing.is_dir():  # mkdir's "File exists" would not say which file
+        raise NotADirectoryError(errno.ENOTDIR, f"cannot write: '{existing}' is a file, not a folder", str(path))
+    limit = _name_max(existing or Path("."))
+    for part in [*(p.name for p in missing_folders(path.parent)), path.name]:
+        if len(os.fsencode(part)) > limit:
+            raise OSError(errno.ENAMETOOLONG, f"cannot write: the name {part[:40]!r}... is longer than the "
+                          f"{limit} bytes a file name may have here", str(path))
+    check_replaceable(path)
+
+
+def check_replaceable(path: str | Path) -> None:
+    """PermissionError naming `path` when it is an existing file the user may not write (its permission bits:
+    the owner's, group's or others' write bit as they apply; for root, any write bit). A rename would replace
+    it anyway, since that needs only the folder's permission, so the write is refused instead."""
+    try:
+        st = os.stat(path)
+    except OSError:  # absent (or unreachable: the write itself will say why)
+        return
+    if stat.S_ISREG(st.st_mode) and not _writable_by_user(st):
+        raise PermissionError(errno.EACCES, f"cannot write: the file is read-only (mode {stat.S_IMODE(st.st_mode):04o})"
+                              "; make it writable (chmod u+w) or choose another path", str(path))
+
+
+def _writable_by_user(st: os.stat_result) -> bool:
+    if not hasattr(os, "geteuid"):  # pragma: no cover -- not POSIX
+        return bool(st.st_mode & stat.S_IWUSR)
+    uid = os.geteuid()
+    if uid == 0:
+        return bool(st.st_mode & 0o222)
+    if st.st_uid == uid:
+        return bool(st.st_mode & stat.S_IWUSR)
+    if st.st_gid == os.getegid() or st.st_gid in os.getgroups():
+        return bool(st.st_mode & stat.S_IWGRP)
+    return bool(st.st_mode & stat.S_IWOTH)
+
+
+def _name_max(folder: Path) -> int:
+    """The longest file name (bytes) the file system of `folder` takes (255 where it does not say)."""
+    try:
+        return int(os.pathconf(folder, "PC_NAME_MAX"))
+    except (OSError, ValueError, AttributeError):
+        return 255
+
+
+def missing_folders(folder: str | Path) -> list[Path]:
+    """`folder` and its ancestors that do not exist yet, deepest first (what a `mkdir -p` would create)."""
+    out = []
+    for p in [Path(folder), *Path(folder).parents]:
+        if os.path.lexists(p):  # False, not an error, for a name too long to exist
+            break
+        out.append(p)
+    return out
+
+
+def remove_empty(folders: list[Path]) -> None:
+    """Remove `folders` (deepest first, as `missing_folders` lists them) while they are empty: the folders a
+    failed write or run created are not left behind."""
+    for p in folders:
+        try:
+            p.rmdir()
+        except OSError as exc:
+            if exc.errno in (errno.ENOENT, errno.ENAMETOOLONG):  # never made (mkdir -p failed at or below it)
+                continue
+            return  # not empty (or not ours to remove): neither are its parents
 
 
 _BARE_KEY = re.compile(r"^[A-Za-z0-9_-]+$")
@@ -148,7 +229,7 @@ def toml_text(data: dict) -> str:
     `[table]` or `[[array of tables]]` per top-level table, deeper tables inline."""
 
     def key(k: str) -> str:
-        return k if _BARE_KEY.match(k) else _string(k)
+        return k if _BARE_KEY.match(k) else toml_string(k)
 
     def value(v) -> str:
         if isinstance(v, bool):
@@ -160,7 +241,7 @@ def toml_text(data: dict) -> str:
                 return "nan"
             return ("inf" if v > 0 else "-inf") if math.isinf(v) else repr(v)
         if isinstance(v, str):
-            return _string(v)
+            return toml_string(v)
         if isinstance(v, (list, tuple)):
             return "[" + ", ".join(value(x) for x in v) + "]"
         if isinstance(v, dict):
@@ -183,6 +264,17 @@ def toml_text(data: dict) -> str:
     return "\n".join(lines) + "\n"
 
 
-def _string(s: str) -> str:
-    """A TOML basic string (JSON's escapes are TOML's, \\uXXXX included)."""
-    return json.dumps(s, ensure_ascii=False)
+_TOML_ESCAPES = {'"': '\\"', "\\": "\\\\", "\b": "\\b", "\t": "\\t", "\n": "\\n", "\f": "\\f", "\r": "\\r"}
+
+
+def toml_string(s: str) -> str:
+    """`s` as a TOML basic string that `tomllib` reads back to `s`: quotes, backslashes and control characters
+    (U+0000-U+001F, U+007F) escaped, every other character as itself. ValueError for a lone surrogate (an
+    undecodable byte of a file name or argument, which no TOML or UTF-8 text can hold)."""
+    out = []
+    for c in s:
+        code = ord(c)
+        if 0xD800 <= code <= 0xDFFF:
+            raise ValueError(f"{s!r} holds an undecodable byte (a lone surrogate {code:#06x}), not text")
+        out.append(_TOML_ESCAPES.get(c) or (f"\\u{code:04X}" if code < 0x20 or code == 0x7F else c))
+    return '"' + "".join(out) + '"'

@@ -13,13 +13,12 @@ do not change bytes or FLOPs and are ignored. No network: the file is read as gi
 
 from __future__ import annotations
 
-import json
 from dataclasses import dataclass
 from pathlib import Path
 
 from specpim_cp.catalog import ModelSpec, field_problem, model_shape_problem, shown
 from specpim_cp.errors import ScenarioError
-from specpim_cp.files import read_table
+from specpim_cp.files import read_table, toml_string
 
 #: model_type -> (family, FFN kind, tie_word_embeddings when the key is absent: transformers' default)
 ARCHITECTURES = {
@@ -54,6 +53,48 @@ _KEYS = {
 }
 BYTES_PER_PARAM = 2  # FP16/BF16 inference: the host kernel tables and PIM units are FP16
 
+#: The JSON type of every config key the importer reads besides the integers of `integer` (which checks
+#: its own): a key present with another type (null aside) is one line naming it, before any value is used.
+CONFIG_TYPES: dict[str, tuple[str, type]] = {
+    "model_type": ("a string", str), "architectures": ("a list of strings", list),
+    "_name_or_path": ("a string", str), "hidden_act": ("a string", str), "activation_function": ("a string", str),
+    "torch_dtype": ("a string", str), "dtype": ("a string", str), "tie_word_embeddings": ("true or false", bool),
+    "attention_bias": ("true or false", bool), "max_position_embeddings": ("an integer", int),
+    "n_positions": ("an integer", int), "sliding_window": ("an integer", int),
+    "word_embed_proj_dim": ("an integer", int), "mlp_only_layers": ("a list of integers", list),
+    "decoder_sparse_step": ("an integer", int), "intermediate_size": ("an integer", int),
+}
+
+
+def check_config_types(path: Path, cfg: dict) -> None:
+    """Every key of CONFIG_TYPES that `cfg` holds (not null) has its JSON type; the lists hold their items'."""
+    for key, (what, kind) in CONFIG_TYPES.items():
+        v = cfg.get(key)
+        if v is None:
+            continue
+        ok = isinstance(v, kind) and (kind is bool or not isinstance(v, bool))
+        if ok and key == "architectures":
+            ok = all(isinstance(x, str) for x in v)
+        if ok and key == "mlp_only_layers":
+            ok = all(isinstance(x, int) and not isinstance(x, bool) for x in v)
+        if not ok:
+            raise ScenarioError(f"{path}: {key} must be {what}, got {shown(v)}")
+
+
+def checked_text(value: str, what: str) -> str:
+    """`value` when TOML can hold it (the written entry must load back), else one line naming `what`."""
+    try:
+        toml_string(value)
+    except ValueError:
+        raise ScenarioError(f"{what}: {shown(value)} holds an undecodable byte (not text); give a name in "
+                            "plain text (--name)") from None
+    return value
+
+
+def _free_text(value: str) -> str:
+    """`value` for a source note: an undecodable byte (a file name's) written as its escape, not refused."""
+    return value.encode("utf-8", "backslashreplace").decode("utf-8")
+
 
 @dataclass(frozen=True)
 class ImportedModel:
@@ -64,12 +105,13 @@ class ImportedModel:
     sources: dict
 
     def to_toml(self, notes: tuple[str, ...] = ()) -> str:
+        notes = tuple(" ".join(_free_text(n).split()) for n in notes)  # a comment is one line
         lines = ["# imported by `specpim-cp catalog import-hf`", *(f"# note: {n}" for n in notes),
-                 f"[models.{json.dumps(self.name)}]"]
+                 f"[models.{toml_string(self.name)}]"]
         for field, value in self.values.items():
             lines.append(f"{field} = {_toml_value(value)}")
             if field in self.sources:
-                lines.append(f"source_{field} = {json.dumps(self.sources[field])}")
+                lines.append(f"source_{field} = {toml_string(_free_text(self.sources[field]))}")
         return "\n".join(lines) + "\n"
 
 
@@ -78,7 +120,7 @@ def _toml_value(v) -> str:
         return "true" if v else "false"
     if isinstance(v, int | float):
         return repr(v)
-    return json.dumps(v)  # a TOML basic string is a JSON string
+    return toml_string(v)
 
 
 def _model_type(path: Path, cfg: dict) -> str:
@@ -97,10 +139,11 @@ def import_hf(path: str | Path, name: str | None = None, tokenizer: str | None =
     """The catalog entry of the config at `path`, and notes on what the schema leaves out."""
     path = Path(path)
     cfg = read_table(path, "a Hugging Face config.json", syntax="JSON")
+    check_config_types(path, cfg)
     kind = _model_type(path, cfg)
     family, ffn_kind, tied_default = ARCHITECTURES[kind]
     arch = cfg.get("architectures")
-    arch_text = ", ".join(arch) if isinstance(arch, list) and arch else kind
+    arch_text = ", ".join(arch) if arch else kind
     origin = cfg.get("_name_or_path")
     if isinstance(origin, str) and origin.strip():
         arch_text += f", {origin.strip()}"
@@ -198,9 +241,11 @@ def import_hf(path: str | Path, name: str | None = None, tokenizer: str | None =
     values["nominal_params_b"] = round(params / 1e9, 3 if params >= 1e8 else 4)
     sources["nominal_params_b"] = (f"computed from the shapes above ({params} parameters: decoder layers, "
                                    f"embeddings{extras})")
-    entry_name = (name or _default_name(path, cfg)).strip()
+    entry_name = checked_text((name or _default_name(path, cfg)).strip(),
+                              "--name" if name else f"{path}: the model's name (from _name_or_path or the folder)")
     if not entry_name:
         raise ScenarioError(f"{path}: --name: an empty model name")
+    values["tokenizer"] = checked_text(values["tokenizer"], "--tokenizer")
     order = ("family", "tokenizer", "layers", "hidden", "heads", "kv_heads", "head_dim", "ffn", "ffn_kind",
              *(MOE_FIELDS if kind in MOE_KEYS else ()), "parallel_block", "vocab", "tied_embeddings",
              "bytes_per_param", "nominal_params_b")

@@ -13,13 +13,31 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import Literal
 
-from pydantic import BaseModel, ConfigDict, Field, ValidationError, model_serializer, model_validator
+from pydantic import (
+    BaseModel,
+    ConfigDict,
+    Field,
+    ValidationError,
+    field_validator,
+    model_serializer,
+    model_validator,
+)
 
+from specpim_cp.catalog import MAX_UNITS
 from specpim_cp.errors import ScenarioError, format_validation_error, reject_bool_numbers
 from specpim_cp.files import read_data
+from specpim_cp.problem.operators import PLACEABLE_OPS
 
 #: Device counts a model may take (tensor parallelism over 1, 2, 4 or 8 devices).
 DEVICE_COUNTS = (1, 2, 4, 8)
+#: The limits a scenario and a design file share (a design read from a file passes the scenario's bounds):
+#: draft length (chain length, tree depth, a staged draft), drafters, nodes of a token tree, PIM share levels.
+MAX_DRAFT_LENGTH = 16
+MAX_DRAFTERS = 4
+MAX_TREE_NODES = 128
+MAX_SHARE_LEVELS = 8
+#: Longest model or memory name a design may give (the catalog's names are far shorter).
+MAX_NAME = 100
 
 Engine = Literal["host", "pim"]
 #: Where an operator's tensor lives: "normal" units only, "spread" over every unit (a share k/U on PIM
@@ -56,7 +74,7 @@ class Placement(StrictModel):
     `share_levels` PIM slots; `layout` defaults to "normal" on the host and is "pim" on PIM."""
 
     engine: Engine
-    share: int = Field(default=0, ge=0)  # PIM units used, in 1/share_levels of the model's PIM units
+    share: int = Field(default=0, ge=0, le=MAX_SHARE_LEVELS)  # PIM units used, in 1/share_levels of the model's PIM units
     layout: Layout = "normal"
 
     @model_validator(mode="before")
@@ -86,8 +104,8 @@ HOST_SPREAD = Placement(engine="host", share=0, layout="spread")
 class Staging(StrictModel):
     """Staged drafting: a cheaper draft2 model proposes `draft_length` tokens that the drafter verifies."""
 
-    draft2: str
-    draft_length: int = Field(ge=1)
+    draft2: str = Field(max_length=MAX_NAME)
+    draft_length: int = Field(ge=1, le=MAX_DRAFT_LENGTH)
 
 
 @dataclass(frozen=True)
@@ -124,14 +142,15 @@ class SpecChoice:
 class ModelDesign(StrictModel):
     """One model's part of a design. Drafters carry their DrafterChoice fields."""
 
-    model: str
-    memory_type: str
-    pim_units: int = Field(ge=0)
-    devices: int
-    placement: dict[str, Placement]
-    draft_length: int | None = None
+    model: str = Field(max_length=MAX_NAME)
+    memory_type: str = Field(max_length=MAX_NAME)
+    pim_units: int = Field(ge=0, le=MAX_UNITS)
+    devices: int = Field(ge=1, le=max(DEVICE_COUNTS))
+    placement: dict[str, Placement] = Field(max_length=len(PLACEABLE_OPS))
+    draft_length: int | None = Field(default=None, ge=1, le=MAX_DRAFT_LENGTH)
     staging: Staging | None = None
-    tree: tuple[int, ...] | None = None  # a token tree's width profile (draft_length = its depth)
+    # a token tree's width profile (draft_length = its depth), its nodes counted before any tree is built
+    tree: tuple[int, ...] | None = Field(default=None, min_length=1, max_length=MAX_DRAFT_LENGTH)
     #: A fixed recipe's marker (FC-offload as SpecPIM ran it), never an optimizer's choice: the PIM-side bytes
     #: beyond the PIM units' capacity are kept in the normal units and moved into the PIM units over the
     #: external bus on every pass, priced by the evaluator (formulations/baselines.md SPILL-1, SPILL-2).
@@ -146,6 +165,13 @@ class ModelDesign(StrictModel):
             data.pop("spill", None)
         return data
 
+    @field_validator("tree", mode="before")
+    @classmethod
+    def _tree_tuple(cls, v):
+        # a JSON list is the profile's form (the model's before-check hands it over as a Python list, which
+        # strict validation would refuse as a tuple); each entry still has to be a strict integer
+        return tuple(v) if isinstance(v, list) else v
+
     @model_validator(mode="after")
     def _tree(self) -> ModelDesign:
         if self.tree is not None:
@@ -154,6 +180,9 @@ class ModelDesign(StrictModel):
             if any(w < 1 for w in self.tree) or not self.tree:
                 raise ValueError(f"tree: a width profile is a non-empty list of positive node counts, got "
                                  f"{list(self.tree)}")
+            if sum(self.tree) > MAX_TREE_NODES:
+                raise ValueError(f"tree: {sum(self.tree):,} nodes, more than the {MAX_TREE_NODES} a token tree may "
+                                 "have (tree.max_nodes)")
             if self.staging is not None:
                 raise ValueError("tree: a token tree is not staged (staging drafts chains)")
         return self
@@ -174,7 +203,7 @@ class ModelDesign(StrictModel):
 class Design(StrictModel):
     pipeline: bool = False
     verifier: ModelDesign
-    drafters: list[ModelDesign] = Field(default_factory=list)
+    drafters: list[ModelDesign] = Field(default_factory=list, max_length=MAX_DRAFTERS)
 
     @model_validator(mode="after")
     def _verifier_does_not_draft(self) -> Design:
@@ -215,8 +244,16 @@ class Design(StrictModel):
 
 
 def parse_design(data: dict) -> Design:
+    """A design from its JSON form, under the strict schema every command reads designs with: integers are
+    JSON integers (not booleans, not 2.0) within the limits a scenario has, checked before any arithmetic."""
+    if not isinstance(data, dict):
+        raise ScenarioError(f"design: a design is a JSON object (a table of fields), got {type(data).__name__}")
     try:
-        return Design.model_validate(data)
+        text = json.dumps(data)
+    except (TypeError, ValueError) as exc:  # not JSON data, or an integer beyond Python's text limit
+        raise ScenarioError(f"design: not a design's JSON ({exc})") from None
+    try:
+        return Design.model_validate_json(text, strict=True)
     except ValidationError as exc:
         msg = format_validation_error(exc, root="design")
         raise ScenarioError(msg if msg.startswith("design") else "design." + msg) from None

@@ -20,8 +20,15 @@ from specpim_cp.catalog import Catalog, file_digest, load_catalog
 from specpim_cp.errors import ScenarioError, format_validation_error
 from specpim_cp.files import name_problem, read_table
 from specpim_cp.problem.builtin_sets import resolve_scenario_path
-from specpim_cp.problem.design import DEVICE_COUNTS, StrictModel
-from specpim_cp.problem.trees import check_positional
+from specpim_cp.problem.design import (
+    DEVICE_COUNTS,
+    MAX_DRAFT_LENGTH,
+    MAX_DRAFTERS,
+    MAX_SHARE_LEVELS,
+    MAX_TREE_NODES,
+    StrictModel,
+)
+from specpim_cp.problem.trees import MAX_RANKS, check_positional
 
 
 class StagingSpace(StrictModel):
@@ -53,12 +60,12 @@ class TreeSpace(StrictModel):
     the scenario's max_draft_length, each drafted as its top-ranked tree (the exact model is offered
     those no other profile dominates, [TREE-4])."""
 
-    max_nodes: int = Field(default=8, ge=1, le=128)
+    max_nodes: int = Field(default=8, ge=1, le=MAX_TREE_NODES)
     # the catalog's conditional tail (Sequoia's measured vector) reaches rank 8; beyond, give acceptance_vector
     max_children: int = Field(default=4, ge=1, le=16)
     # marginal P(the rank-r candidate is accepted), as measured: any order (ranked by probability, [TREE-5]),
     # any length (the max_children likeliest ranks are used; missing ranks: 0)
-    acceptance_vector: list[float] | None = Field(default=None, max_length=1024)
+    acceptance_vector: list[float] | None = Field(default=None, max_length=MAX_RANKS)
 
     @model_validator(mode="after")
     def _vector(self) -> TreeSpace:
@@ -95,7 +102,7 @@ class Space(StrictModel):
     draft_lengths: list[int] | None = None
     staging: Literal["free", "off"] = "free"
     trees: Literal["free", "off"] = "free"  # "off": chains only, also for drafters with a [tree] table
-    share_levels: int = Field(default=4, ge=1, le=8)
+    share_levels: int = Field(default=4, ge=1, le=MAX_SHARE_LEVELS)
 
 
 class Assumptions(StrictModel):
@@ -122,10 +129,10 @@ class Scenario(StrictModel):
     host: str = "a100-40gb"
     # not given: the host's native memory (`HostSpec.native_memory`, set when loaded), else these two
     memory_types: list[str] = Field(default_factory=lambda: ["hbm", "gddr"], min_length=1)
-    max_draft_length: int = Field(default=8, ge=1, le=16)
+    max_draft_length: int = Field(default=8, ge=1, le=MAX_DRAFT_LENGTH)
     device_budget: int | None = Field(default=None, ge=1)
     verifier: ModelEntry
-    drafters: list[DrafterEntry] = Field(default_factory=list, max_length=4)
+    drafters: list[DrafterEntry] = Field(default_factory=list, max_length=MAX_DRAFTERS)
     space: Space = Field(default_factory=Space)
     assumptions: Assumptions = Field(default_factory=Assumptions)
     # user catalog files merged over the built-in catalog, in order (`load_scenario` makes them absolute)

@@ -20,6 +20,7 @@ from __future__ import annotations
 
 import copy
 import itertools
+import math
 from collections.abc import Iterator, Sequence
 from dataclasses import dataclass, replace
 from functools import cached_property, lru_cache
@@ -52,6 +53,20 @@ from specpim_cp.problem.trees import (
 MAX_TREE_PROFILES = 4096
 #: Most profiles of the tree space the menu's generator enumerates (its time: speculation_rounds.md [TREE-4]).
 MAX_TREE_ENUMERATION = 1_000_000
+#: Most speculation choices (the drafters' joint options times the pipeline modes) a design space lists:
+#: the exact model builds one literal, one price row and one CUT-3 bound per choice, about 1 ms and 50 KB
+#: each (two default-tree drafters, 52,048 choices: 47 s and 2.7 GB before CP-SAT starts). 10,000 holds one
+#: drafter's largest menu (MAX_TREE_PROFILES trees and its chains, pipelined or not) and every built-in
+#: scenario (at most 2,612); the check counts the choices before any is built.
+MAX_SPEC_CHOICES = 10_000
+#: Most (speculation choice, device-count tuple) pairs the exact model's CUT-3 bounds price, about 10 us
+#: each (at most about 5 s); the built-in sets need at most 32,768 (1,024 choices x 32 tuples).
+MAX_CHOICE_DEVICE_PAIRS = 500_000
+
+
+class ChoiceSpaceTooLarge(ScenarioError):
+    """The drafters' joint choice space exceeds MAX_SPEC_CHOICES or MAX_CHOICE_DEVICE_PAIRS (counted, not
+    built); the message names the limit and the fields that shrink it."""
 
 
 class TreeMenuTooLarge(ScenarioError):
@@ -193,10 +208,51 @@ class DesignSpace:
             return self._tree_menus[i]
         return tree_options(self.scenario, i, self.catalog)
 
+    def choice_count(self) -> int:
+        """How many speculation choices `choices` lists, counted without listing them."""
+        total = 0
+        for pipeline in self.pipeline_options:
+            if pipeline and self.n_drafters > 1:  # `choice_allowed`: chains only
+                total += math.prod(sum(1 for d in opts if d.tree is None) for opts in self.drafter_options)
+            else:
+                total += math.prod(len(opts) for opts in self.drafter_options)
+        return total
+
+    def device_tuple_count(self) -> int:
+        """How many tuples of device counts (one per model) the device budget admits (at most 4^5)."""
+        counts = [self.device_options(j) for j in range(self.n_models)]
+        budget = self.scenario.device_budget
+        if budget is None:
+            return math.prod(len(c) for c in counts)
+        return sum(1 for t in itertools.product(*counts) if sum(t) <= budget)
+
+    def check_choice_count(self) -> int:
+        """The number of speculation choices, or ChoiceSpaceTooLarge (one line naming the limit) when listing
+        them, or pricing each at every device-count tuple, would exceed MAX_SPEC_CHOICES or
+        MAX_CHOICE_DEVICE_PAIRS: sized before any choice is built."""
+        n = self.choice_count()
+        sizes = " x ".join(f"{len(o):,}" for o in self.drafter_options)
+        modes = " and ".join("on" if p else "off" for p in self.pipeline_options)
+        shrink = "lower max_draft_length or tree.max_nodes, give fewer drafters a tree"
+        if n > MAX_SPEC_CHOICES:
+            raise ChoiceSpaceTooLarge(
+                f"drafters: their joint options ({sizes}; pipeline {modes}) "
+                f"make {n:,} speculation choices, more than the {MAX_SPEC_CHOICES:,} the exact model lists "
+                f"(MAX_SPEC_CHOICES: about 1 ms and 50 KB each); {shrink}, or fix [space] draft_lengths")
+        pairs = n * self.device_tuple_count()
+        if pairs > MAX_CHOICE_DEVICE_PAIRS:
+            raise ChoiceSpaceTooLarge(
+                f"drafters: {n:,} speculation choices at {pairs // n:,} device-count tuples make {pairs:,} "
+                f"pairs, more than the {MAX_CHOICE_DEVICE_PAIRS:,} the exact model's bounds price "
+                f"(MAX_CHOICE_DEVICE_PAIRS); fix devices of some models, set device_budget lower, or {shrink}")
+        return n
+
     def choices(self) -> Iterator[SpecChoice]:
         """Every speculation choice: the product of the drafters' options and the pipeline modes, except
         pipelined choices that hold a token tree when there are several drafters ([TREE]: a wider tree
-        lowers the other drafters' continuation, so its optimality is only proven without that coupling)."""
+        lowers the other drafters' continuation, so its optimality is only proven without that coupling).
+        ChoiceSpaceTooLarge (`check_choice_count`) before the first one when they are too many."""
+        self.check_choice_count()
         for combo in itertools.product(*self.drafter_options):
             for pipeline in self.pipeline_options:
                 choice = SpecChoice(tuple(combo), pipeline)

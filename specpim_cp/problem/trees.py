@@ -65,13 +65,21 @@ class TreeNode(NamedTuple):
 # --------------------------------------------------------------------------- validation
 
 
+#: Most ranks an acceptance vector may give (a scenario's tree.acceptance_vector, a design output's tree_vector).
+MAX_RANKS = 1024
+
+
 def check_positional(p: Sequence[float], name: str = "p", ranked: bool = True) -> tuple[float, ...]:
     """p as a tuple of floats; ValueError unless 0 <= p_r, sum <= 1, every p_r < 1 and (with `ranked`) p
     is non-increasing. `ranked=False` accepts a measured vector in any order (`rank_by_probability`)."""
+    if hasattr(p, "__len__") and len(p) > MAX_RANKS:  # counted before any entry is converted
+        raise ValueError(f"{name} must hold at most {MAX_RANKS} rank probabilities, got {len(p):,}")
     try:
         vals = tuple(float(x) for x in p)
     except TypeError:
         raise ValueError(f"{name} must be a sequence of probabilities, got {p!r}") from None
+    except OverflowError:  # an integer too large for a float: far outside [0, 1]
+        raise ValueError(f"{name} must hold probabilities in [0, 1], got an integer too large for a float") from None
     if not vals:
         raise ValueError(f"{name} must hold at least one rank probability")
     for r, x in enumerate(vals, 1):

@@ -18,6 +18,7 @@ at any time, also on a batch that is still running or was killed. Sections:
 
 from __future__ import annotations
 
+import traceback
 from collections.abc import Callable, Sequence
 from pathlib import Path
 
@@ -495,6 +496,8 @@ def plot_schedules(groups: Sequence[ScenarioResults], out: Path) -> tuple[list[P
             made.append(schedule_figure(sc, parse_design(r.design), path))
         except ScenarioError as exc:
             notes.append(f"schedule of {r.scenario}: skipped ({exc})")
+        except Exception as exc:  # noqa: BLE001 -- a picture that fails is named; the records and report stand
+            notes.append(f"schedule of {r.scenario}: failed ({step_error(exc)})")
     return made, notes
 
 
@@ -517,18 +520,24 @@ def build_report(out: str | Path, plots: bool = True) -> Report:
     if any(r.method == "mix" for r in records):
         mix_tables, mix_plots, mix_lines = mix_sections(records, out, plots)
     tables += mix_tables
-    made = []
+    made, plot_notes, picture_notes = [], [], []
     if plots:
         for fn, name in ((plot_speedup, "speedup.png"), (plot_energy, "energy_efficiency.png"),
                          (plot_ladder, "ladder.png"), (plot_pim, "pim_allocation.png"),
                          (plot_pareto, "pareto.png")):
-            p = fn(groups, out / name)
+            try:
+                p = fn(groups, out / name)
+            except Exception as exc:  # noqa: BLE001 -- a plot that fails is named; the records and tables stand
+                plot_notes.append(f"{name}: failed ({step_error(exc)})")
+                continue
             if p is not None:
                 made.append(p)
         pictures, picture_notes = plot_schedules(groups, out)
         made += pictures
     header = _header(records, groups)
-    if plots and picture_notes:
+    if plot_notes:
+        header.append("Plots: " + "; ".join(plot_notes))
+    if picture_notes:
         header.append("Schedule pictures: " + "; ".join(picture_notes))
     checks = consistency_checks(groups)
     verdict = "all passed" if not checks else "\n- ".join([f"{len(checks)} VIOLATION(S)", *checks])
@@ -567,11 +576,22 @@ def batch_title(records: Sequence[Record], out: Path) -> str:
 
 def _header(records: Sequence[Record], groups: Sequence[ScenarioResults]) -> list[str]:
     versions = sorted({r.solver_version for r in records if r.solver_version})
-    failed = [f"{r.scenario}:{r.method} {r.part}: {r.error}" for r in records if r.status == "ERROR"]
+    failed = [f"{r.scenario}:{r.method} {r.part}: {r.error}" for r in records
+              if r.status == "ERROR" and not r.step_failed]  # a failed front: in the line below
     mixes = sum(1 for r in records if r.method == "mix")
     what = ", ".join(([f"{len(groups)} scenarios"] if groups or not mixes else [])
                      + ([f"{mixes} workload mixes"] if mixes else []))
     lines = [f"{what}, {len(records)} records; solvers: {'; '.join(versions) or '-'}"]
     if failed:
         lines.append("\n- ".join(["ERRORS (re-run `batch` to retry):", *failed]))
+    later = [f"{r.scenario}:{r.method} {r.part}: {r.step_failed} {r.step_error}" for r in records if r.step_failed]
+    if later:
+        title = ("Steps after the solve that failed (each solve's status, objective and design stand; "
+                 "column step_failed):")
+        lines.append("\n- ".join([title, *later]))
     return lines
+
+
+def step_error(exc: BaseException) -> str:
+    """An exception as one line (its type and message)."""
+    return traceback.format_exception_only(type(exc), exc)[-1].strip()

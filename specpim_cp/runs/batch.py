@@ -89,7 +89,6 @@ def run_instances(instances: Sequence[Instance], out: str | Path, options: Batch
     t0 = time.perf_counter()
     progress = progress or _NoProgress()
     out = Path(out)
-    created = not out.exists()
     with FolderLock(out) as lock:
         path = out / RESULTS_JSONL
         done = ResultStore(path, repair=False).done_keys() if options.resume else set()
@@ -113,16 +112,9 @@ def run_instances(instances: Sequence[Instance], out: str | Path, options: Batch
         executor = None
         runnable = bool(ready) or any(i.alias_of is None for i, _ in released) or bool(waiting)
         if runnable:
-            try:
-                executor = open_executor(options.executor, run_instance, jobs=options.jobs,
-                                         workers=options.workers, ray_address=options.ray_address,
-                                         inherited_fds=lock.inherited_fds)
-            except BaseException:
-                if created:  # leave no empty folder behind a run that could not start
-                    lock.release()
-                    lock.path.unlink(missing_ok=True)
-                    out.rmdir()
-                raise
+            executor = open_executor(options.executor, run_instance, jobs=options.jobs,  # on failure the lock
+                                     workers=options.workers, ray_address=options.ray_address,  # removes the
+                                     inherited_fds=lock.inherited_fds)  # folders it made
         if not options.resume and path.exists():
             os.replace(path, out / (RESULTS_JSONL + ".old"))  # keep the previous run, start afresh
         store = ResultStore(path)

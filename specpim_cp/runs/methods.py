@@ -47,15 +47,31 @@ def _run_solver(inst: Instance, sc: Scenario, catalog: Catalog) -> list[Record]:
             hint = parse_design(inst.hint)
         except ScenarioError:  # a neighbour's design from an older record format: no warm start
             hint = None
+    res, hinted = None, False
     if hint is not None:
         try:
-            res = exact.solve(sc, options=options, hint=hint, catalog=catalog)
-            return [solve_record(inst, res, catalog, inst.step or "exact").with_(hint_from=inst.hint_from,
-                                                                                 ranges=_ranges(inst, sc, res, catalog))]
+            res, hinted = exact.solve(sc, options=options, hint=hint, catalog=catalog), True
         except ScenarioError:
             pass  # solve() skips a hint outside the space; should it ever reject one, solve without it
-    res = exact.solve(sc, options=options, catalog=catalog)
-    return [solve_record(inst, res, catalog, inst.step or "exact").with_(ranges=_ranges(inst, sc, res, catalog))]
+    if res is None:
+        res = exact.solve(sc, options=options, catalog=catalog)
+    record = solve_record(inst, res, catalog, inst.step or "exact")
+    if hinted:
+        record = record.with_(hint_from=inst.hint_from)
+    return [after_solve(record, "ranges", lambda: _ranges(inst, sc, res, catalog), "ranges")]
+
+
+def after_solve(record: Record, step: str, run: Callable[[], object], field_name: str | None = None) -> Record:
+    """`record` with the result of a step run after its solve (in `field_name`), or, when the step fails or is
+    refused, with the step's name and why in `step_failed`/`step_error`: the solve's status, objective and
+    design are never changed by a later step."""
+    try:
+        value = run()
+    except ScenarioError as exc:
+        return record.with_(step_failed=step, step_error=f"refused: {exc}")
+    except Exception as exc:  # noqa: BLE001 -- a bug in a later step must not discard a proven optimum
+        return record.with_(step_failed=step, step_error=traceback.format_exception_only(type(exc), exc)[-1].strip())
+    return record if field_name is None else record.with_(**{field_name: value})
 
 
 def _ranges(inst: Instance, sc: Scenario, res, catalog: Catalog) -> dict | None:
@@ -106,6 +122,9 @@ def _run_mix(inst: Instance, sc: Scenario, catalog: Catalog) -> list[Record]:
     return run_mix(inst, sc, catalog)
 
 
+#: Methods that are a step after a scenario's exact solve (their own instance), by the step's name.
+LATER_STEPS = {"pareto": "front"}
+
 RUNNERS: dict[str, Callable[[Instance, Scenario, Catalog], list[Record]]] = {
     "exact": _run_solver, "ladder": _run_solver, "heuristic": _run_heuristic, "baselines": _run_baselines,
     "pareto": _run_pareto, "mix": _run_mix,
@@ -124,6 +143,9 @@ def run_instance(inst: Instance) -> list[Record]:
     except Exception as exc:  # noqa: BLE001 -- a bug in a method: record it, a re-run retries
         tb = traceback.format_exception_only(type(exc), exc)[-1].strip()
         records = [failed_record(inst, part, "ERROR", tb, time.perf_counter() - t0)]
+    if inst.method in LATER_STEPS and records[0].error is not None and records[0].metrics is None:
+        # a front is a step after a scenario's solve: its failure names the step (the solve's record stands)
+        records = [r.with_(step_failed=LATER_STEPS[inst.method], step_error=r.error) for r in records]
     stamp = time.strftime("%Y-%m-%dT%H:%M:%S%z")
     return [r.with_(finished_at=stamp) for r in records]
 

@@ -13,7 +13,7 @@ from collections.abc import Sequence
 from pathlib import Path
 
 from specpim_cp.errors import ScenarioError
-from specpim_cp.files import path_in, toml_text, write_atomic
+from specpim_cp.files import check_replaceable, path_in, toml_text, write_atomic
 from specpim_cp.problem.mix import MIX_UNITS, Mix
 from specpim_cp.solvers.mix import MixResult
 from specpim_cp.views.mix import pim_ops
@@ -90,7 +90,7 @@ def write_policy_dir(res: MixResult, folder: str | Path) -> list[Path]:
     folder = Path(folder)
     files = policy_files(res)
     for name in files:
-        path_in(folder, name)  # the file names are the code's; checked all the same: none leaves the folder
+        check_replaceable(path_in(folder, name))  # none leaves the folder, none replaces a read-only file
     check_policy_dir(folder, list(files))
     try:
         if folder.is_dir():

@@ -206,6 +206,8 @@ class Record:
     hint_from: str | None = None  # grid records: the neighbour cell whose design warm-started the solve
     mix: MixOutcome | None = None  # `mix` records: the solved mix (cells, shared hardware, comparisons)
     ranges: dict | None = None  # `exact` records: decision ranges (within_pct, proven, ranges: OBJ-4 as_dict)
+    step_failed: str | None = None  # a step after the solve that failed or was refused (ranges, front, picture)
+    step_error: str | None = None  # why it failed; the solve's status, objective and design stand
 
     def with_(self, **changes: Any) -> Record:
         return replace(self, **changes)
@@ -267,7 +269,7 @@ def objective_fields(obj) -> dict:
 _STRINGS = ("key", "scenario", "scenario_file", "scenario_hash", "family", "scenario_objective", "objective_name",
             "method", "part")
 _OPTIONAL = {"status": str, "error": str, "attempt": str, "batch": str, "hint_from": str, "step": str,
-             "design": dict, "options": dict, "ranges": dict}
+             "design": dict, "options": dict, "ranges": dict, "step_failed": str, "step_error": str}
 
 
 def _check_types(rec: Record) -> None:

@@ -120,7 +120,8 @@ def read_records(out: Path) -> list[Record]:
 # ------------------------------------------------------------------------------------------------
 CSV_COLUMNS = ("scenario", "family", "batch_size", "method", "part", "status", "objective_name", "objective",
                "bound", "gap", "wall_s", *METRIC_KEYS, "draft_lengths", "pipeline", "pim_allocation",
-               "seed", "solver_version", "inputs_hash", "key", "error")
+               "seed", "solver_version", "inputs_hash", "key", "error",
+               "step_failed", "step_error")
 
 
 def pim_summary(pim: Sequence[PimAllocation]) -> str:
