@@ -31,6 +31,7 @@ from pathlib import Path
 from specpim_cp.mix.spec import load_mix
 from specpim_cp.problem.builtin_sets import builtin_sets
 from specpim_cp.problem.scenario import Scenario, load_scenario
+from specpim_cp.solvers.exact.guards import INT_LIMIT
 from specpim_cp.solvers.exact.numeric import (
     OBJECTIVES,
     PROFILES,
@@ -38,7 +39,6 @@ from specpim_cp.solvers.exact.numeric import (
     profile_reports,
     with_profile,
 )
-from specpim_cp.solvers.exact.solve import INT_LIMIT
 from specpim_cp.views.tables import table
 
 ALL_SETS = tuple(sorted(builtin_sets()))

@@ -483,7 +483,7 @@ def test_claims_fall_back_to_each_cells_own_model(folder, monkeypatch):
     """When the whole mix model does not prove its tight values in time, each cell's claim comes from its
     own single-scenario model, and it still equals the evaluator (same result as the whole-model claim)."""
     from specpim_cp.mix import session
-    from specpim_cp.solvers.exact.solve import ModelMismatch
+    from specpim_cp.solvers.exact.guards import ModelMismatch
 
     mix = load_mix(folder / "small.toml")
     options = dataclasses.replace(OPTIONS, method="cp-sat")  # the decomposition asks each cell's model at once

@@ -15,6 +15,7 @@ from ortools.sat.python import cp_model
 from specpim_cp.mix.spec import load_mix
 from specpim_cp.problem.builtin_sets import builtin_sets
 from specpim_cp.problem.scenario import load_scenario
+from specpim_cp.solvers.exact.guards import INT_LIMIT
 from specpim_cp.solvers.exact.numeric import (
     INCUMBENT_FAMILIES,
     OBJECTIVES,
@@ -23,7 +24,6 @@ from specpim_cp.solvers.exact.numeric import (
     row_magnitudes,
     scenario_reports,
 )
-from specpim_cp.solvers.exact.solve import INT_LIMIT
 
 DEFAULT_SETS = ("examples", "paper", "staged")
 #: Every other built-in scenario set (the mix set's files are covered through their base scenarios, below).
