@@ -1,14 +1,11 @@
-"""Baselines (DESIGN.md section 8). Each returns a Design that the evaluator prices.
+"""Baselines (formulations/baselines.md has the recipes). Each returns a Design that the evaluator prices.
 
 - GPU-AR: the verifier alone, autoregressive, plain memory (no PIM), host-only.
 - GPU-SI: speculative inference on the scenario's devices, all plain memory, vanilla rounds.
-- GPU-SI trees (only for scenarios whose drafters have token trees): GPU-SI with the best chain or
-  top-ranked token tree per drafter for those devices (Sequoia, Chen et al. 2024, on GPUs).
-- FC-offload PIM ("FC-offload", the recipe SpecPIM compares against): every FC operator on PIM,
-  attention and its KV cache on the host, identical half-PIM devices for every model; the FC weights the
-  PIM units cannot hold are kept in the normal units and moved into the PIM units over the external bus
-  on every pass, priced by the evaluator (`ModelDesign.spill`) and reported (`spills`) (Samsung's HBM-PIM
-  GEMV offload, ISCA 2021; `fc_offload`).
+- GPU-SI trees (drafters with token trees): GPU-SI with the best chain or top-ranked tree per drafter.
+- FC-offload PIM (the recipe SpecPIM compares against): every FC operator on PIM, attention and its KV
+  cache on the host, identical half-PIM devices; FC weights the PIM units cannot hold are spilled
+  (`ModelDesign.spill`), priced by the evaluator and reported (`fc_offload`).
 - "FC-offload (fit)": the same mapping on the fewest PIM units per device, half or more, that hold the
   FC weights (no spill: a design of the optimizer's space; `fc_offload_fit`).
 - attention-offload PIM: attention and its KV cache on PIM, FC on the host with its weights wherever
@@ -20,7 +17,7 @@ Draft lengths of a baseline are the best for its fixed recipe (enumerated with t
 are the host tensors' layouts (normal units, or spread over every unit) where the memory model offers a
 choice: every assignment of layouts to the host operators is enumerated and checked against both sides'
 capacity (`recipe_layouts`), so a baseline is the best design of its own restricted space, or the proof
-that the space is empty; staging is off and rounds are vanilla. formulations/baselines.md has the recipes.
+that the space is empty; staging is off and rounds are vanilla.
 """
 
 from __future__ import annotations
@@ -289,11 +286,11 @@ def _identical(scenario: Scenario, catalog: Catalog, mem: str, k: int | str) -> 
 
 
 def fc_offload(scenario: Scenario, catalog: Catalog | None = None) -> Evaluation:
-    """SpecPIM's FC-offload baseline as the paper ran it (DESIGN.md section 8): every FC operator on PIM,
+    """SpecPIM's FC-offload baseline as the paper ran it: every FC operator on PIM,
     attention and its KV cache on the host, identical half-PIM devices for every model; where the PIM
     units cannot hold the FC weights (OPT-13B on 2 x 40 GB: 20 GiB of PIM for 24 GiB of weights) the
     overflow is kept in the normal units and moved into the PIM units over the external bus on every pass
-    (rule 3, `ModelDesign.spill`), priced by the evaluator and reported in its breakdown."""
+    (`ModelDesign.spill`), priced by the evaluator and reported in its breakdown."""
     catalog = catalog or scenario_catalog(scenario)
     return best_fixed_recipe(scenario, catalog, _identical(scenario, catalog, _memory(scenario, "hbm"), HALF),
                              "fc-offload", spill=True)
@@ -301,8 +298,8 @@ def fc_offload(scenario: Scenario, catalog: Catalog | None = None) -> Evaluation
 
 def fc_offload_fit(scenario: Scenario, catalog: Catalog | None = None) -> Evaluation:
     """FC-offload that buys PIM units instead of spilling: half-PIM devices, or the fewest PIM units per
-    device above half that hold the FC weights (with time-shared channels, DESIGN.md rule 1, an operator
-    runs on PIM only on tensors in the PIM units; Samsung's FC offload stores the weights in the PIM
+    device above half that hold the FC weights (with time-shared channels an operator runs on PIM only on
+    tensors in the PIM units; Samsung's FC offload stores the weights in the PIM
     banks). Capacity-checked, so a design of the optimizer's space."""
     catalog = catalog or scenario_catalog(scenario)
     mem = _memory(scenario, "hbm")

@@ -13,9 +13,8 @@ from specpim_cp.physics.evaluate import Evaluation
 
 #: Unit of SolveReport.objective and .bound (the evaluator's exact units) and of `objective` in JSON.
 OBJECTIVE_UNITS = {"latency": "ns/token", "energy": "nJ/token", "edp": "ns*nJ/token^2"}
-#: [OBJ-2r] The default front resolution, in percent of energy per token: a point at least every 0.1%. The
-#: exact front (0) under dynamic accounting has hundreds of points closer than that (paper/opt-13b-b1: more
-#: than 765, not finished in 120 s); at 0.1% it has 31, every one proven, in about 10 s.
+#: [OBJ-2r] The default front resolution, in percent of energy per token: a point at least every 0.1% (the
+#: exact front, 0, under dynamic accounting can have hundreds of points closer than that).
 DEFAULT_RESOLUTION_PCT = "0.1"
 #: The same as a fraction of 1 (what `pareto` takes).
 DEFAULT_RESOLUTION = Fraction(DEFAULT_RESOLUTION_PCT) / 100

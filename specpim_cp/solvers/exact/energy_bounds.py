@@ -2,8 +2,8 @@
 
 CUT-3 bounds a choice's energy per round by the least pass energies plus the least idle power times the
 least round time. Each least is taken over its own placements, so on energy objectives the bound pairs the
-PIM placements' small energies with the host placements' short passes: on paper-full/llama-32.5b-full-b16
-it was 0.89 of the best design's energy. CUT-4 keeps the two together. For device counts ν, the idle
+PIM placements' small energies with the host placements' short passes, well below the best design's
+energy. CUT-4 keeps the two together. For device counts ν, the idle
 power is at least Π = Σ_j P̲_j(ν_j), and the round time is at least a nonnegative combination of the pass
 times (RND-3 is a mean over outcomes of max(D, V) + q min(D, V), convex in (D, V), and D = max_i r_i C_i);
 so the energy is at least Σ_p [m_p e_p + κ_p t_p] over the passes p, and every pass's least e + κ t over

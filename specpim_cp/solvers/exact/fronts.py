@@ -142,7 +142,7 @@ def sweep(sm: SpecModel, run: SolveSession, edp: bool, resolution: Fraction, sta
 
         # EDP: the least-energy design starts the stage while it satisfies the stage's rows (its EDP is the least
         # seen, so it is in the EDP box, and it is below the energy cap): a Dinkelbach step then has an
-        # incumbent, so a solver fault that drops it is caught (paper-full/palm-62b-full-b32)
+        # incumbent, so a solver fault that drops it is caught (the session's ladder)
         usable = (edp and least is not None and least.metrics.objective("edp") <= best
                   and below_cap(least.metrics, energy_cap, resolution))
         st1, d1, _o1, l_low = minimize_ratio(run, lat, edp_box if edp else below_energy, start=least if usable else None)
