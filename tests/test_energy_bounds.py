@@ -181,13 +181,14 @@ def test_a_contradicted_step_is_solved_per_choice(monkeypatch, data, objective):
 
     ratio = importlib.import_module("specpim_cp.solvers.exact.ratio")
     session = importlib.import_module("specpim_cp.solvers.exact.session")
+    ladder = importlib.import_module("specpim_cp.solvers.exact.ladder")
     honest = session.SolveSession.solve
 
     def faulty(self, model, first_solution=False, cautious=False):
         status, solver = honest(self, model, first_solution, cautious)
         if first_solution or "(choice" in self.stage or self.stage.startswith("tie-break"):
-            return session.Solved(status, solver)
-        return session.Solved(Status.INFEASIBLE, solver)
+            return ladder.Solved(status, solver)
+        return ladder.Solved(Status.INFEASIBLE, solver)
 
     monkeypatch.setattr(session.SolveSession, "solve", faulty)
     monkeypatch.setattr(ratio, "PER_CHOICE_MAX", 10 ** 6)  # every step small enough to split
@@ -217,6 +218,7 @@ def test_a_contradicted_tie_break_level_is_solved_per_verifier_architecture(monk
     import importlib
 
     session = importlib.import_module("specpim_cp.solvers.exact.session")
+    ladder = importlib.import_module("specpim_cp.solvers.exact.ladder")
     sc = parse_scenario({**data, "objective": objective})
     opts = SolverOptions(60, deterministic=True)
     clean = solve(sc, options=opts)
@@ -227,8 +229,8 @@ def test_a_contradicted_tie_break_level_is_solved_per_verifier_architecture(monk
         status, solver = honest(self, model, first_solution, cautious)
         level = self.stage.startswith("tie-break: ") and "another design" not in self.stage
         if level and "(verifier on" not in self.stage and self.stage not in ("tie-break: latency", "tie-break: energy"):
-            return session.Solved(Status.INFEASIBLE, solver)
-        return session.Solved(status, solver)
+            return ladder.Solved(Status.INFEASIBLE, solver)
+        return ladder.Solved(status, solver)
 
     monkeypatch.setattr(session.SolveSession, "solve", faulty)
     forced = solve(sc, options=opts)

@@ -15,6 +15,7 @@ from ortools.sat.python import cp_model
 from specpim_cp.physics.evaluate import Evaluation
 from specpim_cp.problem.design import ArchConfig, Design
 from specpim_cp.solvers.exact.guards import IntegerRangeError, ModelMismatch
+from specpim_cp.solvers.exact.ladder import Answer, Part
 from specpim_cp.solvers.exact.model import SpecModel, TieKey
 from specpim_cp.solvers.exact.ratio import (
     ENERGY_LINEARIZATION,
@@ -23,7 +24,7 @@ from specpim_cp.solvers.exact.ratio import (
     add_ratio_rows,
     minimize_ratio,
 )
-from specpim_cp.solvers.exact.session import Answer, Part, SolveSession
+from specpim_cp.solvers.exact.session import SolveSession
 from specpim_cp.solvers.result import Status
 
 #: An OBJ-3 integer level that contradicts the design so far is solved again as one part per verifier

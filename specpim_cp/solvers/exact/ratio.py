@@ -17,8 +17,9 @@ from specpim_cp.physics import speculation as spec
 from specpim_cp.physics.evaluate import Evaluation
 from specpim_cp.problem.design import Design
 from specpim_cp.solvers.exact.guards import ModelMismatch, guarded_numerator
+from specpim_cp.solvers.exact.ladder import Answer, Part
 from specpim_cp.solvers.exact.model import SpecModel, ub
-from specpim_cp.solvers.exact.session import Answer, Part, SolveSession
+from specpim_cp.solvers.exact.session import SolveSession
 from specpim_cp.solvers.result import Status
 
 #: OBJ-1 focus: the first Dinkelbach solves see only the choices whose CUT-3 bound ratio is at most

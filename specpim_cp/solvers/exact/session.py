@@ -1,6 +1,6 @@
 """The CP-SAT session every exact solve runs in: options, time budget, progress events, the incumbent's
-hint, and the one retry ladder for answers that contradict a known design (`SolveSession.solve_with_ladder`:
-formulations/objectives.md, 'A CP-SAT 9.15 fault'). CP-SAT's integer statuses leave it as a `Status`."""
+hint, the solve log, and the retry ladder (ladder.py) on its solves (`SolveSession.solve_with_ladder`).
+CP-SAT's integer statuses leave it as a `Status`."""
 
 from __future__ import annotations
 
@@ -8,12 +8,13 @@ import time
 from collections.abc import Callable, Iterable, Mapping
 from dataclasses import dataclass
 from fractions import Fraction
-from typing import NamedTuple, Protocol
+from typing import Protocol
 
 from ortools.sat.python import cp_model
 
 from specpim_cp.problem.design import Design
 from specpim_cp.solvers.exact.guards import ModelMismatch
+from specpim_cp.solvers.exact.ladder import NO_PRESOLVE, Answer, Part, Solved, solve_with_ladder
 from specpim_cp.solvers.exact.model import SpecModel
 from specpim_cp.solvers.result import Status
 
@@ -92,39 +93,6 @@ class TimeBudget:
         self.used += solver.deterministic_time if self.opts.deterministic else solver.wall_time
 
 
-#: `SolveSession.solve(cautious=NO_PRESOLVE)`: CP-SAT without presolve, the ladder's last rung.
-NO_PRESOLVE = "no presolve"
-#: The ladder's middle rung: the caller's split of the solve into parts (per choice, per architecture).
-SPLIT = "split"
-
-
-class Solved(NamedTuple):
-    """One CP-SAT solve: its status and the solver that holds the solution."""
-
-    status: Status
-    solver: cp_model.CpSolver
-
-
-class Answer(NamedTuple):
-    """An answer of `solve_with_ladder`: the status, the solver holding the solution (None when every part
-    of a split was INFEASIBLE), the objective at the solution in integers (None without one: CP-SAT's
-    `objective_value` is a double, inexact beyond 2^53) and what the caller attached to the model solved."""
-
-    status: Status
-    solver: cp_model.CpSolver | None
-    value: int | None
-    payload: object = None
-
-
-class Part(NamedTuple):
-    """One part of a split solve: a label for the stage, the model, its objective in integers, a payload."""
-
-    label: str
-    model: cp_model.CpModel
-    value: Callable[[cp_model.CpSolver], int]
-    payload: object = None
-
-
 class Named(Protocol):
     """What a progress event reads of the objective it reports (a `RatioObjective`)."""
 
@@ -191,60 +159,23 @@ class SolveSession:
                                "wall_s": round(solver.wall_time, 3)})
         return Solved(status, solver)
 
-    def answer(self, model: cp_model.CpModel, value: Callable[[cp_model.CpSolver], int], payload: object = None,
-               cautious: bool | str = False) -> Answer:
-        """`solve`, with the objective read in integers (`value`) when there is a solution."""
-        status, solver = self.solve(model, cautious=cautious)
-        found = status in (Status.OPTIMAL, Status.FEASIBLE)
-        return Answer(status, solver, value(solver) if found else None, payload)
-
     def solve_with_ladder(self, model: cp_model.CpModel, value: Callable[[cp_model.CpSolver], int],
                           contradicts: Callable[[Answer], bool] | None = None,
                           split: Callable[[], Iterable[Part] | None] | None = None,
                           payload: object = None) -> Answer:
-        """Solve `model`; when the answer contradicts a design known to satisfy it (`contradicts`, e.g.
-        INFEASIBLE, or OPTIMAL above the known design's value: OR-Tools 9.15 did this on some models with
-        large coefficients), climb the ladder until an answer does not: CP-SAT's own presolve settings, then
-        the caller's `split` into parts solved one by one (`least_part`; skipped when `split` returns None
-        or a part is not proven), then no presolve. Returns the first answer that does not contradict, else
-        the last one (the caller checks `contradicts` again and says what the fault means)."""
-        answer = self.answer(model, value, payload)
-        if contradicts is None or not contradicts(answer):
-            return answer
-        for rung in (True, SPLIT, NO_PRESOLVE):
-            if rung == SPLIT:
-                parts = None if split is None else split()
-                if parts is None:
-                    continue
-                got = self.least_part(parts)
-                if got.status == Status.UNKNOWN:
-                    continue
-                answer = got
-            else:
-                answer = self.answer(model, value, payload, cautious=rung)
-            if not contradicts(answer):
-                break
-        return answer
+        """`ladder.solve_with_ladder` on this session's solves (each part's label added to the stage)."""
+        return solve_with_ladder(self.solve_rung, model, value, contradicts, split, payload)
 
-    def least_part(self, parts: Iterable[Part]) -> Answer:
-        """Solve the parts of a split solve one after another on CP-SAT's own presolve; UNKNOWN when a part is
-        not proven, INFEASIBLE when every part is, else OPTIMAL with the part of least value."""
-        best: Answer | None = None
+    def solve_rung(self, model: cp_model.CpModel, cautious: bool | str, part: str | None = None) -> Solved:
+        """One rung of the ladder: `solve`, the stage naming the part of a split solve."""
+        if part is None:
+            return self.solve(model, cautious=cautious)
         stage = self.stage
+        self.stage = f"{stage} ({part})"
         try:
-            for part in parts:
-                self.stage = f"{stage} ({part.label})"
-                status, solver = self.solve(part.model, cautious=True)
-                if status == Status.INFEASIBLE:
-                    continue
-                if status != Status.OPTIMAL:
-                    return Answer(Status.UNKNOWN, None, None)
-                v = part.value(solver)
-                if best is None or v < best.value:
-                    best = Answer(Status.OPTIMAL, solver, v, part.payload)
+            return self.solve(model, cautious=cautious)
         finally:
             self.stage = stage
-        return Answer(Status.INFEASIBLE, None, None) if best is None else best
 
     def remember(self, solver: cp_model.CpSolver) -> Design:
         design = self.sm.decode(solver.boolean_value)

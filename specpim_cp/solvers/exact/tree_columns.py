@@ -23,6 +23,7 @@ from specpim_cp.solvers.exact.guards import (
     check_capacity_rows,
     check_integer_range,
 )
+from specpim_cp.solvers.exact.ladder import Answer
 from specpim_cp.solvers.exact.model import SpecModel, ub
 from specpim_cp.solvers.exact.ratio import (
     ENERGY_LINEARIZATION,
@@ -34,7 +35,7 @@ from specpim_cp.solvers.exact.ratio import (
     measure,
     prune_architectures,
 )
-from specpim_cp.solvers.exact.session import Answer, ProgressHook, SolverOptions, SolveSession
+from specpim_cp.solvers.exact.session import ProgressHook, SolverOptions, SolveSession
 from specpim_cp.solvers.exact.starts import best_choice_for, best_known
 from specpim_cp.solvers.exact.tree_column_set import ColumnSearch, chain_start_scenario, hardware
 from specpim_cp.solvers.result import SolveResult, Status
