@@ -83,7 +83,7 @@ class PassEnvelope:
     token count, for every κ ≥ 0, over the placements whose weight layouts fit the architecture's PIM and
     normal memory (CAP-1/2 without a draft2 model's share). The pass time bound is CUT-1's for the placement:
     a chain layer's sum of durations, a parallel-block layer's largest of its four loads
-    (`SpecModel._parallel_layer_bound`), every placement of the layer enumerated. Kept at breakpoints κ_k
+    (`choice_bounds.parallel_layer_bound`), every placement of the layer enumerated. Kept at breakpoints κ_k
     and interpolated linearly (np.interp): between two of them each layout's value is linear in κ and the
     least over layouts concave, so the interpolation is at most the true value; beyond the last one it is
     held constant, also below the true value (which is nondecreasing in κ)."""
