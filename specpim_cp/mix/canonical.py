@@ -28,15 +28,15 @@ from specpim_cp.mix.model import REGRET_SCALE, ROW_LIMIT, MixModel, ObjectivePla
 from specpim_cp.mix.result import HardwareResult, MixStage
 from specpim_cp.mix.spec import mix_value
 from specpim_cp.problem.design import ArchConfig, Design
-from specpim_cp.solvers.exact.model import TieKey
-from specpim_cp.solvers.exact.solve import (
-    ENERGY_LINEARIZATION,
+from specpim_cp.solvers.exact.canonical import (
     TieLevel,
     integer_entries,
     level_before,
     pack_keys,
     solve_key_groups,
 )
+from specpim_cp.solvers.exact.model import TieKey
+from specpim_cp.solvers.exact.ratio import ENERGY_LINEARIZATION
 
 #: The weighted levels of the canonical mix optimum, per mix objective.
 MIX_RATIO_LEVELS = {"latency": ("latency", "energy"), "energy": ("energy", "latency"),

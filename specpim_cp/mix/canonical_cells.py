@@ -41,7 +41,9 @@ from specpim_cp.mix.model import MixModel, ObjectivePlan, cell_units
 from specpim_cp.mix.result import MixStage
 from specpim_cp.mix.spec import mix_value
 from specpim_cp.problem.design import ArchConfig, Design
-from specpim_cp.solvers.exact.solve import ENERGY_LINEARIZATION, ModelMismatch, TieLevel, pack_keys
+from specpim_cp.solvers.exact.canonical import TieLevel, pack_keys
+from specpim_cp.solvers.exact.guards import ModelMismatch
+from specpim_cp.solvers.exact.ratio import ENERGY_LINEARIZATION
 
 #: Most seconds (deterministic units with --deterministic) one one-cell solve may take; the first that does
 #: not finish hands the levels to the whole mix model (palm-62b's take about 0.1 s; some of llama-32.5b's

@@ -41,9 +41,9 @@ from specpim_cp.mix.tables import MixTables
 from specpim_cp.physics.evaluate import Evaluator
 from specpim_cp.problem.design import Design
 from specpim_cp.problem.space import DesignSpace
+from specpim_cp.solvers.exact.guards import ModelMismatch
 from specpim_cp.solvers.exact.model import SpecModel
 from specpim_cp.solvers.exact.prices import PriceTable
-from specpim_cp.solvers.exact.solve import ModelMismatch
 from specpim_cp.solvers.result import SolveReport, SolveResult, inputs_hash, solver_version
 
 #: Node evaluations one search may make in deterministic mode (no wall-clock deadline there, so that the
