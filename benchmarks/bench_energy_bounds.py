@@ -22,7 +22,9 @@ from bench_solver import load_reference
 from specpim_cp.physics.evaluate import Evaluator
 from specpim_cp.problem.builtin_sets import scenario_files
 from specpim_cp.problem.scenario import load_scenario, scenario_catalog
-from specpim_cp.solvers.exact.solve import RatioObjective, best_start, build_model
+from specpim_cp.solvers.exact.guards import build_model
+from specpim_cp.solvers.exact.ratio import RatioObjective
+from specpim_cp.solvers.exact.starts import best_start
 from specpim_cp.views.tables import table
 
 

@@ -10,8 +10,8 @@ nothing. Printed per row (log2 of the largest worst-case |activity| = sum |coeff
   max       over every row the solve sees, at the model's own ub(round time / energy) as incumbent
   base      over the base model's rows the solve keeps (a latency solve empties the energy rows)
   guarded   CP-SAT's own sum (max of the positive and negative parts) at the largest incumbent
-            `solve._measure` admits: what CP-SAT actually checks; <= 62 means accepted
-  refuse    rows CP-SAT would refuse at the model's bound / whether `_measure` refuses such an incumbent
+            `ratio.measure` admits: what CP-SAT actually checks; <= 62 means accepted
+  refuse    rows CP-SAT would refuse at the model's bound / whether `ratio.measure` refuses such an incumbent
   cross     log2 of the largest coefficient x another variable's bound (the 9.15 fault's product) and
             the rows where it reaches 2^63 (base model rows / all)
 
@@ -31,6 +31,7 @@ from pathlib import Path
 from specpim_cp.problem.builtin_sets import builtin_sets
 from specpim_cp.problem.mix import load_mix
 from specpim_cp.problem.scenario import Scenario, load_scenario
+from specpim_cp.solvers.exact.guards import INT_LIMIT
 from specpim_cp.solvers.exact.numeric import (
     OBJECTIVES,
     PROFILES,
@@ -38,7 +39,6 @@ from specpim_cp.solvers.exact.numeric import (
     profile_reports,
     with_profile,
 )
-from specpim_cp.solvers.exact.solve import INT_LIMIT
 from specpim_cp.views.tables import table
 
 ALL_SETS = tuple(sorted(builtin_sets()))
@@ -90,7 +90,7 @@ def summary(built: list[tuple[str, NumericReport]]) -> None:
     admitted = [(s, r) for s, r in built if not r.guard_refuses]
     if admitted:
         s, top = max(admitted, key=lambda sr: sr[1].worst.checker)
-        print(f"closest to the limit where `_measure` admits the model's ub(N) as incumbent: {s}/{top.scenario} "
+        print(f"closest to the limit where `ratio.measure` admits the model's ub(N) as incumbent: {s}/{top.scenario} "
               f"{top.objective} {top.profile}: {top.worst.describe()}, CP-SAT's sum {top.worst.checker / INT_LIMIT:.3f}"
               " x 2^62")
     s, top = max(built, key=lambda sr: sr[1].log2)
@@ -98,7 +98,7 @@ def summary(built: list[tuple[str, NumericReport]]) -> None:
           f"{top.profile}: {top.worst.describe()}")
     over = [(s, r) for s, r in built if r.checker_over]
     print(f"{len(over)} of {len(built)} scenario x objective x profile have rows CP-SAT would refuse at the model's "
-          f"bound as incumbent ({sum(r.guard_refuses for _, r in over)} of them refused before by _measure's "
+          f"bound as incumbent ({sum(r.guard_refuses for _, r in over)} of them refused before by ratio.measure's "
           f"guard); rows over 2^62 at the guarded incumbent: {sum(r.guarded_worst.checker > INT_LIMIT for _, r in built)}")
     for s, r in over:
         fams = sorted({m.family for m in r.checker_over})

@@ -12,7 +12,7 @@ status: every Dinkelbach run OPTIMAL and the sweep ended by an INFEASIBLE stage 
 formulations/objectives.md OBJ-2); a point is proven when both of its Dinkelbach runs returned OPTIMAL.
 
 `pareto` returns the points and the front's status, so this script records each solve of the front by
-wrapping the solve session of `specpim_cp.solvers.exact.solve` for the duration of the call (status,
+wrapping the solve session that `specpim_cp.solvers.exact.fronts` opens for the duration of the call (status,
 objective F, bound, deterministic and wall time), and the status of each Dinkelbach run by wrapping
 `minimize_ratio`; nothing in the package changes.
 """
@@ -26,21 +26,23 @@ import os
 import sys
 import time
 from contextlib import contextmanager
+from fractions import Fraction
 from pathlib import Path
 
 from ortools.sat.python import cp_model
 
 from specpim_cp.problem.builtin_sets import resolve_scenario_path
 from specpim_cp.problem.scenario import Scenario, load_scenario, parse_scenario
-from specpim_cp.solvers.exact import SolverOptions
-from specpim_cp.solvers.result import DEFAULT_MAX_POINTS, DEFAULT_RESOLUTION_PCT
+from specpim_cp.solvers.exact import ModelMismatch, SolverOptions
+from specpim_cp.solvers.result import DEFAULT_MAX_POINTS, DEFAULT_RESOLUTION_PCT, Status
+from specpim_cp.views.fronts import front_statement
 from specpim_cp.views.tables import table
 
 ACCOUNTINGS = ("total", "dynamic")
 #: Points printed per front without --all-points (the first and last half of them).
 SHOWN = 20
-#: The driver module (`import ... as` would bind the package's `solve` function, which shadows it).
-exact_solve = importlib.import_module("specpim_cp.solvers.exact.solve")
+#: The module whose session and Dinkelbach runs a front uses.
+exact_solve = importlib.import_module("specpim_cp.solvers.exact.fronts")
 
 
 @contextmanager
@@ -52,8 +54,8 @@ def recorded_solves():
     class Recording(base):  # type: ignore[misc, valid-type]
         def solve(self, model, first_solution=False, cautious=False):
             status, solver = super().solve(model, first_solution, cautious)
-            found = status in (cp_model.OPTIMAL, cp_model.FEASIBLE)
-            log.append({"stage": self.stage, "status": solver.status_name(status), "first_solution": first_solution,
+            found = status in (Status.OPTIMAL, Status.FEASIBLE)
+            log.append({"stage": self.stage, "status": status.value, "first_solution": first_solution,
                         "cautious": cautious, "objective": exact_objective(model, solver) if found else None,
                         "bound": solver.best_objective_bound if found else None,
                         "deterministic_time": solver.deterministic_time, "wall_s": solver.wall_time})
@@ -108,9 +110,10 @@ def run_front(sc: Scenario, opts: SolverOptions, resolution: str = DEFAULT_RESOL
     error, statement, proven = None, "", False
     with recorded_solves() as records:
         try:
-            result = exact_solve.pareto(sc, options=opts, resolution_pct=resolution, max_points=max_points)
-            front, statement, proven = result.points, result.statement(), result.status == "OPTIMAL"
-        except exact_solve.ModelMismatch as exc:  # the 9.15 fault guard (objectives.md)
+            result = exact_solve.pareto(sc, options=opts, resolution=Fraction(resolution) / 100,
+                                        max_points=max_points)
+            front, statement, proven = result.points, front_statement(result), result.status == "OPTIMAL"
+        except ModelMismatch as exc:  # the 9.15 fault guard (objectives.md)
             front, error = [], f"ModelMismatch: {exc}"
     wall = time.perf_counter() - t0
     per_point = points_proven(records, len(front))

@@ -138,7 +138,7 @@ def test_default_batch_records_what_solve_proves(tmp_path):
     """A sample of the built-in sets under `batch`'s default exact options (ranges, a front per family) records
     the status and objective `solve` gives on its own (`benchmarks/bench_batch_vs_solve.py`: every set)."""
     from specpim_cp.solvers import exact
-    from specpim_cp.solvers.exact.solve import SolverOptions
+    from specpim_cp.solvers.exact.session import SolverOptions
 
     sets = builtin_sets()
     sample = [sets["paper"] / "opt-13b-b1.toml", sets["paper-trees-deep"] / "opt-13b-b1-pim-n128.toml"]

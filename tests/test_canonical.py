@@ -25,8 +25,8 @@ from specpim_cp.problem.scenario import Scenario, load_scenario, parse_scenario,
 from specpim_cp.problem.space import DesignSpace
 from specpim_cp.solvers.brute import enumerate_designs
 from specpim_cp.solvers.exact import SolverOptions, solve
+from specpim_cp.solvers.exact.canonical import PACK_LIMIT, RATIO_LEVELS, pack_keys
 from specpim_cp.solvers.exact.model import TieKey
-from specpim_cp.solvers.exact.solve import PACK_LIMIT, RATIO_LEVELS, pack_keys
 from specpim_cp.views.tables import tie_break_line
 
 #: The levels after the ratio levels, in order.
@@ -223,15 +223,15 @@ def test_a_faulty_energy_level_falls_back_to_the_least_in_the_other_levels(monke
     """When CP-SAT contradicts a known design at the energy level (the 9.15 fault of paper-full PaLM b16-b64,
     formulations/objectives.md), the level is left out and marked FAULT: the design is the least in
     (latency, PIM units, devices, order), still one design whatever the workers, and not called canonical."""
-    solve_module = importlib.import_module("specpim_cp.solvers.exact.solve")  # the module, not the function
-    real = solve_module.minimize_ratio
+    canonical = importlib.import_module("specpim_cp.solvers.exact.canonical")  # where the tie-break calls it
+    real = canonical.minimize_ratio
 
     def faulty(run, ratio, extra=None, start=None, choices=None):
         if run.stage.startswith("tie-break"):
-            raise solve_module.ModelMismatch("CP-SAT reports INFEASIBLE for a Dinkelbach step (forced by the test)")
+            raise canonical.ModelMismatch("CP-SAT reports INFEASIBLE for a Dinkelbach step (forced by the test)")
         return real(run, ratio, extra, start, choices)
 
-    monkeypatch.setattr(solve_module, "minimize_ratio", faulty)
+    monkeypatch.setattr(canonical, "minimize_ratio", faulty)
     data = next(d for d in TINY if d["name"] == "part-palm-shares")  # ties on latency
     sc = parse_scenario(data)
     res = solve(sc, options=SolverOptions(60, deterministic=True))

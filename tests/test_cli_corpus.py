@@ -539,8 +539,8 @@ def test_context_of_ten_million_tokens(tmp_path, args):
 
 def test_integer_range_guard_names_the_limit(tmp_path, monkeypatch):
     """Past the capacity check, the 64-bit rows of the CP-SAT model are the limit: named, before any solve."""
-    exact_solve = importlib.import_module("specpim_cp.solvers.exact.solve")  # the package exports a function `solve`
-    monkeypatch.setattr(exact_solve, "check_capacity", lambda sm: None)
+    guards = importlib.import_module("specpim_cp.solvers.exact.guards")
+    monkeypatch.setattr(guards, "check_capacity", lambda sm: None)
     for args in (["solve", "{d}/s.toml", "--no-warm-start"], ["pareto", "{d}/s.toml"]):
         _check(tmp_path, Case(args, {"s.toml": HUGE_CONTEXT}, ("64-bit", "2^62", "EN-1", "prompt_tokens")))
 

@@ -371,8 +371,8 @@ def test_capacity_rows_are_checked_before_any_row_is_added():
 def test_row_check_covers_a_capacity_beyond_two_to_the_62():
     """A capacity between 2^62 and 2^63 KiB builds in OR-Tools; the row check names its CAP row."""
     from specpim_cp.physics.evaluate import Evaluator
+    from specpim_cp.solvers.exact.guards import INT_LIMIT, check_integer_range
     from specpim_cp.solvers.exact.model import SpecModel
-    from specpim_cp.solvers.exact.solve import INT_LIMIT, check_integer_range
 
     sc = load_scenario(OPT13)
     cat = default_catalog()
@@ -392,8 +392,8 @@ def test_row_check_is_exact_at_the_limit(coeff, overflows):
     """A row within a hair of 2^62 is summed in exact integers: 2^31 x [0, 2^31] overflows CP-SAT's
     integer rule, (2^31 - 1) x [0, 2^31] does not, though the two differ by 5e-10 relative."""
     from specpim_cp.physics.evaluate import Evaluator
+    from specpim_cp.solvers.exact.guards import check_integer_range
     from specpim_cp.solvers.exact.model import SpecModel
-    from specpim_cp.solvers.exact.solve import check_integer_range
 
     sc = load_scenario(OPT13)
     cat = default_catalog()

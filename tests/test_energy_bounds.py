@@ -19,7 +19,8 @@ from specpim_cp.problem.scenario import parse_scenario, scenario_catalog
 from specpim_cp.solvers.brute import brute_force
 from specpim_cp.solvers.exact import SolverOptions, solve
 from specpim_cp.solvers.exact.energy_bounds import PassEnvelope, _hull_lines
-from specpim_cp.solvers.exact.solve import build_model
+from specpim_cp.solvers.exact.guards import build_model
+from specpim_cp.solvers.result import Status
 
 
 def scenario(name: str, **over) -> dict:
@@ -178,19 +179,19 @@ def test_a_contradicted_step_is_solved_per_choice(monkeypatch, data, objective):
     optimum is still brute force's."""
     import importlib
 
-    from ortools.sat.python import cp_model
-
-    driver = importlib.import_module("specpim_cp.solvers.exact.solve")  # the module (the package binds `solve`)
-    honest = driver.SolveSession.solve
+    ratio = importlib.import_module("specpim_cp.solvers.exact.ratio")
+    session = importlib.import_module("specpim_cp.solvers.exact.session")
+    ladder = importlib.import_module("specpim_cp.solvers.exact.ladder")
+    honest = session.SolveSession.solve
 
     def faulty(self, model, first_solution=False, cautious=False):
         status, solver = honest(self, model, first_solution, cautious)
         if first_solution or "(choice" in self.stage or self.stage.startswith("tie-break"):
-            return status, solver
-        return cp_model.INFEASIBLE, solver
+            return ladder.Solved(status, solver)
+        return ladder.Solved(Status.INFEASIBLE, solver)
 
-    monkeypatch.setattr(driver.SolveSession, "solve", faulty)
-    monkeypatch.setattr(driver, "PER_CHOICE_MAX", 10 ** 6)  # every step small enough to split
+    monkeypatch.setattr(session.SolveSession, "solve", faulty)
+    monkeypatch.setattr(ratio, "PER_CHOICE_MAX", 10 ** 6)  # every step small enough to split
     sc = parse_scenario({**data, "objective": objective})
     exact = solve(sc, options=SolverOptions(60, deterministic=True))
     assert exact.report.status == "OPTIMAL"
@@ -216,23 +217,22 @@ def test_a_contradicted_tie_break_level_is_solved_per_verifier_architecture(monk
     the fault."""
     import importlib
 
-    from ortools.sat.python import cp_model
-
-    driver = importlib.import_module("specpim_cp.solvers.exact.solve")
+    session = importlib.import_module("specpim_cp.solvers.exact.session")
+    ladder = importlib.import_module("specpim_cp.solvers.exact.ladder")
     sc = parse_scenario({**data, "objective": objective})
     opts = SolverOptions(60, deterministic=True)
     clean = solve(sc, options=opts)
     assert clean.report.extra["canonical"]
-    honest = driver.SolveSession.solve
+    honest = session.SolveSession.solve
 
     def faulty(self, model, first_solution=False, cautious=False):
         status, solver = honest(self, model, first_solution, cautious)
         level = self.stage.startswith("tie-break: ") and "another design" not in self.stage
         if level and "(verifier on" not in self.stage and self.stage not in ("tie-break: latency", "tie-break: energy"):
-            return cp_model.INFEASIBLE, solver
-        return status, solver
+            return ladder.Solved(Status.INFEASIBLE, solver)
+        return ladder.Solved(status, solver)
 
-    monkeypatch.setattr(driver.SolveSession, "solve", faulty)
+    monkeypatch.setattr(session.SolveSession, "solve", faulty)
     forced = solve(sc, options=opts)
     assert forced.report.extra["canonical"], forced.report.extra.get("tie_break_note")
     assert forced.design.key() == clean.design.key()

@@ -22,8 +22,9 @@ from specpim_cp.physics.evaluate import Evaluator
 from specpim_cp.problem.design import Design, Staging
 from specpim_cp.problem.operators import PLACEABLE_OPS
 from specpim_cp.problem.scenario import load_scenario
+from specpim_cp.solvers.exact.finish import tight_claim
 from specpim_cp.solvers.exact.model import SpecModel
-from specpim_cp.solvers.exact.solve import SolverOptions, tight_claim
+from specpim_cp.solvers.exact.session import SolverOptions
 
 EXAMPLES = Path(__file__).resolve().parents[1] / "benchmarks" / "examples"
 NAMES = sorted(p.stem for p in EXAMPLES.glob("*.toml"))

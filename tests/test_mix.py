@@ -483,7 +483,7 @@ def test_infeasible_answer_on_a_model_with_a_known_design_is_re_solved(folder, m
 def test_claims_fall_back_to_each_cells_own_model(folder, monkeypatch):
     """When the whole mix model does not prove its tight values in time, each cell's claim comes from its
     own single-scenario model, and it still equals the evaluator (same result as the whole-model claim)."""
-    from specpim_cp.solvers.exact.solve import ModelMismatch
+    from specpim_cp.solvers.exact.guards import ModelMismatch
     from specpim_cp.solvers.mix import session
 
     mix = load_mix(folder / "small.toml")

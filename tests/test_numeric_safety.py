@@ -16,6 +16,7 @@ from ortools.sat.python import cp_model
 from specpim_cp.problem.builtin_sets import builtin_sets
 from specpim_cp.problem.mix import load_mix
 from specpim_cp.problem.scenario import load_scenario
+from specpim_cp.solvers.exact.guards import INT_LIMIT
 from specpim_cp.solvers.exact.numeric import (
     INCUMBENT_FAMILIES,
     OBJECTIVES,
@@ -24,7 +25,6 @@ from specpim_cp.solvers.exact.numeric import (
     row_magnitudes,
     scenario_reports,
 )
-from specpim_cp.solvers.exact.solve import INT_LIMIT
 
 DEFAULT_SETS = ("examples", "paper", "staged")
 #: Every other built-in scenario set (the mix set's files are covered through their base scenarios, below).
@@ -43,10 +43,10 @@ def _params():
 @pytest.mark.parametrize("path", _params())
 def test_every_row_a_solve_submits_fits_cp_sat(path):
     """Per objective and profile: (1) the base model's rows the solve keeps have sum |c| x max|bound| <= 2^62;
-    (2) at the largest incumbent `solve._measure` admits, every row and objective passes CP-SAT's own rule
+    (2) at the largest incumbent `ratio.measure` admits, every row and objective passes CP-SAT's own rule
     (positive and negative parts each <= 2^62, so the two-sided OBJ rows stay within 2^63); (3) at the
     model's own ub(round time / energy) as incumbent, only the incumbent-dependent OBJ-1/OBJ-2 rows can
-    break that rule, and only where `_measure` would refuse such an incumbent with a ScenarioError."""
+    break that rule, and only where `ratio.measure` would refuse such an incumbent with a ScenarioError."""
     reports = scenario_reports(load_scenario(path))
     assert len(reports) == len(OBJECTIVES) * len(PROFILES)
     for r in reports:

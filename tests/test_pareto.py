@@ -14,6 +14,7 @@ from specpim_cp.problem.builtin_sets import resolve_scenario_path
 from specpim_cp.problem.scenario import load_scenario, parse_scenario, scenario_catalog
 from specpim_cp.solvers.brute import every_design
 from specpim_cp.solvers.exact import SolverOptions, pareto, solve
+from specpim_cp.views.fronts import front_statement
 
 OPTS = SolverOptions(60, deterministic=True)
 
@@ -36,22 +37,22 @@ def _values(result) -> list[tuple[Fraction, Fraction]]:
 
 def test_exact_front_equals_enumeration(dynamic):
     sc, front = dynamic
-    result = pareto(sc, options=OPTS, resolution_pct=0, max_points=None)
+    result = pareto(sc, options=OPTS, resolution=Fraction(0), max_points=None)
     assert len(front) > 2 and _values(result) == front
     assert result.status == "OPTIMAL" and result.resolution == 0 and result.solves > 0
-    assert result.statement().startswith(f"front: OPTIMAL (every point proven), {len(front)} points, resolution 0%")
+    assert front_statement(result).startswith(f"front: OPTIMAL (every point proven), {len(front)} points, resolution 0%")
 
 
 @pytest.mark.parametrize("pct", ["1", "5", "20"])
 def test_front_at_a_resolution_covers_the_front(dynamic, pct):
     sc, front = dynamic
-    result = pareto(sc, options=OPTS, resolution_pct=pct, max_points=None)
+    result = pareto(sc, options=OPTS, resolution=Fraction(pct) / 100, max_points=None)
     r = Fraction(pct) / 100
     listed = _values(result)
     assert set(listed) <= set(front)  # every point found is a front point
     for lat, en in front:  # every front point has a listed point no slower, at most r above it in energy
         assert any(pl <= lat and (1 - r) * pe <= en for pl, pe in listed), (lat, en)
-    assert result.resolution == r and f"resolution {pct}%" in result.statement()
+    assert result.resolution == r and f"resolution {pct}%" in front_statement(result)
 
 
 def test_default_front_is_at_a_tenth_of_a_percent_within_32_points(dynamic):
@@ -61,7 +62,7 @@ def test_default_front_is_at_a_tenth_of_a_percent_within_32_points(dynamic):
     r = result.resolution
     assert result.max_points == 32 and len(result.points) <= 32 and r >= Fraction(1, 1000)
     assert (result.asked is None) == (r == Fraction(1, 1000))
-    assert f"resolution {float(100 * r):g}% (every front point has" in result.statement()
+    assert f"resolution {float(100 * r):g}% (every front point has" in front_statement(result)
     listed = _values(result)
     assert set(listed) <= set(front)
     for lat, en in front:
@@ -72,11 +73,11 @@ def test_default_front_is_at_a_tenth_of_a_percent_within_32_points(dynamic):
 def test_point_budget_widens_the_resolution(dynamic, budget):
     """OBJ-2b: at most `budget` points, the widened resolution stated, and every front point still covered at it."""
     sc, front = dynamic
-    result = pareto(sc, options=OPTS, resolution_pct=0, max_points=budget)
+    result = pareto(sc, options=OPTS, resolution=Fraction(0), max_points=budget)
     listed = _values(result)
     assert len(listed) <= budget < len(front) and set(listed) <= set(front)
     r = result.resolution
-    assert r > 0 and result.asked == 0 and f"0% asked, widened to list at most {budget} points" in result.statement()
+    assert r > 0 and result.asked == 0 and f"0% asked, widened to list at most {budget} points" in front_statement(result)
     for lat, en in front:
         assert any(pl <= lat and (1 - r) * pe <= en for pl, pe in listed), (lat, en)
     assert result.as_dict()["max_points"] == budget
@@ -85,7 +86,7 @@ def test_point_budget_widens_the_resolution(dynamic, budget):
 def test_point_budget_resolution_counts_the_points():
     """The widened r lets at most `points` points fit between the first energy and the floor, and not fewer
     than needed: at r the (points+1)-th point would lie below the floor."""
-    from specpim_cp.solvers.exact.solve import point_budget_resolution
+    from specpim_cp.solvers.exact.fronts import point_budget_resolution
 
     first, floor = Fraction(128), Fraction(100)
     for points in (1, 5, 32):

@@ -12,6 +12,7 @@ from click.testing import CliRunner
 from test_canonical import tiny
 
 from specpim_cp.cli import main
+from specpim_cp.cli.options import check_within
 from specpim_cp.errors import ScenarioError
 from specpim_cp.problem.operators import PLACEABLE_OPS
 from specpim_cp.problem.scenario import parse_scenario, scenario_catalog
@@ -101,8 +102,8 @@ def test_within_zero_is_the_tie_set(enumerations):
 
 def test_bad_inputs():
     sc = parse_scenario(CASES[0][0])
-    with pytest.raises(ScenarioError, match="within"):
-        decision_ranges(sc, within_pct="-1", options=OPTS)
+    with pytest.raises(ScenarioError, match="within"):  # the CLI's parsing of --within
+        check_within("-1")
     with pytest.raises(ScenarioError, match="objective"):
         decision_ranges(sc, within_pct=1, objective="edp", options=OPTS)
 

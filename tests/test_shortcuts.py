@@ -4,7 +4,7 @@ them on the driver solves less."""
 
 from __future__ import annotations
 
-import importlib
+from fractions import Fraction
 
 import pytest
 from test_canonical import TINY, tiny
@@ -12,16 +12,17 @@ from test_exact import small_scenarios
 
 from specpim_cp.problem.scenario import parse_scenario
 from specpim_cp.solvers.brute import brute_force
-from specpim_cp.solvers.exact import SolverOptions, pareto, solve
+from specpim_cp.solvers.exact import SolverOptions, fronts, pareto, ratio, solve
 
 OPTS = SolverOptions(60, deterministic=True)
-driver = importlib.import_module("specpim_cp.solvers.exact.solve")  # the module (the package binds `solve`)
+#: The module that holds each shortcut's test (Dinkelbach's settled step; the sweep's stopping rules).
+HOME = {"settled": ratio, "last_point": fronts, "slower_than": fronts}
 
 
 def _without_shortcuts(monkeypatch) -> None:
-    monkeypatch.setattr(driver, "settled", lambda *a, **k: False)
-    monkeypatch.setattr(driver, "last_point", lambda *a, **k: False)
-    monkeypatch.setattr(driver, "slower_than", lambda *a, **k: None)
+    monkeypatch.setattr(ratio, "settled", lambda *a, **k: False)
+    monkeypatch.setattr(fronts, "last_point", lambda *a, **k: False)
+    monkeypatch.setattr(fronts, "slower_than", lambda *a, **k: None)
 
 
 def _cases() -> list[dict]:
@@ -63,7 +64,7 @@ def test_the_shortcuts_skip_solves(solved, monkeypatch):
     base = sum(r.report.iterations for r in solved.values())
     for name, off in (("settled", lambda *a, **k: False), ("last_point", lambda *a, **k: False)):
         with monkeypatch.context() as m:
-            m.setattr(driver, name, off)
+            m.setattr(HOME[name], name, off)
             more = sum(solve(parse_scenario(d), options=OPTS).report.iterations for d in CASES)
         assert more > base, name
 
@@ -73,9 +74,9 @@ def test_fronts_unchanged_without_the_shortcuts(monkeypatch, pct, points):
     data = tiny("dyn-front", "gpt2-large", "gpt2-small", ["gddr"], "fc-offload", verifier_devices=None, budget=3)
     data["assumptions"]["energy_accounting"] = "dynamic"
     sc = parse_scenario(data)
-    with_them = pareto(sc, options=OPTS, resolution_pct=pct, max_points=points)
+    with_them = pareto(sc, options=OPTS, resolution=Fraction(pct) / 100, max_points=points)
     _without_shortcuts(monkeypatch)
-    without = pareto(sc, options=OPTS, resolution_pct=pct, max_points=points)
+    without = pareto(sc, options=OPTS, resolution=Fraction(pct) / 100, max_points=points)
     values = [[(e.metrics.latency_fraction(), e.metrics.energy_fraction()) for e in f.points]
               for f in (with_them, without)]
     assert values[0] == values[1] and len(values[0]) > 1

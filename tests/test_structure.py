@@ -212,3 +212,38 @@ def test_checks_find_an_upward_import_and_a_long_function(tmp_path):
     assert upward_imports(mods, found) == ["specpim_cp.problem.space -> specpim_cp.physics.costs"]
     assert long_functions(mods) == [f"specpim_cp.physics.costs.placement_options: {MAX_FUNCTION_LINES + 1} lines"]
     assert len(top_level_modules(mods)) == 7
+
+
+# ------------------------------------------------------------------------------------------------
+# Module sizes: rooms a newcomer can read
+# ------------------------------------------------------------------------------------------------
+#: Most lines of any module of the package, and of the exact solver's pipeline (solvers/exact/solve.py).
+MAX_MODULE_LINES = 800
+MAX_SOLVE_PIPELINE_LINES = 300
+
+
+def long_modules(root: Path = PACKAGE, limit: int = MAX_MODULE_LINES) -> list[str]:
+    """The package's modules with more than `limit` lines, each with its count."""
+    out = []
+    for p in sorted(root.rglob("*.py")):
+        n = len(p.read_text(encoding="utf-8").splitlines())
+        if n > limit:
+            out.append(f"{p.relative_to(root.parent)}: {n} lines")
+    return out
+
+
+def test_no_module_over_800_lines():
+    assert long_modules() == []
+
+
+def test_the_solve_pipeline_is_short():
+    path = PACKAGE / "solvers" / "exact" / "solve.py"
+    assert len(path.read_text(encoding="utf-8").splitlines()) <= MAX_SOLVE_PIPELINE_LINES
+
+
+def test_the_size_check_finds_a_long_module(tmp_path):
+    root = tmp_path / "specpim_cp"
+    root.mkdir()
+    (root / "short.py").write_text("x = 1\n" * MAX_MODULE_LINES)
+    (root / "long.py").write_text("x = 1\n" * (MAX_MODULE_LINES + 1))
+    assert long_modules(root) == [f"specpim_cp/long.py: {MAX_MODULE_LINES + 1} lines"]

@@ -34,7 +34,7 @@ from specpim_cp.problem.trees import TreeDraft, depth_masses, tree_profiles
 from specpim_cp.solvers.baselines import gpu_si
 from specpim_cp.solvers.brute import brute_force
 from specpim_cp.solvers.exact import SolverOptions, solve
-from specpim_cp.solvers.exact.columns import ColumnSearch
+from specpim_cp.solvers.exact.tree_column_set import ColumnSearch
 
 VECTORS = [SEQUOIA_16[:4], (0.5, 0.2, 0.2), (0.7, 0.05, 0.0, 0.0), (0.6, 0.15, 0.1, 0.05)]
 
@@ -302,8 +302,8 @@ def test_paper_trees_deep_is_proven_optimal(name):
 def test_numeric_check_builds_the_column_model_and_records_the_edp_refusal(monkeypatch):
     """Beyond the menu the range check measures TREE-6's first column model for latency and energy (every
     row within CP-SAT's range) and records, for EDP, the one-line refusal `solve` gives."""
+    from specpim_cp.solvers.exact.guards import INT_LIMIT
     from specpim_cp.solvers.exact.numeric import profile_reports
-    from specpim_cp.solvers.exact.solve import INT_LIMIT
 
     _columns(monkeypatch)
     reports = {r.objective: r for r in profile_reports(parse_scenario(_small(0, 6, 3)))}

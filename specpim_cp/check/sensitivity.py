@@ -25,7 +25,7 @@ from specpim_cp.errors import ScenarioError
 from specpim_cp.physics.evaluate import Evaluator
 from specpim_cp.problem.design import Design
 from specpim_cp.problem.scenario import Scenario, scenario_catalog
-from specpim_cp.solvers.exact.solve import SolverOptions
+from specpim_cp.solvers.exact.session import SolverOptions
 from specpim_cp.views.figures import new_figure, save_figure
 
 #: Constants that change only energy (never a latency), by spec kind.

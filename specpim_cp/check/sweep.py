@@ -19,7 +19,7 @@ from specpim_cp.errors import ScenarioError
 from specpim_cp.files import write_atomic
 from specpim_cp.problem.design import Design
 from specpim_cp.problem.scenario import Scenario
-from specpim_cp.solvers.exact.solve import SolverOptions
+from specpim_cp.solvers.exact.session import SolverOptions
 from specpim_cp.views.figures import new_figure, save_figure
 from specpim_cp.views.tables import draft_text, md_table, table
 

@@ -88,8 +88,8 @@ def _generation_hook(bar: Progress, sc):
 def _no_fit_detail(sc, catalog) -> str:
     """Why no design fits, when a model's tensors exceed every allowed architecture (else '')."""
     from specpim_cp.physics.evaluate import Evaluator
+    from specpim_cp.solvers.exact.guards import check_capacity
     from specpim_cp.solvers.exact.model import SpecModel
-    from specpim_cp.solvers.exact.solve import check_capacity
 
     try:
         check_capacity(SpecModel(sc, catalog, Evaluator(sc, catalog)))
@@ -172,8 +172,9 @@ def ranges(scenario, within_pct, objective, time_limit, workers, seed, determini
     CP-SAT (a design that takes it, re-priced by the evaluator) or proven out of reach; "forced" when one
     value remains, "free" otherwise (formulations/objectives.md, OBJ-4).
     """
+    from specpim_cp.cli.options import check_within
     from specpim_cp.solvers.exact import SolverOptions
-    from specpim_cp.solvers.exact.ranges import check_within, decision_ranges
+    from specpim_cp.solvers.exact.ranges import decision_ranges
     from specpim_cp.views.ranges import format_ranges
 
     check_workers(workers, deterministic)
@@ -214,22 +215,23 @@ def pareto(scenario, time_limit, workers, seed, deterministic, resolution, max_p
     import csv
     import io
 
+    from specpim_cp.cli.options import check_max_points, check_resolution
     from specpim_cp.solvers import exact
     from specpim_cp.solvers.exact import SolverOptions
-    from specpim_cp.solvers.exact.solve import check_max_points, check_resolution
+    from specpim_cp.views.fronts import front_statement
     from specpim_cp.views.tables import design_summary
 
     check_workers(workers, deterministic)
     check_writable(output, "-o")
     try:
-        check_resolution(resolution)
-        check_max_points(max_points)
+        resolution = check_resolution(resolution)
+        max_points = check_max_points(max_points)
     except ScenarioError as exc:
         raise ScenarioError(f"--{exc}") from None
     sc, cat = load_with_catalog(scenario, catalog_files)
     with Progress("pareto") as bar:
         result = exact.pareto(sc, options=SolverOptions(time_limit, workers, seed, deterministic), catalog=cat,
-                              on_progress=_solve_hook(bar), resolution_pct=resolution, max_points=max_points)
+                              on_progress=_solve_hook(bar), resolution=resolution, max_points=max_points)
     front = result.points
     buf = io.StringIO()
     w = csv.writer(buf)
@@ -240,7 +242,7 @@ def pareto(scenario, time_limit, workers, seed, deterministic, resolution, max_p
         w.writerow([f"{m.latency_ns_per_token:.3f}", f"{m.energy_pj_per_token:.1f}",
                     f"{m.latency_ns_per_token * m.energy_pj_per_token:.6g}", m.round_time_ns,
                     m.energy_nj_per_round * 1000, f"{m.tokens_per_round:.6f}", design_summary(sc, e.design)])
-    emit(buf.getvalue() + "# " + result.statement(), output)
+    emit(buf.getvalue() + "# " + front_statement(result), output)
 
 
 def _run_heuristic(sc, budget, seed: int, label: str, catalog, polish: bool = True):

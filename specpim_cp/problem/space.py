@@ -118,7 +118,7 @@ class DesignSpace:
     def __init__(self, scenario: Scenario, catalog: Catalog, allow_spill: bool = False,
                  tree_menus: Sequence[tuple[tuple[int, ...], ...]] | None = None):
         """`tree_menus`: per drafter, the tree profiles to offer instead of its exact menu (`tree_options`);
-        the column solver's real columns ([TREE-6], solvers/exact/columns.py)."""
+        the column solver's real columns ([TREE-6], solvers/exact/tree_column_set.py)."""
         self.scenario = scenario
         self._tree_menus = None if tree_menus is None else tuple(tuple(m) for m in tree_menus)
         self.catalog = catalog

@@ -1,7 +1,7 @@
 """Classes of token-tree width profiles and their relaxed columns ([TREE-6], formulations/speculation_rounds.md).
 
 When the exact menu ([TREE-4]) is too large, the exact solver offers the model real profiles plus one
-*relaxed column* per class of profiles, and refines the classes the optimum picks (solvers/exact/columns.py).
+*relaxed column* per class of profiles, and refines the classes the optimum picks (solvers/exact/tree_column_set.py).
 A class is (depth D, nodes n, fixed leading widths w_1..w_k) with k <= D - 2: every valid profile of depth D
 with n nodes that starts with those widths (the last width is then free; k = D - 1 would fix it). Its
 relaxed column is at least as good as every member on every design:

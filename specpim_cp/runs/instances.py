@@ -19,6 +19,7 @@ import json
 import re
 from collections.abc import Sequence
 from dataclasses import dataclass
+from fractions import Fraction
 from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
@@ -31,7 +32,7 @@ from specpim_cp.runs.executors import EXECUTORS, RAY_MISSING, check_jobs, ray_av
 from specpim_cp.runs.records import GridCell, Record
 
 if TYPE_CHECKING:
-    from specpim_cp.solvers.exact.solve import SolverOptions
+    from specpim_cp.solvers.exact.session import SolverOptions
 
 METHODS = ("exact", "heuristic", "baselines", "ladder")
 INTERNAL_METHODS = ("pareto",)  # added when `exact` runs: one front per model family
@@ -129,12 +130,7 @@ class BatchOptions:
         if self.executor == "ray" and not ray_available():
             raise ScenarioError(RAY_MISSING)
         if self.ranges_within is not None:
-            from specpim_cp.solvers.exact.ranges import check_within
-
-            try:
-                check_within(self.ranges_within)
-            except ScenarioError as exc:
-                raise ScenarioError(f"--ranges-{exc}") from None
+            ranges_tolerance(self.ranges_within)
         if self.mix_objective not in MIX_OBJECTIVES:
             raise ScenarioError(f"--mix-objective: unknown objective '{self.mix_objective}' "
                                 f"(known: {', '.join(MIX_OBJECTIVES)})")
@@ -142,7 +138,7 @@ class BatchOptions:
 
     def solver_options(self, method: str = "exact") -> SolverOptions:
         """The CP-SAT options of an exact, ladder, pareto or mix instance (for a mix: of its mix model)."""
-        from specpim_cp.solvers.exact.solve import SolverOptions  # the exact optimizer only where it solves
+        from specpim_cp.solvers.exact.session import SolverOptions  # the exact optimizer only where it solves
 
         # a front is many solves: it gets PARETO_BUDGET time limits in all
         time_limit_s = PARETO_BUDGET * self.time_limit_s if method == "pareto" else float(self.time_limit_s)
@@ -183,7 +179,7 @@ class Instance:
 
     def solver_options(self) -> SolverOptions:
         """The CP-SAT options in `options` (exact, ladder, pareto and mix instances)."""
-        from specpim_cp.solvers.exact.solve import SolverOptions
+        from specpim_cp.solvers.exact.session import SolverOptions
 
         return SolverOptions.from_dict(self.options)
 
@@ -348,3 +344,15 @@ def heuristic_budget(value: str, option: str = "--heuristic-budget"):
     except ImportError:  # the method is skipped with a note anyway
         return value
     return Budget(generations=generations, population=population, mcts_leaves_per_model=leaves)
+
+
+def ranges_tolerance(value) -> Fraction:
+    """`--ranges`: the decision ranges' tolerance in percent as an exact Fraction (0 <= within < 1000);
+    ScenarioError naming the option otherwise."""
+    try:
+        pct = Fraction(str(value))
+    except (ValueError, ZeroDivisionError):
+        raise ScenarioError(f"--ranges-within: a percentage is a number such as 1 or 0.5, got {value!r}") from None
+    if not 0 <= pct < 1000:
+        raise ScenarioError(f"--ranges-within: must be in [0, 1000) percent, got {value}")
+    return pct

@@ -14,12 +14,13 @@ from specpim_cp.catalog import Catalog
 from specpim_cp.errors import ScenarioError
 from specpim_cp.problem.design import parse_design
 from specpim_cp.problem.scenario import Scenario, parse_scenario, scenario_catalog
-from specpim_cp.runs.instances import Instance, heuristic_budget
+from specpim_cp.runs.instances import Instance, heuristic_budget, ranges_tolerance
 from specpim_cp.runs.mixes import run_mix
 from specpim_cp.runs.records import FrontPoint, Record, evaluation_fields, objective_fields, package_version
 from specpim_cp.solvers import baselines, exact, heuristic
 from specpim_cp.solvers.exact.ranges import RANGE_OBJECTIVES, decision_ranges
 from specpim_cp.solvers.result import inputs_hash, solver_version
+from specpim_cp.views.fronts import front_statement
 
 
 def solve_record(inst: Instance, result, catalog: Catalog, part: str, parts: int = 1) -> Record:
@@ -79,7 +80,7 @@ def _ranges(inst: Instance, sc: Scenario, res, catalog: Catalog) -> dict | None:
     within = inst.options.get("ranges_within")
     if within is None or res.report.status != "OPTIMAL" or res.report.objective_name not in RANGE_OBJECTIVES:
         return None
-    out = decision_ranges(sc, within_pct=within, options=inst.solver_options(), catalog=catalog, optimum=res)
+    out = decision_ranges(sc, within_pct=ranges_tolerance(within), options=inst.solver_options(), catalog=catalog, optimum=res)
     return {"within_pct": str(out.within_pct), "proven": out.proven, "limit": float(out.limit),
             "solves": out.solves, "wall_s": round(out.wall_s, 3), "ranges": [r.as_dict() for r in out.ranges]}
 
@@ -114,7 +115,7 @@ def _run_pareto(inst: Instance, sc: Scenario, catalog: Catalog) -> list[Record]:
     result = exact.pareto(sc, options=inst.solver_options())
     wall = time.perf_counter() - t0
     points = tuple(FrontPoint(**evaluation_fields(ev, catalog)) for ev in result.points)
-    return [inst.record("front", 1).with_(status="FRONT", wall_s=wall, front=points, description=result.statement(),
+    return [inst.record("front", 1).with_(status="FRONT", wall_s=wall, front=points, description=front_statement(result),
                                           solver_version=solver_version(), inputs_hash=inputs_hash(sc, o))]
 
 

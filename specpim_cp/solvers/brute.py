@@ -24,7 +24,7 @@ from specpim_cp.problem.design import ArchConfig, ModelDesign, Staging
 from specpim_cp.problem.operators import PLACEABLE_OPS
 from specpim_cp.problem.scenario import Scenario, scenario_catalog
 from specpim_cp.problem.space import DesignSpace, ModelOptions
-from specpim_cp.solvers.result import SolveReport, SolveResult, inputs_hash
+from specpim_cp.solvers.result import SolveReport, SolveResult, Status, inputs_hash
 
 MAX_OPTIONS_PER_MODEL = 60_000
 MAX_DESIGNS = 400_000
@@ -224,7 +224,7 @@ def brute_force(scenario: Scenario, *, objective: str | None = None, catalog: Ca
     if best is None:
         raise ScenarioError("brute force: no feasible design in the space")
     obj: Fraction = best.metrics.objective(objective)
-    report = SolveReport(method="brute-force", objective_name=objective, status="OPTIMAL", objective=obj, bound=obj,
+    report = SolveReport(method="brute-force", objective_name=objective, status=Status.OPTIMAL, objective=obj, bound=obj,
                          wall_s=time.perf_counter() - t0, iterations=evaluated, seed=None,
                          solver_version="enumeration", inputs_hash=inputs_hash(scenario, {"objective": objective}),
                          extra={"designs_evaluated": evaluated, "options_per_model": [len(o) for o in options]})

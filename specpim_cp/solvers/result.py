@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import enum
 import hashlib
 import json
 from dataclasses import asdict, dataclass, field
@@ -12,15 +13,36 @@ from specpim_cp.physics.evaluate import Evaluation
 
 #: Unit of SolveReport.objective and .bound (the evaluator's exact units) and of `objective` in JSON.
 OBJECTIVE_UNITS = {"latency": "ns/token", "energy": "nJ/token", "edp": "ns*nJ/token^2"}
-#: [OBJ-2r] The default front resolution, in percent of energy per token: a point at least every 0.1%. The
-#: exact front (0) under dynamic accounting has hundreds of points closer than that (paper/opt-13b-b1: more
-#: than 765, not finished in 120 s); at 0.1% it has 31, every one proven, in about 10 s.
+#: [OBJ-2r] The default front resolution, in percent of energy per token: a point at least every 0.1% (the
+#: exact front, 0, under dynamic accounting can have hundreds of points closer than that).
 DEFAULT_RESOLUTION_PCT = "0.1"
+#: The same as a fraction of 1 (what `pareto` takes).
+DEFAULT_RESOLUTION = Fraction(DEFAULT_RESOLUTION_PCT) / 100
 #: [OBJ-2b] The default point budget of a front: the resolution is widened where needed so that at most this
 #: many points are listed (a front whose energy spans 3%, as paper/opt-13b-b1's, is not widened at 0.1%).
 DEFAULT_MAX_POINTS = 32
 #: The largest point budget accepted (each point costs two Dinkelbach solves).
 MAX_FRONT_POINTS = 10_000
+
+
+class Status(enum.StrEnum):
+    """The status of a solve, a solve step or a tie-break level; its value is the word JSON and text print
+    (a StrEnum: `str()`, f-strings and `json.dumps` give "OPTIMAL", and it equals the plain string)."""
+
+    OPTIMAL = "OPTIMAL"  # the objective equals its proven bound
+    FEASIBLE = "FEASIBLE"  # a design, not proven optimal
+    INFEASIBLE = "INFEASIBLE"  # proven: no design
+    UNKNOWN = "UNKNOWN"  # no design and no proof within the time limit
+    MODEL_INVALID = "MODEL_INVALID"  # CP-SAT refused the model
+    HEURISTIC = "HEURISTIC"  # a heuristic's design, no bound
+    SKIPPED = "SKIPPED"  # a tie-break level not reached (the time limit came first)
+    FAULT = "FAULT"  # a tie-break level left out: CP-SAT contradicted a known design
+    OUT_OF_RANGE = "OUT_OF_RANGE"  # a tie-break level left out: its rows exceed the 64-bit range
+
+    @classmethod
+    def of_cp_sat(cls, solver, status: int) -> Status:
+        """CP-SAT's integer status as a Status (the session boundary converts every answer)."""
+        return cls(solver.status_name(status))
 
 
 def solver_version() -> str:
@@ -37,7 +59,7 @@ class ObjectiveReport:
     UNITS: ClassVar[dict[str, str]] = OBJECTIVE_UNITS
 
     objective_name: str
-    status: str
+    status: Status | str  # a Status; mixes and records also write their own words (BASELINE, FRONT)
     objective: Fraction  # exact, in the evaluator's units
     bound: Fraction | None  # a proven lower bound on the optimum (None: none proven)
     wall_s: float
@@ -66,7 +88,7 @@ class ObjectiveReport:
 @dataclass(frozen=True, kw_only=True)
 class SolveReport(ObjectiveReport):
     method: str  # "cp-sat" | "brute-force" | "heuristic" | "baseline"
-    # status: OPTIMAL (objective == proven bound) | FEASIBLE | HEURISTIC | INFEASIBLE
+    # status: Status.OPTIMAL (objective == proven bound) | FEASIBLE | HEURISTIC | INFEASIBLE
     iterations: int
 
     def as_dict(self) -> dict:

@@ -2,8 +2,8 @@
 
 CUT-3 bounds a choice's energy per round by the least pass energies plus the least idle power times the
 least round time. Each least is taken over its own placements, so on energy objectives the bound pairs the
-PIM placements' small energies with the host placements' short passes: on paper-full/llama-32.5b-full-b16
-it was 0.89 of the best design's energy. CUT-4 keeps the two together. For device counts ν, the idle
+PIM placements' small energies with the host placements' short passes, well below the best design's
+energy. CUT-4 keeps the two together. For device counts ν, the idle
 power is at least Π = Σ_j P̲_j(ν_j), and the round time is at least a nonnegative combination of the pass
 times (RND-3 is a mean over outcomes of max(D, V) + q min(D, V), convex in (D, V), and D = max_i r_i C_i);
 so the energy is at least Σ_p [m_p e_p + κ_p t_p] over the passes p, and every pass's least e + κ t over
@@ -83,7 +83,7 @@ class PassEnvelope:
     token count, for every κ ≥ 0, over the placements whose weight layouts fit the architecture's PIM and
     normal memory (CAP-1/2 without a draft2 model's share). The pass time bound is CUT-1's for the placement:
     a chain layer's sum of durations, a parallel-block layer's largest of its four loads
-    (`SpecModel._parallel_layer_bound`), every placement of the layer enumerated. Kept at breakpoints κ_k
+    (`choice_bounds.parallel_layer_bound`), every placement of the layer enumerated. Kept at breakpoints κ_k
     and interpolated linearly (np.interp): between two of them each layout's value is linear in κ and the
     least over layouts concave, so the interpolation is at most the true value; beyond the last one it is
     held constant, also below the true value (which is nondecreasing in κ)."""

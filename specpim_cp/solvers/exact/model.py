@@ -1,25 +1,20 @@
 """CP-SAT model of the whole design space of one scenario (formulations/*.md has the mathematics).
 
-One method per constraint family; each carries the family's ID from `formulations/`. Every cost
-coefficient is an integer read from the scenario's `PriceTable` (prices.py: the evaluator's cost tables
-and round statistics, asked once before the first row), linked by linear equalities enforced on one-hot
-Booleans, so the model prices a design with exactly the evaluator's integers and never calls back into
-the evaluator while it adds constraints.
+One `add_*` method per constraint family, each carrying the family's ID. Every cost coefficient is an
+integer read from the scenario's `PriceTable` (prices.py, asked of the evaluator once before the first row),
+so the model prices a design with exactly the evaluator's integers.
 
 Decision variables (all Boolean one-hots):
   x[j][a]      model j uses architecture a (memory type, PIM units per group, device count)
   y[j][o][p]   operator o of model j takes placement p (host with a tensor layout, or PIM on a share)
   z[c]         speculation choice c (draft and staging of every drafter, pipeline on/off)
-Derived integer variables: operator, all-reduce and embedding durations and energies, one layer's
-schedule, pass times and energies, drafter cycles, drafting phases per outcome, round time T (ns) and
-energy per round (nJ).
+Derived integers: operator, all-reduce and embedding durations and energies, one layer's schedule, pass
+times and energies, drafter cycles, drafting phases per outcome, round time T (ns), energy per round (nJ).
 
-Families (formulations/*.md), one `add_*` method each, called per model where the family is per model:
-ARCH add_architecture, MAP add_placement, SPEC add_speculation_choice, DUR add_durations,
-SCH add_layer_schedule, CAP add_capacity, PASS add_passes, CUT add_cuts, CYC add_cycles,
-RND add_round, EN add_energy. The canonical optimum's integer levels (OBJ-3: PIM units, devices, a fixed
-order of the decisions) are keys over the decision literals, `tie_break_keys`, whose rows
-`add_tie_break` adds to the clones that solve.py solves.
+Families: ARCH add_architecture, MAP add_placement, SPEC add_speculation_choice, DUR add_durations,
+SCH add_layer_schedule, CAP add_capacity, PASS add_passes, CUT add_cuts, CYC add_cycles, RND add_round,
+EN add_energy. The canonical optimum's integer levels (OBJ-3) are keys over the decision literals,
+`tie_break_keys`, whose rows `add_tie_break` adds to the clones canonical.py solves.
 """
 
 from __future__ import annotations
@@ -30,7 +25,6 @@ from dataclasses import dataclass
 from fractions import Fraction
 
 import networkx as nx
-import numpy as np
 from ortools.sat.python import cp_model
 
 from specpim_cp.catalog import Catalog, ModelSpec
@@ -42,7 +36,13 @@ from specpim_cp.problem.design import ArchConfig, Design, DrafterChoice, Placeme
 from specpim_cp.problem.operators import LAYER_OPS, PLACEABLE_OPS, is_chain, layer_graph, layer_order
 from specpim_cp.problem.scenario import Scenario
 from specpim_cp.problem.space import DesignSpace, ModelOptions
-from specpim_cp.solvers.exact.energy_bounds import TimePricedEnergy, dominance_front
+from specpim_cp.solvers.exact.choice_bounds import (
+    choice_bound,
+    min_draft2_steps,
+    min_pass_bounds,
+    parallel_layer_bound,
+)
+from specpim_cp.solvers.exact.energy_bounds import TimePricedEnergy
 from specpim_cp.solvers.exact.prices import PriceTable
 
 
@@ -70,7 +70,7 @@ class TieKey:
 
 
 class SpecModel:
-    """Builds the CP-SAT model; `solve.py` drives it (Dinkelbach, epsilon-constraint)."""
+    """Builds the CP-SAT model; ratio.py and fronts.py drive it (Dinkelbach, epsilon-constraint)."""
 
     def __init__(self, scenario: Scenario, catalog: Catalog, evaluator: Evaluator | None = None, *,
                  model: cp_model.CpModel | None = None, shared_x: list[dict] | None = None, tag: str = "",
@@ -477,44 +477,6 @@ class SpecModel:
             self._layout_lits[key] = self._lit_sum(f"contends[{j}][{host.layout}]", [self.x[j][a] for a in contends])
         return self._layout_lits[key]
 
-    def _parallel_layer_bound(self, j: int, a: ArchConfig, t: int) -> int:
-        """A parallel-block layer (without its all-reduce) is no shorter than the least, over every
-        placement of its operators, of the largest of four loads: the attention branch's durations
-        (qkv, score, context, o_proj run one after another), the FFN branch's (ffn_up, ffn_down), the
-        host's busy time (one operator at a time) and the PIM slots' busy area / S (a PIM operator on s
-        of S slots covers s/S of its time, a host operator that contends with PIM all of it, one that does
-        not none). Each load bounds every schedule of a fixed placement, so their maximum does, and the
-        least over placements bounds the layer on architecture a (every placement is enumerated, with
-        numpy, after dropping options that another option of the same operator beats in all three)."""
-        pm = self.prices.models[j]
-        levels = self.prices.share_levels
-
-        def options(op: str) -> list[tuple[int, int, int]]:
-            out = []
-            for p in self.data[j].allowed(a, op):
-                d = pm.op_cost[(op, a, p)][t].time_ns
-                if p.engine == "pim":
-                    out.append((d, 0, d * p.share))
-                else:
-                    out.append((d, d, d * levels if pm.contends[(a, p.layout)] else 0))
-            return out
-
-        def branch(ops: tuple[str, ...]) -> np.ndarray:
-            """(branch time, host time, PIM area) of every placement of the branch (per-op dominated options
-            dropped first: they cannot lower the minimum of a nondecreasing function of the sums)."""
-            front = np.zeros((1, 3), dtype=np.int64)
-            for op in ops:
-                opts = np.array(dominance_front(options(op)) or [(0, 0, 0)], dtype=np.int64)  # none: as CUT-1's 0
-                front = (front[:, None, :] + opts[None, :, :]).reshape(-1, 3)
-            return front
-
-        attn = branch(("qkv", "score", "context", "o_proj"))
-        ffn = branch(("ffn_up", "ffn_down"))
-        loads = np.maximum(np.maximum(attn[:, None, 0], ffn[None, :, 0]),
-                           np.maximum(attn[:, None, 1] + ffn[None, :, 1],
-                                      -(-(attn[:, None, 2] + ffn[None, :, 2]) // levels)))
-        return int(loads.min())
-
     def add_choice_cuts(self) -> None:
         """[CUT] CUT-3 valid redundant bounds per speculation choice: the round time (energy) of choice c
         is at least its round formula evaluated at every pass's CUT-1 bound, minimised over the device
@@ -527,7 +489,7 @@ class SpecModel:
         budget = self.scenario.device_budget
         counts = [sorted(pn) for pn in per_n]
         tuples = [t for t in itertools.product(*counts) if budget is None or sum(t) <= budget]
-        d2_min = [self._min_draft2_steps(i) for i in range(self.n_drafters)]
+        d2_min = [min_draft2_steps(self.prices, self.data[i + 1], i, self.stage_lit[i]) for i in range(self.n_drafters)]
         lb_t, lb_e = [], []
         self.device_bounds: list[list[tuple[tuple[int, ...], int, int]]] = []  # per choice: (devices, ns, nJ)
         self.arch_energy_bounds: dict[int, dict[tuple[int, ArchConfig], int]] = {}  # CUT-4, `tighten_energy`
@@ -537,7 +499,7 @@ class SpecModel:
             best_t = best_e = None
             self.device_bounds.append([])
             for tup in tuples:
-                bound = self._choice_bound(c, st, tup, per_n, d2_min, b, sync)
+                bound = choice_bound(c, st, tup, per_n, d2_min, b, sync)
                 if bound is None:
                     continue
                 self.device_bounds[-1].append((tup, *bound))
@@ -597,66 +559,9 @@ class SpecModel:
                                                                          for a, p in power.items() if p > p_min))
 
     def _min_pass_bounds(self, j: int) -> dict[int, dict[int, tuple[int, int, int]]]:
-        """Per device count n and token count t of model j: (least CUT-1 time bound, least energy bound,
-        least idle power in mW) over its architectures with n devices."""
-        d = self.data[j]
+        """`choice_bounds.min_pass_bounds` of model j over its pass token counts, at CUT-1's bounds."""
         tokens = set(self.kb[j]) | set(self.tree_pass[j])
-        pt_cut, pe_cut = self._bound_cuts(j, sorted(tokens))
-        out: dict[int, dict[int, tuple[int, int, int]]] = {}
-        for a in d.archs:
-            row = out.setdefault(a.devices, {})
-            power = self.prices.models[j].idle_power_mw[a]
-            for t in tokens:
-                cur = row.get(t)
-                new = (pt_cut[a][t], pe_cut[a][t], power)
-                row[t] = new if cur is None else tuple(min(x, y) for x, y in zip(cur, new))
-        return out
-
-    def _min_draft2_steps(self, i: int) -> dict[tuple[int, Staging], tuple[int, int]]:
-        """Per device count and staging of drafter i: the least draft2 step (time, energy) over its
-        architectures with that many devices (a draft2 model that cannot run is left out)."""
-        out: dict[tuple[int, Staging], tuple[int, int]] = {}
-        j = i + 1
-        pm = self.prices.models[j]
-        for st in self.stage_lit[i]:
-            if st is None:
-                continue
-            for a in self.data[j].archs:
-                step = pm.draft2_step[(a, st.draft2)]
-                if step is None:
-                    continue
-                key = (a.devices, st)
-                cur = out.get(key)
-                new = (step.time_ns, step.energy_nj)
-                out[key] = new if cur is None else (min(cur[0], new[0]), min(cur[1], new[1]))
-        return out
-
-    def _choice_bound(self, c: SpecChoice, st: RoundStats, devices: tuple[int, ...], per_n, d2_min, b: int,
-                      sync: int) -> tuple[int, int] | None:
-        """CUT-3's (round time, energy per round) bound of choice c on device counts `devices`."""
-        row0 = per_n[0][devices[0]]
-        v_t, v_e, power = row0[pass_tokens(b, c, 0)]
-        cyc_t, cyc_e = [], []
-        for i, dc in enumerate(c.drafters):
-            row = per_n[i + 1][devices[i + 1]]
-            if dc.tree is not None:
-                parts = [row[t] for t in tree_pass_tokens(b, dc)]
-                ct, ce = sum(p[0] for p in parts), sum(p[1] for p in parts)
-            else:
-                ct, ce = row[pass_tokens(b, c, i + 1)][:2]
-                if dc.staging is not None:
-                    step = d2_min[i].get((devices[i + 1], dc.staging))
-                    if step is None:
-                        return None
-                    ct += dc.staging.draft_length * step[0]
-                    ce += dc.staging.draft_length * step[1]
-            cyc_t.append(ct)
-            cyc_e.append(ce)
-            power += row[pass_tokens(b, c, i + 1)][2]
-        t_lb = spec.round_time_ns(st.outcomes, cyc_t, v_t, sync, c.pipeline, st.q)
-        e_lb = v_e + sum(st.rounds_scaled[i] * e * (spec.Q_SCALE + st.drafter_q[i])
-                         // (spec.OUTCOME_SCALE * spec.Q_SCALE) for i, e in enumerate(cyc_e))
-        return t_lb, e_lb + power * t_lb // 1000
+        return min_pass_bounds(self.prices, self.data[j], j, tokens, *self._bound_cuts(j, sorted(tokens)))
 
     def _bound_cuts(self, j: int, tokens: list[int]) -> tuple[dict, dict]:
         """[CUT-1] per architecture and token count, a pass is no faster (no cheaper) than its critical
@@ -684,7 +589,7 @@ class SpecModel:
                 embs = [pm.embedding[(a, lay)][t] for lay in {p.layout for p in d.allowed(a, "lm_head")}]
                 emb_t, emb_e = min(e.time_ns for e in embs), min(e.energy_nj for e in embs)
                 if model.parallel_block:
-                    path = self._parallel_layer_bound(j, a, t)
+                    path = parallel_layer_bound(self.prices, self.data[j], j, a, t)
                 else:
                     path = sum(bt[op] for op in LAYER_OPS)
                 lb_t[t] = emb_t + model.layers * (path + n_ar * ar.time_ns) + bt["lm_head"]
@@ -839,7 +744,7 @@ class SpecModel:
         return min(st.tokens_micro for st in self.stats)
 
     # ------------------------------------------------------------------------------------------
-    # canonical optimum (the integer levels of the tie-break; solve.py fixes the ratio levels)
+    # canonical optimum (the integer levels of the tie-break; canonical.py fixes the ratio levels)
     # ------------------------------------------------------------------------------------------
     def tie_break_keys(self) -> list[TieKey]:
         """[OBJ] OBJ-3 the integer keys of the canonical optimum, in their lexicographic order: the PIM

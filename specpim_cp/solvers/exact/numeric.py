@@ -1,6 +1,6 @@
 """Numeric safety of the exact model: how close each linear row of a solve comes to CP-SAT's int64 limit.
 
-Measurement only (issue 17): nothing here changes a model that `solve.py` solves. For a built model,
+Measurement only: nothing here changes a model that a solve solves. For a built model,
 `solve_rows` adds to a clone the rows a solve of one objective adds (the OBJ-1 Dinkelbach step and, for
 EDP, the OBJ-2 epsilon rows, formulations/objectives.md) at the worst incumbent the model admits, and
 `row_magnitudes` reads every linear expression of the proto with its variables' domains:
@@ -14,7 +14,7 @@ EDP, the OBJ-2 epsilon rows, formulations/objectives.md) at the worst incumbent 
 
 The worst incumbent of OBJ-1 is (N, D) = (ub(N), D_min): N the model's own bound on round time or
 energy, D the fewest expected tokens (x TOKENS_SCALE), which gives the largest cap ceil(N*D_max/D); the
-tokens variable reaches D_max. `_measure` in solve.py refuses an incumbent with N*D_max + D_max > 2^62,
+tokens variable reaches D_max. `ratio.measure` refuses an incumbent with N*D_max + D_max > 2^62,
 so `guarded_numerator` is the largest N a solve can actually carry into these rows.
 """
 
@@ -31,9 +31,10 @@ from specpim_cp.errors import ScenarioError
 from specpim_cp.physics.evaluate import Evaluator
 from specpim_cp.problem.scenario import Scenario, parse_scenario, scenario_catalog
 from specpim_cp.problem.space import TreeMenuTooLarge
-from specpim_cp.solvers.exact.columns import ColumnSearch, columns_refusal
+from specpim_cp.solvers.exact.guards import INT_LIMIT, build_model
 from specpim_cp.solvers.exact.model import SpecModel, ub
-from specpim_cp.solvers.exact.solve import INT_LIMIT, build_model, cap_copy, choice_sum, ratio_limits
+from specpim_cp.solvers.exact.ratio import cap_copy, choice_sum, ratio_limits
+from specpim_cp.solvers.exact.tree_column_set import ColumnSearch, columns_refusal
 
 #: The objectives a scenario can be solved for, and the assumption profiles (memory model, energy accounting).
 OBJECTIVES = ("latency", "energy", "edp")
@@ -207,7 +208,7 @@ def row_family(names: Sequence[str], bounds, refs: Iterable[int], enforcement: I
 
 # -- the rows a solve adds ------------------------------------------------------------------------
 def guarded_numerator(sm: SpecModel) -> int:
-    """The largest incumbent numerator (round ns or energy nJ) `solve._measure` lets into the OBJ-1/2 rows:
+    """The largest incumbent numerator (round ns or energy nJ) `ratio.measure` lets into the OBJ-1/2 rows:
     N*D_max + D_max <= 2^62."""
     d_max = max(st.tokens_micro for st in sm.stats)
     return (INT_LIMIT - d_max) // d_max
@@ -217,7 +218,7 @@ OBJ1 = "OBJ-1 Dinkelbach objective N' - sum_c (ceil(n D_c / d) - 1) z_c"
 
 
 def _dinkelbach_step(model: cp_model.CpModel, sm: SpecModel, num, n_prev: int, d_prev: int) -> object:
-    """OBJ-1's cap copy N' in [0, ceil(n*D_max/d)] and its scaled objective (solve.minimize_ratio)."""
+    """OBJ-1's cap copy N' in [0, ceil(n*D_max/d)] and its scaled objective (ratio.minimize_ratio)."""
     d_max = max(st.tokens_micro for st in sm.stats)
     nvar = cap_copy(model, num, -(-n_prev * d_max // d_prev), "N")
     return nvar - choice_sum(model, sm, ratio_limits(sm, n_prev, d_prev, strict=True))
@@ -226,9 +227,9 @@ def _dinkelbach_step(model: cp_model.CpModel, sm: SpecModel, num, n_prev: int, d
 def solve_rows(sm: SpecModel, objective: str, numerator: str = "model") -> tuple[cp_model.CpModel, int, list]:
     """A clone of the model with the rows a solve of `objective` adds at the worst incumbent: (model, index
     of the first added row, (family, objective expression) pairs). `numerator`: "model" takes ub(T) and
-    ub(energy) as the incumbent's N; "guarded" clips them at `guarded_numerator` (what `_measure` admits).
-    Mirrors solve.py: `_capped`/`cap_copy` and the scaled rows (`ratio_limits`) of `minimize_ratio`, the OBJ-2 rows of
-    `_epsilon_front` (energy cap, latency cap) and `tight_claim`'s objective; the OBJ-1 pruning rows
+    ub(energy) as the incumbent's N; "guarded" clips them at `guarded_numerator` (what `ratio.measure` admits).
+    Mirrors ratio.py: `capped`/`cap_copy` and the scaled rows (`ratio_limits`) of `minimize_ratio`, the OBJ-2 rows of
+    fronts.py's `sweep` (energy cap, latency cap) and `tight_claim`'s objective; the OBJ-1 pruning rows
     (z_c = 0) are single Booleans and left out."""
     model = sm.m.clone()
     sm.enforce_families(model)
@@ -286,7 +287,7 @@ INCUMBENT_FAMILIES = ("OBJ-1", "OBJ-2")
 class NumericReport:
     """How close one scenario x objective x assumption profile comes to CP-SAT's limit, or why no model
     was built (`refused`). "Model" figures take the model's own ub(N) as the incumbent, "guarded" ones
-    the largest incumbent `solve._measure` admits (the same when ub(N) is within the guard)."""
+    the largest incumbent `ratio.measure` admits (the same when ub(N) is within the guard)."""
 
     scenario: str
     objective: str
@@ -298,7 +299,7 @@ class NumericReport:
     checker_over: tuple[RowMagnitude, ...] = ()  # rows CP-SAT would refuse at the model's worst incumbent
     guarded_worst: RowMagnitude | None = None  # largest CP-SAT checker sum at the guarded incumbent
     guarded_solve_worst: RowMagnitude | None = None  # largest activity a solve adds at the guarded incumbent
-    guard_refuses: bool = False  # ub(N)*D_max + D_max > 2^62: `_measure` refuses an incumbent that large
+    guard_refuses: bool = False  # ub(N)*D_max + D_max > 2^62: `ratio.measure` refuses an incumbent that large
     cross_wraps: int = 0  # rows with a coefficient x another variable's bound >= 2^63
     cross_wraps_base: int = 0  # of them, rows of the base model
     above_headroom: int = 0  # rows with activity above 2^53 (the mix's headroom)

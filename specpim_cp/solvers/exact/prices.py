@@ -17,7 +17,7 @@ speculation choice) and keeps the evaluator's integer answers in one frozen valu
 `SpecModel` (model.py) and the mix model (mix/model.py) read only the table while they add constraints,
 so a model is priced from one snapshot and never calls back into the cost model. The evaluator stays the
 single source of truth: the table holds its answers, not a second cost formula, and every design the
-solvers claim is still re-priced by `Evaluator.evaluate` (solve.py).
+solvers claim is still re-priced by `Evaluator.evaluate` (finish.py).
 """
 
 from __future__ import annotations

@@ -27,19 +27,12 @@ from specpim_cp.problem.design import Design
 from specpim_cp.problem.operators import PLACEABLE_OPS
 from specpim_cp.problem.scenario import Scenario, scenario_catalog
 from specpim_cp.problem.space import model_labels
+from specpim_cp.solvers.exact.guards import ModelMismatch, build_model
 from specpim_cp.solvers.exact.model import SpecModel
-from specpim_cp.solvers.exact.solve import (
-    ENERGY_LINEARIZATION,
-    ModelMismatch,
-    RatioRow,
-    SolverOptions,
-    SolveSession,
-    add_ratio_rows,
-    build_model,
-    percent,
-    solve,
-)
-from specpim_cp.solvers.result import SolveResult, inputs_hash, solver_version
+from specpim_cp.solvers.exact.ratio import ENERGY_LINEARIZATION, RatioRow, add_ratio_rows
+from specpim_cp.solvers.exact.session import SolverOptions, SolveSession
+from specpim_cp.solvers.exact.solve import solve
+from specpim_cp.solvers.result import SolveResult, Status, inputs_hash, solver_version
 
 __all__ = ["ENUMERATE_LIMIT", "RANGE_OBJECTIVES", "DecisionRange", "RangesResult", "decision_ranges"]
 
@@ -251,10 +244,10 @@ class _Ranges:
         model = self.base()
         model.add_bool_or(self._lits(model, decision.values[value]))
         status, solver = self._solve(model, f"ranges: {decision.model}.{decision.name} = {value}?", True)
-        if status in (cp_model.OPTIMAL, cp_model.FEASIBLE):
+        if status in (Status.OPTIMAL, Status.FEASIBLE):
             self.witness(solver)
             return "REACHED"
-        return "EXCLUDED" if status == cp_model.INFEASIBLE else "UNKNOWN"
+        return "EXCLUDED" if status == Status.INFEASIBLE else "UNKNOWN"
 
     def end(self, decision: Decision, sign: int) -> tuple[int, str, int | None]:
         """(value, status, CP-SAT's bound) of the least (sign 1) or largest (sign -1) value."""
@@ -267,12 +260,12 @@ class _Ranges:
         model.minimize(sign * expr)
         status, solver = self._solve(model, f"ranges: {'least' if sign > 0 else 'largest'} "
                                             f"{decision.model}.{decision.name}")
-        if status not in (cp_model.OPTIMAL, cp_model.FEASIBLE):
-            return best, solver.status_name(status), None
+        if status not in (Status.OPTIMAL, Status.FEASIBLE):
+            return best, status, None
         found = decision.of(self.witness(solver))
         best = min(best, found) if sign > 0 else max(best, found)
         bound = sign * math.ceil(solver.best_objective_bound - 1e-9)  # the objective is an integer
-        return best, solver.status_name(status), bound
+        return best, status, bound
 
     def decision_range(self, decision: Decision) -> DecisionRange:
         out = DecisionRange(decision.model, decision.name, decision.of(self.optimum))
@@ -295,12 +288,7 @@ def tolerance_row(sm: SpecModel, objective: str, best: Evaluation, within_pct: F
     return RatioRow(objective, n, row.d), opt * Fraction(n, row.n)
 
 
-def check_within(within_pct: Fraction | float | str) -> Fraction:
-    """The tolerance in percent as a Fraction (0 <= within < 1000)."""
-    return percent(within_pct, "within", 1000)
-
-
-def decision_ranges(scenario: Scenario, *, within_pct: Fraction | float | str = 1, objective: str | None = None,
+def decision_ranges(scenario: Scenario, *, within_pct: Fraction | int = 1, objective: str | None = None,
                     options: SolverOptions | None = None, catalog: Catalog | None = None,
                     optimum: SolveResult | None = None,
                     on_stage: Callable[[str], None] | None = None) -> RangesResult:
@@ -309,7 +297,7 @@ def decision_ranges(scenario: Scenario, *, within_pct: Fraction | float | str = 
     it), then the range questions on the same time limit (`options.time_limit_s`, spent again).
     `on_stage` is called with each question before CP-SAT answers it (a CLI status line)."""
     t0 = time.perf_counter()
-    within = check_within(within_pct)
+    within = Fraction(within_pct)  # exact: an int or a Fraction (the CLI parses --within)
     objective = objective or scenario.objective
     if objective not in RANGE_OBJECTIVES:
         raise ScenarioError(f"objective: decision ranges take a tolerance on latency or energy per token, not "

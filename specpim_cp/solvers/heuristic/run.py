@@ -40,7 +40,7 @@ from specpim_cp.solvers.heuristic.fill import Deadline, Filler, PoolFiller, Seri
 from specpim_cp.solvers.heuristic.ga import GeneticExplorer
 from specpim_cp.solvers.heuristic.genes import Genome, SearchSpace
 from specpim_cp.solvers.heuristic.pricing import INFEASIBLE, DesignKey, Pricer
-from specpim_cp.solvers.result import SolveReport, SolveResult, inputs_hash
+from specpim_cp.solvers.result import SolveReport, SolveResult, Status, inputs_hash
 
 OBJECTIVES = ("latency", "energy", "edp")
 SELECT_TOLERANCE = 0.05  # select among designs within 5 % of the best search objective
@@ -194,7 +194,7 @@ def run_heuristic(scenario: Scenario, *, budget: str | Budget = "quick", seed: i
         "stopped_by": explorer.stopped_by,
     }
     report = SolveReport(
-        method="heuristic", objective_name=scenario.objective, status="HEURISTIC", objective=objective,
+        method="heuristic", objective_name=scenario.objective, status=Status.HEURISTIC, objective=objective,
         bound=None, wall_s=wall_s, iterations=explorer.generations_run, seed=seed,
         solver_version=f"specpim-cp {__version__} heuristic", inputs_hash=inputs_hash(scenario, options),
         extra=extra)

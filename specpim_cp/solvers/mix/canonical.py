@@ -24,15 +24,15 @@ from ortools.sat.python import cp_model
 
 from specpim_cp.physics.mix import mix_value
 from specpim_cp.problem.design import ArchConfig, Design
-from specpim_cp.solvers.exact.model import TieKey
-from specpim_cp.solvers.exact.solve import (
-    ENERGY_LINEARIZATION,
+from specpim_cp.solvers.exact.canonical import (
     TieLevel,
     integer_entries,
     level_before,
     pack_keys,
     solve_key_groups,
 )
+from specpim_cp.solvers.exact.model import TieKey
+from specpim_cp.solvers.exact.ratio import ENERGY_LINEARIZATION
 from specpim_cp.solvers.mix.arch_bounds import ArchBounds, units
 from specpim_cp.solvers.mix.cell_solves import cell_kind
 from specpim_cp.solvers.mix.cpsat_model import (

@@ -21,7 +21,8 @@ from specpim_cp.problem.mix import Mix
 from specpim_cp.problem.scenario import Scenario
 from specpim_cp.solvers.exact.model import SpecModel
 from specpim_cp.solvers.exact.prices import PriceTable
-from specpim_cp.solvers.exact.solve import RatioObjective, SolverOptions, SolveSession, minimize_ratio
+from specpim_cp.solvers.exact.ratio import RatioObjective, minimize_ratio
+from specpim_cp.solvers.exact.session import SolverOptions, SolveSession
 from specpim_cp.solvers.exact.solve import solve as solve_scenario
 from specpim_cp.solvers.result import SolveResult
 

@@ -24,9 +24,9 @@ from specpim_cp.physics.mix import check_mix_capacity, mix_value
 from specpim_cp.problem.design import Design
 from specpim_cp.problem.mix import Mix, median_cell
 from specpim_cp.problem.space import DesignSpace
+from specpim_cp.solvers.exact.guards import ModelMismatch
 from specpim_cp.solvers.exact.model import SpecModel
 from specpim_cp.solvers.exact.prices import PriceTable
-from specpim_cp.solvers.exact.solve import ModelMismatch
 from specpim_cp.solvers.mix import comparisons as mix_compare
 from specpim_cp.solvers.mix.arch_bounds import ArchBounds
 from specpim_cp.solvers.mix.branch_bound import (

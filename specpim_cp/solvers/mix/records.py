@@ -16,7 +16,7 @@ from typing import ClassVar
 from specpim_cp.physics.evaluate import Evaluation, Metrics
 from specpim_cp.problem.design import ArchConfig, Design
 from specpim_cp.problem.mix import MIX_UNITS, Mix
-from specpim_cp.solvers.exact.solve import SolverOptions
+from specpim_cp.solvers.exact.session import SolverOptions
 from specpim_cp.solvers.result import ObjectiveReport, SolveResult
 
 

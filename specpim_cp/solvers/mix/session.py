@@ -15,8 +15,9 @@ from ortools.sat.python import cp_model
 from specpim_cp.physics.evaluate import Evaluation, Metrics
 from specpim_cp.physics.mix import check_mix_capacity
 from specpim_cp.problem.design import Design
+from specpim_cp.solvers.exact.guards import ModelMismatch
 from specpim_cp.solvers.exact.model import SpecModel
-from specpim_cp.solvers.exact.solve import ModelMismatch, SolverOptions, TimeBudget
+from specpim_cp.solvers.exact.session import SolverOptions, TimeBudget
 from specpim_cp.solvers.mix.cell_solves import cell_kind
 from specpim_cp.solvers.mix.cpsat_model import MixModel, ObjectivePlan
 from specpim_cp.solvers.mix.records import CellClaim, MixStage, StageSolve
@@ -155,7 +156,7 @@ def tight_claims(mm: MixModel, designs: Sequence[Design], opts: SolverOptions,
     except ModelMismatch:
         if cell_model is None:
             raise
-    from specpim_cp.solvers.exact.solve import tight_claim
+    from specpim_cp.solvers.exact.finish import tight_claim
 
     out = []
     for c, d in enumerate(designs):

@@ -17,7 +17,7 @@ Relaxed columns never reach the evaluator. The canonical optimum (OBJ-3) is then
 columns, which hold every optimal design (formulations/speculation_rounds.md, [TREE-6]).
 
 This module keeps the column set (`ColumnSearch`: classes, real profiles, the models over them, the dive on
-one hardware); the loop itself is `solve.solve_columns`, beside the Dinkelbach loop it extends.
+one hardware); the loop itself is `tree_columns.solve_columns`.
 """
 
 from __future__ import annotations

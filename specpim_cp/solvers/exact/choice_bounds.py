@@ -1,0 +1,121 @@
+"""The bound arithmetic behind CUT-1 and CUT-3, read from the price table (no rows: model.py adds them): a
+parallel layer's least duration, the least pass bounds and draft2 steps per device count, and a speculation
+choice's round bound on given device counts."""
+
+from __future__ import annotations
+
+from collections.abc import Iterable
+
+import numpy as np
+
+from specpim_cp.physics import speculation as spec
+from specpim_cp.physics.rounds import RoundStats, pass_tokens, tree_pass_tokens
+from specpim_cp.problem.design import ArchConfig, SpecChoice, Staging
+from specpim_cp.problem.space import ModelOptions
+from specpim_cp.solvers.exact.energy_bounds import dominance_front
+from specpim_cp.solvers.exact.prices import PriceTable
+
+
+def parallel_layer_bound(prices: PriceTable, mo: ModelOptions, j: int, a: ArchConfig, t: int) -> int:
+    """A parallel-block layer (without its all-reduce) is no shorter than the least, over every
+    placement of its operators, of the largest of four loads: the attention branch's durations
+    (qkv, score, context, o_proj run one after another), the FFN branch's (ffn_up, ffn_down), the
+    host's busy time (one operator at a time) and the PIM slots' busy area / S (a PIM operator on s
+    of S slots covers s/S of its time, a host operator that contends with PIM all of it, one that does
+    not none). Each load bounds every schedule of a fixed placement, so their maximum does, and the
+    least over placements bounds the layer on architecture a (every placement is enumerated, with
+    numpy, after dropping options that another option of the same operator beats in all three)."""
+    pm = prices.models[j]
+    levels = prices.share_levels
+
+    def options(op: str) -> list[tuple[int, int, int]]:
+        out = []
+        for p in mo.allowed(a, op):
+            d = pm.op_cost[(op, a, p)][t].time_ns
+            if p.engine == "pim":
+                out.append((d, 0, d * p.share))
+            else:
+                out.append((d, d, d * levels if pm.contends[(a, p.layout)] else 0))
+        return out
+
+    def branch(ops: tuple[str, ...]) -> np.ndarray:
+        """(branch time, host time, PIM area) of every placement of the branch (per-op dominated options
+        dropped first: they cannot lower the minimum of a nondecreasing function of the sums)."""
+        front = np.zeros((1, 3), dtype=np.int64)
+        for op in ops:
+            opts = np.array(dominance_front(options(op)) or [(0, 0, 0)], dtype=np.int64)  # none: as CUT-1's 0
+            front = (front[:, None, :] + opts[None, :, :]).reshape(-1, 3)
+        return front
+
+    attn = branch(("qkv", "score", "context", "o_proj"))
+    ffn = branch(("ffn_up", "ffn_down"))
+    loads = np.maximum(np.maximum(attn[:, None, 0], ffn[None, :, 0]),
+                       np.maximum(attn[:, None, 1] + ffn[None, :, 1],
+                                  -(-(attn[:, None, 2] + ffn[None, :, 2]) // levels)))
+    return int(loads.min())
+
+
+def min_pass_bounds(prices: PriceTable, d: ModelOptions, j: int, tokens: set[int], pt_cut: dict, pe_cut: dict
+                    ) -> dict[int, dict[int, tuple[int, int, int]]]:
+    """Per device count n and token count t of model j (of `tokens`): (least CUT-1 time bound, least energy
+    bound, least idle power in mW) over its architectures with n devices; `pt_cut`, `pe_cut`: CUT-1's bounds
+    per architecture and token count (`SpecModel._bound_cuts`)."""
+    out: dict[int, dict[int, tuple[int, int, int]]] = {}
+    for a in d.archs:
+        row = out.setdefault(a.devices, {})
+        power = prices.models[j].idle_power_mw[a]
+        for t in tokens:
+            cur = row.get(t)
+            new = (pt_cut[a][t], pe_cut[a][t], power)
+            row[t] = new if cur is None else tuple(min(x, y) for x, y in zip(cur, new))
+    return out
+
+
+def min_draft2_steps(prices: PriceTable, d: ModelOptions, i: int, stagings: Iterable[Staging | None]
+                     ) -> dict[tuple[int, Staging], tuple[int, int]]:
+    """Per device count and staging of drafter i (model `d`, its stagings, None: unstaged): the least draft2
+    step (time, energy) over its architectures with that many devices (a draft2 model that cannot run is
+    left out)."""
+    out: dict[tuple[int, Staging], tuple[int, int]] = {}
+    j = i + 1
+    pm = prices.models[j]
+    for st in stagings:
+        if st is None:
+            continue
+        for a in d.archs:
+            step = pm.draft2_step[(a, st.draft2)]
+            if step is None:
+                continue
+            key = (a.devices, st)
+            cur = out.get(key)
+            new = (step.time_ns, step.energy_nj)
+            out[key] = new if cur is None else (min(cur[0], new[0]), min(cur[1], new[1]))
+    return out
+
+
+def choice_bound(c: SpecChoice, st: RoundStats, devices: tuple[int, ...], per_n, d2_min, b: int,
+                 sync: int) -> tuple[int, int] | None:
+    """CUT-3's (round time, energy per round) bound of choice c on device counts `devices`."""
+    row0 = per_n[0][devices[0]]
+    v_t, v_e, power = row0[pass_tokens(b, c, 0)]
+    cyc_t, cyc_e = [], []
+    for i, dc in enumerate(c.drafters):
+        row = per_n[i + 1][devices[i + 1]]
+        if dc.tree is not None:
+            parts = [row[t] for t in tree_pass_tokens(b, dc)]
+            ct, ce = sum(p[0] for p in parts), sum(p[1] for p in parts)
+        else:
+            ct, ce = row[pass_tokens(b, c, i + 1)][:2]
+            if dc.staging is not None:
+                step = d2_min[i].get((devices[i + 1], dc.staging))
+                if step is None:
+                    return None
+                ct += dc.staging.draft_length * step[0]
+                ce += dc.staging.draft_length * step[1]
+        cyc_t.append(ct)
+        cyc_e.append(ce)
+        power += row[pass_tokens(b, c, i + 1)][2]
+    t_lb = spec.round_time_ns(st.outcomes, cyc_t, v_t, sync, c.pipeline, st.q)
+    e_lb = v_e + sum(st.rounds_scaled[i] * e * (spec.Q_SCALE + st.drafter_q[i])
+                     // (spec.OUTCOME_SCALE * spec.Q_SCALE) for i, e in enumerate(cyc_e))
+    return t_lb, e_lb + power * t_lb // 1000

@@ -1,0 +1,116 @@
+"""The end of every exact solve: the canonical optimum when the objective is proven (else the tie-break
+skipped), the evaluator's re-check of the claim (`verify`: CP-SAT's tight price of the design must equal the
+evaluator's), the tie levels' re-check and the SolveReport (`finish`); `explain_infeasible` when none is found."""
+
+from __future__ import annotations
+
+import time
+from collections.abc import Callable
+from fractions import Fraction
+
+from ortools.sat.python import cp_model
+
+from specpim_cp.physics.evaluate import Evaluation, Evaluator
+from specpim_cp.problem.design import Design
+from specpim_cp.problem.scenario import Scenario
+from specpim_cp.solvers.exact.canonical import canonical_optimum, check_levels, skipped_tie_break
+from specpim_cp.solvers.exact.guards import ModelMismatch, cap_detail
+from specpim_cp.solvers.exact.model import SpecModel, ub
+from specpim_cp.solvers.exact.session import SolverOptions, SolveSession
+from specpim_cp.solvers.result import SolveReport, SolveResult, Status, inputs_hash, solver_version
+
+
+def tight_claim(sm: SpecModel, design: Design, opts: SolverOptions) -> tuple[int, int, int]:
+    """(round ns, energy nJ, tokens micro) that CP-SAT computes for `design` with every decision fixed."""
+    model = sm.m.clone()
+    sm.enforce_families(model)
+    for v, val in sm.decision_literals(design):
+        model.add(model.get_bool_var_from_proto_index(v.index) == val)
+    T = model.get_int_var_from_proto_index(sm.T.index)
+    E = model.get_int_var_from_proto_index(sm.energy.index)
+    # lexicographic in one objective: T first, then energy (T's weight exceeds any energy value)
+    model.minimize(T * (ub(sm.energy) + 1) + E) if ub(sm.energy) * ub(sm.T) < (1 << 61) else model.minimize(T)
+    solver = cp_model.CpSolver()
+    solver.parameters.num_workers = 1
+    solver.parameters.random_seed = opts.seed
+    solver.parameters.presolve_inclusion_work_limit = 0
+    solver.parameters.max_time_in_seconds = 60.0
+    status = solver.solve(model)
+    if status != cp_model.OPTIMAL:
+        raise ModelMismatch(f"the CP-SAT model rejects its own design ({solver.status_name(status)})")
+    t, e = solver.value(T), solver.value(E)
+    if ub(sm.energy) * ub(sm.T) >= (1 << 61):  # energy not minimised above: minimise it with T fixed
+        model.add(T == t)
+        model.minimize(E)
+        status = solver.solve(model)
+        e = solver.value(E)
+    k = sm.choice_index(design)
+    return t, e, sm.stats[k].tokens_micro
+
+
+def verify(sm: SpecModel, ev: Evaluator, design: Design, opts: SolverOptions) -> tuple[Evaluation, dict]:
+    """Re-price with the evaluator and require exact agreement with the CP-SAT model."""
+    evaluation = ev.evaluate(design)
+    t, e, tok = tight_claim(sm, design, opts)
+    m = evaluation.metrics
+    claim = {"round_time_ns": t, "energy_nj_per_round": e, "tokens_per_round_micro": tok}
+    actual = {"round_time_ns": m.round_time_ns, "energy_nj_per_round": m.energy_nj_per_round,
+              "tokens_per_round_micro": m.tokens_per_round_micro}
+    if claim != actual:
+        raise ModelMismatch(f"CP-SAT claims {claim} but the evaluator prices {actual} for {design.key()}")
+    return evaluation, claim
+
+
+def explain_infeasible(sm: SpecModel, opts: SolverOptions) -> str:
+    """Name the constraint families that make the scenario infeasible (CP-SAT assumptions)."""
+    model = sm.m.clone()
+    lits = {name: model.get_bool_var_from_proto_index(v.index) for name, v in sm.assumption_families.items()}
+    model.add_assumptions(list(lits.values()))
+    solver = cp_model.CpSolver()
+    solver.parameters.num_workers = 1
+    solver.parameters.presolve_inclusion_work_limit = 0  # works around a presolve bug of OR-Tools 9.15
+    solver.parameters.max_time_in_seconds = max(10.0, opts.time_limit_s)
+    status = solver.solve(model)
+    if status != cp_model.INFEASIBLE:
+        return "no design satisfies the scenario within the time limit"
+    core = set(solver.sufficient_assumptions_for_infeasibility())
+    names = [name for name, v in lits.items() if v.index in core]
+    if not names:
+        return "the [space] restrictions leave no valid design (mapping rule vs PIM units)"
+    details = []
+    for name in names:
+        if name.startswith("CAP "):
+            j = next(j for j, d in enumerate(sm.data) if f"{d.label} ({d.spec.name})" in name)
+            details.append(cap_detail(sm, j, name))
+        else:
+            details.append(f"[{name}]")
+    return "infeasible: " + "; ".join(details)
+
+
+def run_details(run: SolveSession, claim: dict) -> dict:
+    """The report's fields of a Dinkelbach solve: the claim, the model's size, the trajectory, the solves."""
+    return {"claimed": claim, "model_size": {"variables": len(run.sm.m.proto.variables),
+                                             "constraints": len(run.sm.m.proto.constraints)},
+            "trajectory": run.trajectory, "deterministic_time": round(run.deterministic_time, 3),
+            "solves": run.solve_log}
+
+
+def finish(run: SolveSession, scenario: Scenario, t0: float, objective: str, status: Status, best: Evaluation,
+           obj: Fraction, bound: Fraction | None, *, front: list[Evaluation] | None = None,
+           details: Callable[[dict], dict] | None = None, more: dict | None = None) -> SolveResult:
+    """The end of a solve whose best design is `best` (objective `obj`, proven `bound`): the canonical optimum
+    [OBJ-3] when `status` is OPTIMAL (EDP: over its exact `front`), the evaluator's re-check of the claim and
+    of every tie level, and the report; its extra fields are `details(claim)` (default `run_details`), then
+    `more`, then the tie-break's."""
+    if status == Status.OPTIMAL:
+        design, tie = canonical_optimum(run, objective, best, front)
+    else:
+        design, tie = best.design, skipped_tie_break(status)
+    evaluation, claim = verify(run.sm, run.sm.ev, design, run.opts)
+    check_levels(evaluation, obj, objective, tie)
+    extra = {**(details or (lambda c: run_details(run, c)))(claim), **(more or {}), **tie}
+    rep = SolveReport(method="cp-sat", objective_name=objective, status=status, objective=obj, bound=bound,
+                      wall_s=time.perf_counter() - t0, iterations=run.iterations, seed=run.opts.seed,
+                      solver_version=solver_version(), inputs_hash=inputs_hash(scenario, run.opts.as_dict()),
+                      extra=extra)
+    return SolveResult(evaluation, rep)
