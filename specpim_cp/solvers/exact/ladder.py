@@ -61,16 +61,18 @@ def answer(solve: RungSolve, model: cp_model.CpModel, value: Callable[[cp_model.
 
 def solve_with_ladder(solve: RungSolve, model: cp_model.CpModel, value: Callable[[cp_model.CpSolver], int],
                       contradicts: Callable[[Answer], bool] | None = None,
-                      split: Callable[[], Iterable[Part] | None] | None = None, payload: object = None) -> Answer:
+                      split: Callable[[], Iterable[Part] | None] | None = None, payload: object = None,
+                      rungs: tuple[bool | str, ...] = (True, SPLIT, NO_PRESOLVE)) -> Answer:
     """Solve `model`; when the answer contradicts a design known to satisfy it (`contradicts`), climb until
     an answer does not: CP-SAT's own presolve settings, then the caller's `split` into parts solved one by
     one (`least_part`; skipped when `split` returns None or a part is not proven), then no presolve. Returns
     the first answer that does not contradict, else the last one (the caller checks `contradicts` again and
-    says what the fault means)."""
+    says what the fault means). `rungs`: the rungs to climb, in order (a caller whose first solve already
+    uses CP-SAT's own presolve starts at NO_PRESOLVE)."""
     got = answer(solve, model, value, payload)
     if contradicts is None or not contradicts(got):
         return got
-    for rung in (True, SPLIT, NO_PRESOLVE):
+    for rung in rungs:
         if rung == SPLIT:
             parts = None if split is None else split()
             if parts is None:

@@ -344,12 +344,9 @@ class MixCanonical:
         self._minimising_energy = row.name == "energy"
         hint = self.full_hint(model)
         self._minimising_energy = False
-        status, solver = run.run(model, var, hint, known_feasible=True,
-                                 linearization=self.linearization(row), one_worker=True)
-        if status == cp_model.OPTIMAL and solver.value(var) > at_design:  # the design so far is feasible here
-            solver.parameters.cp_model_presolve = False
-            status = solver.solve(model)
-            run.budget.charge(solver)
+        status, solver = run.run(model, var, hint, known_feasible=True,  # the design so far is feasible here
+                                 linearization=self.linearization(row), one_worker=True,
+                                 above=lambda s: s.value(var) > at_design)
         name = solver.status_name(status)
         self._log(f"tie-break: {row.name}", t0, name)
         if status == cp_model.OPTIMAL and solver.value(var) > at_design:
@@ -451,11 +448,8 @@ class MixCanonical:
 
         t0 = time.perf_counter()
         status, solver = run.run(model, None, self.full_hint(model), known_feasible=True,
-                                 linearization=self.linearization(), one_worker=True)
-        if status == cp_model.OPTIMAL and packed(solver) > at_design:
-            solver.parameters.cp_model_presolve = False
-            status = solver.solve(model)
-            run.budget.charge(solver)
+                                 linearization=self.linearization(), one_worker=True,
+                                 above=lambda s: packed(s) > at_design)
         name = solver.status_name(status)
         levels = ", ".join(dict.fromkeys(k.level for k in group))
         self._log(f"tie-break: {levels}", t0, name)

@@ -16,11 +16,13 @@ from specpim_cp.physics.evaluate import Evaluation, Metrics
 from specpim_cp.physics.mix import check_mix_capacity
 from specpim_cp.problem.design import Design
 from specpim_cp.solvers.exact.guards import ModelMismatch
+from specpim_cp.solvers.exact.ladder import NO_PRESOLVE, Solved, solve_with_ladder
 from specpim_cp.solvers.exact.model import SpecModel
 from specpim_cp.solvers.exact.session import SolverOptions, TimeBudget
 from specpim_cp.solvers.mix.cell_solves import cell_kind
 from specpim_cp.solvers.mix.cpsat_model import MixModel, ObjectivePlan
 from specpim_cp.solvers.mix.records import CellClaim, MixStage, StageSolve
+from specpim_cp.solvers.result import Status
 
 StageHook = Callable[[str], None]
 
@@ -56,9 +58,11 @@ class MixRun:
     def run(self, model: cp_model.CpModel, objective_var, hint: Sequence[tuple] | None,
             first_solution: bool = False, limit: float | None = None,
             known_feasible: bool = False, linearization: int | None = None,
-            one_worker: bool = False) -> tuple[int, cp_model.CpSolver]:
+            one_worker: bool = False,
+            above: Callable[[cp_model.CpSolver], bool] | None = None) -> tuple[int, cp_model.CpSolver]:
         """One CP-SAT solve on the session's budget. `known_feasible`: the model holds a design known to be
-        feasible (the incumbent it is capped by), so INFEASIBLE can only be a solver error. `linearization`:
+        feasible (the incumbent it is capped by), so INFEASIBLE can only be a solver error; `above`: whether an
+        OPTIMAL answer lies above that design (a solver error too). Either climbs the retry ladder. `linearization`:
         CP-SAT's LP level (default: CP-SAT's own); `one_worker`: one CP-SAT worker whatever the options."""
         invalid = model.validate()
         if invalid:
@@ -88,15 +92,26 @@ class MixRun:
 
         if first_solution:
             solver.parameters.stop_after_first_solution = True
-        status = solver.solve(model)
-        self.budget.charge(solver)
-        if status == cp_model.INFEASIBLE and known_feasible:  # a CP-SAT presolve error (mix.md): re-solve
-            self.stages.append(MixStage("CP-SAT returned INFEASIBLE on a model with a known feasible design; "
-                                        "re-solved without presolve", round(solver.wall_time, 3)))
-            solver.parameters.cp_model_presolve = False
-            status = solver.solve(model)
+        last: list[int] = []
+
+        def rung(m: cp_model.CpModel, cautious: bool | str, part: str | None = None) -> Solved:
+            if cautious == NO_PRESOLVE:
+                if last[-1] == cp_model.INFEASIBLE:
+                    self.stages.append(MixStage("CP-SAT returned INFEASIBLE on a model with a known feasible "
+                                                "design; re-solved without presolve", round(solver.wall_time, 3)))
+                solver.parameters.cp_model_presolve = False
+            last.append(solver.solve(m))
             self.budget.charge(solver)
-        return status, solver
+            return Solved(Status.of_cp_sat(solver, last[-1]), solver)
+
+        # the one retry ladder (a CP-SAT presolve error, mix.md): its first solve already has CP-SAT's own
+        # presolve effort, so an INFEASIBLE answer for a model with a known design climbs to no presolve
+        def contradicts(a) -> bool:
+            return (known_feasible and a.status == Status.INFEASIBLE) or (
+                above is not None and a.status == Status.OPTIMAL and above(a.solver))
+
+        solve_with_ladder(rung, model, lambda _solver: 0, contradicts, rungs=(NO_PRESOLVE,))
+        return last[-1], solver
 
     def first_incumbent(self, extra=None) -> list[Design] | None:
         """Any feasible mix design (the first solution of minimising the cells' summed round times); None
