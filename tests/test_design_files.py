@@ -11,6 +11,7 @@ from pathlib import Path
 
 import pytest
 from click.testing import CliRunner
+from helpers import one_line_error
 
 from specpim_cp.cli import main
 from specpim_cp.physics.evaluate import Evaluator
@@ -63,13 +64,6 @@ def _million_node_tree(out: dict) -> dict:
     return _set(_set(out, "drafters.0.tree", [1] + [999_999]), "drafters.0.draft_length", 2)
 
 
-def _one_line(res, *needles: str) -> str:
-    assert res.exit_code == 2, (res.exit_code, res.output, res.exception)
-    err = res.stderr
-    assert err.startswith("error: ") and err.count("\n") == 1 and "Traceback" not in err, err
-    for n in needles:
-        assert n in err, (n, err)
-    return err
 
 
 def _commands(scenario: Path, design: Path) -> list[list[str]]:
@@ -89,7 +83,7 @@ def test_every_command_refuses_a_field_out_of_bounds(files, tmp_path, field):
     design = tmp_path / "bad.json"
     design.write_text(json.dumps(bad))
     for command in _commands(scenario, design):
-        _one_line(CliRunner().invoke(main, command), *needles)
+        one_line_error(CliRunner().invoke(main, command), *needles)
 
 
 def test_a_million_node_tree_is_refused_by_its_count(files, tmp_path):
@@ -97,14 +91,14 @@ def test_a_million_node_tree_is_refused_by_its_count(files, tmp_path):
     design = tmp_path / "big.json"
     design.write_text(json.dumps(_million_node_tree(out)))
     for command in _commands(scenario, design):
-        _one_line(CliRunner().invoke(main, command), "drafters[0].tree: 1,000,000 nodes")
+        one_line_error(CliRunner().invoke(main, command), "drafters[0].tree: 1,000,000 nodes")
 
 
 def test_a_boolean_width_is_not_a_one(files, tmp_path):
     _, out = files
     design = tmp_path / "bool.json"
     design.write_text(json.dumps(_set(out, "drafters.0.tree", [True, 2])))
-    _one_line(CliRunner().invoke(main, ["export-tree", str(design), "--format", "json"]), "drafters[0].tree[0]")
+    one_line_error(CliRunner().invoke(main, ["export-tree", str(design), "--format", "json"]), "drafters[0].tree[0]")
 
 
 def test_five_drafters_are_refused(files):
@@ -122,7 +116,7 @@ def test_export_tree_checks_the_acceptance_vector(files, tmp_path, vector, needl
     bad["breakdown"]["drafters"][0]["tree_vector"] = vector
     design = tmp_path / "vector.json"
     design.write_text(json.dumps(bad))
-    _one_line(CliRunner().invoke(main, ["export-tree", str(design), "--format", "json"]), "tree_vector", needle)
+    one_line_error(CliRunner().invoke(main, ["export-tree", str(design), "--format", "json"]), "tree_vector", needle)
 
 
 def test_the_design_as_written_still_reads(files, tmp_path):

@@ -11,6 +11,7 @@ from pathlib import Path
 
 import pytest
 from click.testing import CliRunner
+from helpers import one_line_error
 
 from specpim_cp.catalog import load_catalog
 from specpim_cp.catalog.import_hf import CONFIG_TYPES, import_hf, import_hf_toml
@@ -29,13 +30,6 @@ WRONG = {"architectures": {"a": 1}, "model_type": ["llama"], "_name_or_path": 7,
          "word_embed_proj_dim": "x"}
 
 
-def _one_line(res, *needles: str) -> str:
-    assert res.exit_code == 2, (res.exit_code, res.output, res.exception)
-    err = res.stderr
-    assert err.startswith("error: ") and err.count("\n") == 1 and "Traceback" not in err, err
-    for n in needles:
-        assert n in err, (n, err)
-    return err
 
 
 def test_every_typed_key_has_a_wrong_value_here():
@@ -43,10 +37,10 @@ def test_every_typed_key_has_a_wrong_value_here():
 
 
 @pytest.mark.parametrize("key", sorted(WRONG))
-def test_a_key_of_the_wrong_type_is_one_line(tmp_path, key):
+def test_a_key_of_the_wrong_type_isone_line_error(tmp_path, key):
     path = tmp_path / "config.json"
     path.write_text(json.dumps({**CONFIG, key: WRONG[key]}))
-    _one_line(CliRunner().invoke(main, ["catalog", "import-hf", str(path)]), f"{key} must be")
+    one_line_error(CliRunner().invoke(main, ["catalog", "import-hf", str(path)]), f"{key} must be")
 
 
 @pytest.mark.parametrize("name", ['quote " and \\ back', "tab\tnew\nline\x7f\x00", "emoji \U0001F600 ü",
@@ -63,13 +57,13 @@ def test_what_is_written_loads_back(tmp_path, name):
     assert named in tomllib.loads(text)["models"]
 
 
-def test_an_undecodable_name_is_one_line(tmp_path):
+def test_an_undecodable_name_isone_line_error(tmp_path):
     path = tmp_path / "config.json"
     path.write_text(json.dumps({**CONFIG, "_name_or_path": "org/bad\udcff"}))
-    _one_line(CliRunner().invoke(main, ["catalog", "import-hf", str(path)]), "_name_or_path", "undecodable")
+    one_line_error(CliRunner().invoke(main, ["catalog", "import-hf", str(path)]), "_name_or_path", "undecodable")
     good = tmp_path / "good.json"
     good.write_text(json.dumps(CONFIG))
-    _one_line(CliRunner().invoke(main, ["catalog", "import-hf", str(good), "--name", "x\udcff"]), "--name",
+    one_line_error(CliRunner().invoke(main, ["catalog", "import-hf", str(good), "--name", "x\udcff"]), "--name",
               "undecodable")
 
 
