@@ -37,7 +37,7 @@ from specpim_cp.problem.operators import LAYER_OPS, PLACEABLE_OPS, is_chain, lay
 from specpim_cp.problem.scenario import Scenario
 from specpim_cp.problem.space import DesignSpace, ModelOptions
 from specpim_cp.solvers.exact.choice_bounds import (
-    choice_bound,
+    choice_device_bounds,
     min_draft2_steps,
     min_pass_bounds,
     parallel_layer_bound,
@@ -498,8 +498,7 @@ class SpecModel:
         for c, st in zip(self.choices, self.stats):
             best_t = best_e = None
             self.device_bounds.append([])
-            for tup in tuples:
-                bound = choice_bound(c, st, tup, per_n, d2_min, b, sync)
+            for tup, bound in zip(tuples, choice_device_bounds(c, st, tuples, per_n, d2_min, b, sync)):
                 if bound is None:
                     continue
                 self.device_bounds[-1].append((tup, *bound))
