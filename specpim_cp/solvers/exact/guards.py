@@ -12,9 +12,8 @@ from specpim_cp.catalog import Catalog
 from specpim_cp.errors import ScenarioError
 from specpim_cp.physics.evaluate import Evaluator
 from specpim_cp.problem.scenario import Scenario
-from specpim_cp.problem.space import DesignSpace
 from specpim_cp.solvers.exact.model import SpecModel
-from specpim_cp.solvers.exact.prices import PriceTable
+from specpim_cp.solvers.exact.prices import PriceTable, scenario_prices
 from specpim_cp.solvers.exact.proto_rows import linear_rows
 
 
@@ -182,7 +181,7 @@ def build_model(scenario: Scenario, catalog: Catalog, ev: Evaluator) -> SpecMode
     larger than every allowed memory (`check_capacity`), a capacity row beyond 2^62
     (`check_capacity_rows`), a bound derived from the prices beyond 64 bits (OR-Tools refuses it while
     the model is built), a row beyond 2^62 (`check_integer_range`)."""
-    prices = PriceTable.build(ev, DesignSpace(scenario, catalog))
+    prices = scenario_prices(ev, scenario, catalog)
     check_capacity(prices)
     check_capacity_rows(prices)
     try:
