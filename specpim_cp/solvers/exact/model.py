@@ -534,12 +534,16 @@ class SpecModel:
             for (devices, _, e_lb), got in zip(entries, priced_e):
                 if got is not None:
                     best = max(e_lb, got) if best is None else min(best, max(e_lb, got))
+            least: dict[tuple[int, int], int] = {}  # (model, device count) -> least CUT-3 bound, first seen first
             for devices, _, e_lb in self.device_bounds[k]:
                 if e_lb > cut:  # these counts cannot beat the limit: their architectures' bound is CUT-3's
                     best = e_lb if best is None else min(best, e_lb)
                     for j, n in enumerate(devices):
-                        for a in priced.by_devices[j].get(n, ()):
-                            arch_lb[(j, a)] = min(arch_lb.get((j, a), e_lb), e_lb)
+                        cur = least.get((j, n))
+                        least[(j, n)] = e_lb if cur is None else min(cur, e_lb)
+            for (j, n), e_lb in least.items():  # architectures in the order a scan of the entries meets them
+                for a in priced.by_devices[j].get(n, ()):
+                    arch_lb[(j, a)] = min(arch_lb.get((j, a), e_lb), e_lb)
             new[k] = lb_e[k] if best is None else max(lb_e[k], best)
             self.arch_energy_bounds[k] = arch_lb
         raised = sum(n > o for n, o in zip(new, lb_e))
