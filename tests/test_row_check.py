@@ -74,3 +74,16 @@ def test_arrays_read_the_proto_as_the_wrapper_does():
             expect.append((ref if ref >= 0 else -ref - 1, k if ref >= 0 else -k))
     assert list(zip(lr.var.tolist(), lr.coeff.tolist())) == expect
     assert lr.hi.tolist() == [list(v.domain)[-1] for v in m.proto.variables]
+
+
+def test_without_a_temporary_directory_the_wrapper_is_read(monkeypatch):
+    """No writable temporary directory: the rows are read through OR-Tools' wrapper, with the same answer."""
+    m = _model([([(HALF, HALF), (1, 1)], 0, 0)])
+    expect = _guard(m)
+    def unwritable(*args, **kwargs):
+        raise PermissionError("read-only file system")
+
+    monkeypatch.setattr("tempfile.TemporaryDirectory", unwritable)
+    lr = linear_rows(m)
+    assert not hasattr(lr.proto, "SerializeToString")  # the wrapper's proto
+    assert _guard(m) == expect is not None

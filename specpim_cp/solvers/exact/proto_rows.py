@@ -42,19 +42,18 @@ class LinearRows:
 
 def parsed_proto(model: cp_model.CpModel) -> object:
     """The model's proto as a `cp_model_pb2.CpModelProto` (wire-format copy), or the wrapper's own proto
-    when the copy cannot be written."""
-    with tempfile.TemporaryDirectory(prefix="specpim-rows-") as tmp:
-        path = os.path.join(tmp, "model.pb")
-        try:
-            written = model.export_to_file(path)
-        except (OSError, RuntimeError):
-            written = False
-        if not written or not os.path.exists(path):
-            return model.proto
-        out = cp_model_pb2.CpModelProto()
-        with open(path, "rb") as fh:
-            out.ParseFromString(fh.read())
-        return out
+    when the copy cannot be written (no writable temporary directory)."""
+    try:
+        with tempfile.TemporaryDirectory(prefix="specpim-rows-") as tmp:
+            path = os.path.join(tmp, "model.pb")
+            if not model.export_to_file(path) or not os.path.exists(path):
+                return model.proto
+            out = cp_model_pb2.CpModelProto()
+            with open(path, "rb") as fh:
+                out.ParseFromString(fh.read())
+            return out
+    except (OSError, RuntimeError):
+        return model.proto
 
 
 def linear_rows(model: cp_model.CpModel) -> LinearRows:
