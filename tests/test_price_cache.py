@@ -5,11 +5,14 @@ from __future__ import annotations
 
 import dataclasses
 
+import pytest
 from test_cli_corpus import OPT13
+from test_tree_space import tree_scenario
 
 from specpim_cp.physics.evaluate import Evaluator
-from specpim_cp.problem.scenario import load_scenario, scenario_catalog
-from specpim_cp.problem.space import DesignSpace
+from specpim_cp.problem import space as space_module
+from specpim_cp.problem.scenario import load_scenario, parse_scenario, scenario_catalog
+from specpim_cp.problem.space import DesignSpace, TreeMenuTooLarge
 from specpim_cp.solvers.exact import prices as prices_mod
 from specpim_cp.solvers.exact.model import SpecModel
 from specpim_cp.solvers.exact.prices import PriceTable, scenario_prices
@@ -47,3 +50,14 @@ def test_a_shared_table_builds_the_fresh_tables_model():
     shared = SpecModel(sc, cat, ev, prices=_table(sc, cat))
     fresh = SpecModel(sc, cat, ev, prices=PriceTable.build(Evaluator(sc, cat), DesignSpace(sc, cat)))
     assert str(shared.m.proto) == str(fresh.m.proto)
+
+
+def test_a_space_whose_limits_changed_is_priced_again(monkeypatch):
+    """A table is reused only for a space with the same options: a limit of the space that refuses them
+    (a tree menu too large, [TREE-4]) refuses them as without the cache."""
+    sc = parse_scenario(tree_scenario(2, max_draft_length=3))
+    cat = scenario_catalog(sc)
+    assert _table(sc, cat).space.choice_list
+    monkeypatch.setattr(space_module, "MAX_TREE_PROFILES", 0)
+    with pytest.raises(TreeMenuTooLarge):
+        _table(sc, cat)

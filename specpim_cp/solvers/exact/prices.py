@@ -108,14 +108,18 @@ def price_key(scenario: Scenario, catalog: Catalog) -> str:
 def scenario_prices(evaluator: Evaluator, scenario: Scenario, catalog: Catalog) -> PriceTable:
     """`PriceTable.build(evaluator, DesignSpace(scenario, catalog))`, reused across the solves of one process
     (a solve, then its ranges or front; `batch` over several objectives) while the scenario's and catalog's
-    content is unchanged: a bounded LRU of `PRICE_CACHE_SIZE` tables keyed by `price_key`. A table is a frozen
-    value read by every model built from it, so sharing it changes no coefficient."""
+    content is unchanged: a bounded LRU of `PRICE_CACHE_SIZE` tables keyed by `price_key`, a table reused only
+    when a fresh space has its options (architectures, placements, speculation choices: the space's own
+    limits may refuse or change them). A table is a frozen value read by every model built from it, so
+    sharing it changes no coefficient."""
+    space = DesignSpace(scenario, catalog)
+    choices = space.choice_list  # the space's refusals (a tree menu too large, ...) as without the cache
     key = price_key(scenario, catalog)
     table = _PRICE_CACHE.get(key)
-    if table is not None:
+    if table is not None and table.space.choice_list == choices and table.space.models == space.models:
         _PRICE_CACHE.move_to_end(key)
         return table
-    table = PriceTable.build(evaluator, DesignSpace(scenario, catalog))
+    table = PriceTable.build(evaluator, space)
     _PRICE_CACHE[key] = table
     while len(_PRICE_CACHE) > PRICE_CACHE_SIZE:
         _PRICE_CACHE.popitem(last=False)
