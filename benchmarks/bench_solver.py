@@ -8,9 +8,10 @@ Default: the `examples` set (and `paper`/`staged` when given), objective latency
 files say; energy and EDP solve the same scenarios for those objectives: EDP by the exact Pareto front,
 formulations/objectives.md). Prints a table and the median and maximum times. The time limit holds per
 scenario (for EDP: the whole front).
-Every row carries the wall time, CP-SAT's deterministic time (summed over the Dinkelbach solves;
-comparable across machine loads, unlike the wall time) and the 1-minute load average when the
-scenario finished, since the machine may be shared. `--json` writes one record per scenario (exact
+Every row carries the wall time, the time inside CP-SAT (the wall seconds of every CP-SAT solve, summed:
+`cp_sat_s` of the report), their ratio (what the Python around the solver costs), CP-SAT's deterministic
+time (summed over the Dinkelbach solves; comparable across machine loads, unlike the wall time) and the
+1-minute load average when the scenario finished, since the machine may be shared. `--json` writes one record per scenario (exact
 objective included); `--compare` reads such a file, or a golden file (`tests/golden/paper.json`, latency),
 and adds the objective's change against it per scenario (matched by file stem, then scenario name; a
 record of another objective is not compared): 0 for an unchanged optimum. `--profile` prints every
@@ -78,7 +79,7 @@ def main() -> int:
     ap.add_argument("--profile", action="store_true", help="print every CP-SAT solve of every scenario")
     args = ap.parse_args()
     ref = load_reference(args.compare, args.objective)
-    rows, times, dtimes, records = [], [], [], []
+    rows, times, dtimes, ratios, records = [], [], [], [], []
     load_start = load_1min()
     for path in scenario_files(args.sets):
         sc = load_scenario(path)
@@ -89,7 +90,8 @@ def main() -> int:
         except (ScenarioError, ModelMismatch) as exc:  # ModelMismatch: the 9.15 fault guard refused a claim
             status = "ERROR" if isinstance(exc, ScenarioError) else "MISMATCH"
             wall = time.perf_counter() - t0
-            rows.append([sc.name, status, f"{wall:.1f}", "", f"{load_1min():.2f}", "", "", "", "", "", str(exc)[:60]])
+            rows.append([sc.name, status, f"{wall:.1f}", "", "", "", f"{load_1min():.2f}", "", "", "", "", "",
+                         str(exc)[:60]])
             records.append({"file": path.stem, "name": sc.name, "objective_name": args.objective, "status": status,
                             "wall_s": round(wall, 3), "error": str(exc)})
             print(f"done {sc.name}: {status} {wall:.1f} s ({str(exc)[:100]})", file=sys.stderr, flush=True)
@@ -97,19 +99,23 @@ def main() -> int:
         wall = time.perf_counter() - t0
         load = load_1min()
         dtime = r.report.extra.get("deterministic_time", float("nan"))
+        cp_sat = r.report.extra.get("cp_sat_s", float("nan"))
+        ratio = wall / cp_sat if cp_sat > 0 else float("nan")
         times.append(wall)
         dtimes.append(dtime)
+        ratios.append(ratio)
         size = r.report.extra.get("model_size", {})
         gap = "n/a" if r.report.gap is None else f"{100 * r.report.gap:.2g}%"
         obj = r.report.objective
         base = ref.get(path.stem, ref.get(sc.name))
         change = "" if base is None else f"{100 * float((obj - base) / base):+.3f}%"
-        rows.append([sc.name, r.report.status, f"{wall:.1f}", f"{dtime:.1f}", f"{load:.2f}", r.report.iterations, gap,
+        rows.append([sc.name, r.report.status, f"{wall:.1f}", f"{cp_sat:.1f}", f"{ratio:.2f}", f"{dtime:.1f}",
+                     f"{load:.2f}", r.report.iterations, gap,
                      size.get("variables", ""), size.get("constraints", ""),
                      OBJECTIVE_TEXT[args.objective](float(obj)), change])
         records.append({"file": path.stem, "name": sc.name, "objective_name": args.objective,
-                        "status": r.report.status, "wall_s": round(wall, 3),
-                        "deterministic_time": dtime, "load_1min": round(load, 2), "iterations": r.report.iterations,
+                        "status": r.report.status, "wall_s": round(wall, 3), "cp_sat_s": cp_sat,
+                        "wall_over_cp_sat": round(ratio, 3), "deterministic_time": dtime, "load_1min": round(load, 2), "iterations": r.report.iterations,
                         "gap": r.report.gap, "objective": float(obj),
                         "objective_exact": f"{obj.numerator}/{obj.denominator}",
                         "design": r.design.key() if hasattr(r.design, "key") else None,
@@ -121,13 +127,14 @@ def main() -> int:
                       f"dtime {s['deterministic_time']:.2f} wall {s['wall_s']:.2f}", file=sys.stderr, flush=True)
         print(f"done {sc.name}: {r.report.status} {wall:.1f} s, dtime {dtime:.1f}, load {load:.2f}",
               file=sys.stderr, flush=True)
-    print(table(["scenario", "status", "wall s", "det time", "load", "iterations", "gap", "variables", "constraints",
+    print(table(["scenario", "status", "wall s", "CP-SAT s", "wall/CP-SAT", "det time", "load", "iterations", "gap", "variables", "constraints",
                  "objective", "vs ref"], rows))
     settings = ("" if args.objective == "latency" else f"objective {args.objective}, ")
     settings += (f"time limit {args.time_limit} s, workers {args.workers}, deterministic {args.deterministic}; "
                 f"1-min load {load_start:.2f} at start, {load_1min():.2f} at end")
     if times:
         print(f"\n{len(times)} solved; wall median {statistics.median(times):.1f} s, max {max(times):.1f} s; "
+              f"wall / CP-SAT median {statistics.median(ratios):.2f}, max {max(ratios):.2f}; "
               f"deterministic time median {statistics.median(dtimes):.1f}, max {max(dtimes):.1f} ({settings})")
     if args.json:
         Path(args.json).write_text(json.dumps({"sets": args.sets, "objective": args.objective, "settings": settings,

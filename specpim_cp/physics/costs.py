@@ -50,8 +50,8 @@ class OpCost:
 
 
 def make_cost(t_ns: float, parts_pj: tuple[float, ...]) -> OpCost:
-    parts = tuple(_ceil(p / PJ_PER_NJ) for p in parts_pj)
-    return OpCost(_ceil(t_ns), sum(parts), parts)
+    parts = tuple([math.ceil(p / PJ_PER_NJ - 1e-9) for p in parts_pj])  # `_ceil`, inlined: a hot path
+    return OpCost(math.ceil(t_ns - 1e-9), sum(parts), parts)
 
 
 @dataclass(frozen=True)
@@ -110,14 +110,29 @@ class CostModel:
         self._tensor_bytes: dict[tuple[str, int], TensorBytes] = {}
         self._allreduce: dict[tuple[str, ArchConfig, int], OpCost] = {}
         self._embed: dict[tuple[str, ArchConfig, str, int], OpCost] = {}
+        self._placements: dict[ArchConfig, tuple[Placement, ...]] = {}
+        self._host_layout_ok: dict[tuple[ArchConfig, str], bool] = {}
 
     # -- architecture ------------------------------------------------------------------------
     def memory(self, arch: ArchConfig) -> MemorySpec:
         return self.catalog.memory(arch.memory_type)
 
     def placements(self, arch: ArchConfig) -> tuple[Placement, ...]:
-        """Every placement an operator may take on this architecture (physics only, no mapping rule)."""
-        return placement_options(self.memory(arch), arch, self.share_levels, self.memory_model)
+        """Every placement an operator may take on this architecture (physics only, no mapping rule;
+        memoised)."""
+        out = self._placements.get(arch)
+        if out is None:
+            out = self._placements[arch] = placement_options(self.memory(arch), arch, self.share_levels,
+                                                             self.memory_model)
+        return out
+
+    def host_layout_allowed(self, arch: ArchConfig, layout: str) -> bool:
+        """Whether a host operator may keep its tensor with `layout` on this architecture (memoised)."""
+        ok = self._host_layout_ok.get((arch, layout))
+        if ok is None:
+            ok = self._host_layout_ok[(arch, layout)] = (Placement(engine="host", share=0, layout=layout)
+                                                         in self.placements(arch))
+        return ok
 
     def full_bandwidth_gbps(self, arch: ArchConfig) -> float:
         mem = self.memory(arch)
@@ -305,7 +320,7 @@ class CostModel:
             q_bytes, p_bytes = tokens * heads_dev * model.head_dim * bpp, tokens * heads_dev * ctx * bpp
             input_bytes_dev, output_bytes_dev = (q_bytes, p_bytes) if s.name == "score" else (p_bytes, q_bytes)
         if engine == "host":
-            if Placement(engine="host", share=0, layout=layout) not in self.placements(arch):
+            if not self.host_layout_allowed(arch, layout):
                 return None
             bw = self.layout_bandwidth_gbps(arch, layout)
             if s.kind == "fc" and self.host.kernel_table == kernels.ROOFLINE:  # no measurements: derated roofline

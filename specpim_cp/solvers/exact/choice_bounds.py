@@ -4,7 +4,7 @@ choice's round bound on given device counts."""
 
 from __future__ import annotations
 
-from collections.abc import Iterable
+from collections.abc import Iterable, Sequence
 
 import numpy as np
 
@@ -93,29 +93,46 @@ def min_draft2_steps(prices: PriceTable, d: ModelOptions, i: int, stagings: Iter
     return out
 
 
-def choice_bound(c: SpecChoice, st: RoundStats, devices: tuple[int, ...], per_n, d2_min, b: int,
-                 sync: int) -> tuple[int, int] | None:
-    """CUT-3's (round time, energy per round) bound of choice c on device counts `devices`."""
-    row0 = per_n[0][devices[0]]
-    v_t, v_e, power = row0[pass_tokens(b, c, 0)]
-    cyc_t, cyc_e = [], []
+def choice_device_bounds(c: SpecChoice, st: RoundStats, tuples: Sequence[tuple[int, ...]], per_n, d2_min, b: int,
+                  sync: int) -> list[tuple[int, int] | None]:
+    """CUT-3's (round time, energy per round) bound of choice c on each tuple of device counts in `tuples`
+    (None where a staged drafter's draft2 model runs on none of the counts' architectures). What depends on
+    the choice alone (its passes' token counts, the round formula's argument checks) is read once."""
+    v_tokens = pass_tokens(b, c, 0)
+    drafting = []  # per drafter: (its pass tokens, its tree's depth passes or None, staging)
     for i, dc in enumerate(c.drafters):
-        row = per_n[i + 1][devices[i + 1]]
-        if dc.tree is not None:
-            parts = [row[t] for t in tree_pass_tokens(b, dc)]
-            ct, ce = sum(p[0] for p in parts), sum(p[1] for p in parts)
+        drafting.append((pass_tokens(b, c, i + 1), tree_pass_tokens(b, dc) if dc.tree is not None else None,
+                         dc.staging))
+    out: list[tuple[int, int] | None] = []
+    checked = False
+    for devices in tuples:
+        v_t, v_e, power = per_n[0][devices[0]][v_tokens]
+        cyc_t, cyc_e = [], []
+        for i, (tokens, depths, staging) in enumerate(drafting):
+            row = per_n[i + 1][devices[i + 1]]
+            if depths is not None:
+                parts = [row[t] for t in depths]
+                ct, ce = sum(p[0] for p in parts), sum(p[1] for p in parts)
+            else:
+                ct, ce = row[tokens][:2]
+                if staging is not None:
+                    step = d2_min[i].get((devices[i + 1], staging))
+                    if step is None:
+                        break
+                    ct += staging.draft_length * step[0]
+                    ce += staging.draft_length * step[1]
+            cyc_t.append(ct)
+            cyc_e.append(ce)
+            power += row[tokens][2]
         else:
-            ct, ce = row[pass_tokens(b, c, i + 1)][:2]
-            if dc.staging is not None:
-                step = d2_min[i].get((devices[i + 1], dc.staging))
-                if step is None:
-                    return None
-                ct += dc.staging.draft_length * step[0]
-                ce += dc.staging.draft_length * step[1]
-        cyc_t.append(ct)
-        cyc_e.append(ce)
-        power += row[pass_tokens(b, c, i + 1)][2]
-    t_lb = spec.round_time_ns(st.outcomes, cyc_t, v_t, sync, c.pipeline, st.q)
-    e_lb = v_e + sum(st.rounds_scaled[i] * e * (spec.Q_SCALE + st.drafter_q[i])
-                     // (spec.OUTCOME_SCALE * spec.Q_SCALE) for i, e in enumerate(cyc_e))
-    return t_lb, e_lb + power * t_lb // 1000
+            if checked:
+                t_lb = spec.round_time_ns_checked_args(st.outcomes, cyc_t, v_t, sync, c.pipeline, st.q)
+            else:  # the first tuple checks the arguments; the others differ only in the cycle times
+                t_lb = spec.round_time_ns(st.outcomes, cyc_t, v_t, sync, c.pipeline, st.q)
+                checked = True
+            e_lb = v_e + sum(st.rounds_scaled[i] * e * (spec.Q_SCALE + st.drafter_q[i])
+                             // (spec.OUTCOME_SCALE * spec.Q_SCALE) for i, e in enumerate(cyc_e))
+            out.append((t_lb, e_lb + power * t_lb // 1000))
+            continue
+        out.append(None)
+    return out

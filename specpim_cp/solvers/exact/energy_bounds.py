@@ -59,9 +59,31 @@ def dominance_front(points) -> list[tuple]:
     return front
 
 
+#: Slopes (relative to the points' energy span over their time span) of the lines whose least points
+#: `_undominated` uses as pivots.
+PIVOT_SLOPES = tuple(2.0 ** k for k in range(-12, 13, 2))
+
+
+def _undominated(times: np.ndarray, energies: np.ndarray) -> np.ndarray:
+    """A mask that drops only points another point beats or matches in both coordinates (with a different
+    value): they are never on the staircase of `_hull_lines`, and without them it is the same staircase.
+    The pivots are points of the front: the least e + κ t for a few κ, the fastest and the cheapest."""
+    span = (energies.max() - energies.min()) / max(times.max() - times.min(), 1.0)
+    pivots = {int(np.argmin(times)), int(np.argmin(energies))}
+    pivots.update(int(np.argmin(energies + (span * k) * times)) for k in PIVOT_SLOPES)
+    keep = np.ones(len(times), dtype=bool)
+    for i in pivots:
+        t, e = times[i], energies[i]
+        keep &= ~((t <= times) & (e <= energies) & ((t < times) | (e < energies)))
+    return keep
+
+
 def _hull_lines(times: np.ndarray, energies: np.ndarray) -> list[tuple[float, float]]:
     """The (energy, time) points on the lower-left convex hull: min over all points of e + κ t, κ >= 0, is the
     min over these."""
+    if len(times) > 64:  # most points are dominated: drop them before the sort
+        near = _undominated(times, energies)
+        times, energies = times[near], energies[near]
     order = np.lexsort((energies, times))
     times, energies = times[order], energies[order]
     keep = np.ones(len(times), dtype=bool)  # the staircase: cheaper than every faster point

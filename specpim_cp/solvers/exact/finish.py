@@ -101,14 +101,15 @@ def finish(run: SolveSession, scenario: Scenario, t0: float, objective: str, sta
     """The end of a solve whose best design is `best` (objective `obj`, proven `bound`): the canonical optimum
     [OBJ-3] when `status` is OPTIMAL (EDP: over its exact `front`), the evaluator's re-check of the claim and
     of every tie level, and the report; its extra fields are `details(claim)` (default `run_details`), then
-    `more`, then the tie-break's."""
+    `more`, then the tie-break's, then `cp_sat_s`: the wall seconds spent inside CP-SAT, every solve summed."""
     if status == Status.OPTIMAL:
         design, tie = canonical_optimum(run, objective, best, front)
     else:
         design, tie = best.design, skipped_tie_break(status)
     evaluation, claim = verify(run.sm, run.sm.ev, design, run.opts)
     check_levels(evaluation, obj, objective, tie)
-    extra = {**(details or (lambda c: run_details(run, c)))(claim), **(more or {}), **tie}
+    extra = {**(details or (lambda c: run_details(run, c)))(claim), **(more or {}), **tie,
+             "cp_sat_s": round(run.cp_sat_s, 3)}
     rep = SolveReport(method="cp-sat", objective_name=objective, status=status, objective=obj, bound=bound,
                       wall_s=time.perf_counter() - t0, iterations=run.iterations, seed=run.opts.seed,
                       solver_version=solver_version(), inputs_hash=inputs_hash(scenario, run.opts.as_dict()),

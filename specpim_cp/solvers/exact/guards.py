@@ -6,13 +6,15 @@ from __future__ import annotations
 
 import re
 
+import numpy as np
+
 from specpim_cp.catalog import Catalog
 from specpim_cp.errors import ScenarioError
 from specpim_cp.physics.evaluate import Evaluator
 from specpim_cp.problem.scenario import Scenario
-from specpim_cp.problem.space import DesignSpace
 from specpim_cp.solvers.exact.model import SpecModel
-from specpim_cp.solvers.exact.prices import PriceTable
+from specpim_cp.solvers.exact.prices import PriceTable, scenario_prices
+from specpim_cp.solvers.exact.proto_rows import linear_rows
 
 
 class ModelMismatch(AssertionError):
@@ -65,35 +67,34 @@ def too_large(scenario: Scenario, what: str) -> IntegerRangeError:
 _INT64_MIN, _INT64_MAX = -(1 << 63), (1 << 63) - 1
 
 
+#: The float screen's margin: a row whose float sum is below INT_LIMIT x (1 - margin) is within the limit
+#: (a sum of n float products errs by at most n x 2^-53 relative, far below it for any model's rows).
+_SCREEN_MARGIN = 1e-9
+
+
 def check_integer_range(sm: SpecModel) -> None:
     """Raise ScenarioError, naming the row's family and bound, when a linear row of the model could
     overflow CP-SAT's integer check (exactly CP-SAT's rule, on the base model every solve clones), or
-    when a row's right-hand side (a capacity of CAP-1/2) lies beyond 2^62."""
-    proto = sm.m.proto
-    variables = proto.variables
+    when a row's right-hand side (a capacity of CAP-1/2) lies beyond 2^62. Every row is screened at once
+    in floats (`proto_rows.linear_rows`); the rows near the limit are summed again in exact integers."""
+    lr = linear_rows(sm.m)
+    variables = lr.proto.variables
+    finite = (lr.dom != _INT64_MIN) & (lr.dom != _INT64_MAX)
+    beyond = finite & (np.abs(np.where(finite, lr.dom, 0)) > INT_LIMIT)
+    if beyond.any():  # the first row (in constraint order) whose bound lies beyond 2^62
+        c = lr.constraint(int(lr.dom_row[beyond].min()))
+        rhs = max(abs(b) for b in c.linear.domain if b not in (_INT64_MIN, _INT64_MAX))
+        raise too_large(sm.scenario, f"[{_row_family(c, variables, '?')}] a row's bound is {rhs:.3g}")
+    products = (lr.coeff * lr.lo[lr.var], lr.coeff * lr.hi[lr.var])
+    n = len(lr.rows)
+    pos = np.bincount(lr.term_row, weights=np.maximum(0.0, np.maximum(*products)), minlength=n)
+    neg = np.bincount(lr.term_row, weights=np.minimum(0.0, np.minimum(*products)), minlength=n)
+    near = np.nonzero(np.maximum(pos, -neg) >= INT_LIMIT * (1 - _SCREEN_MARGIN))[0]
     bounds: dict[int, tuple[int, int]] = {}
     worst = (0, None, None)
-    for c in proto.constraints:
-        if not c.has_linear():
-            continue
-        pos = neg = 0
-        big = (0, 0, 0)
-        for ref, coeff in zip(c.linear.vars, c.linear.coeffs):
-            idx = ref if ref >= 0 else -ref - 1
-            if idx not in bounds:
-                dom = list(variables[idx].domain)
-                bounds[idx] = (dom[0], dom[len(dom) - 1])
-            lo, hi = bounds[idx]
-            k = coeff if ref >= 0 else -coeff
-            terms = (k * lo, k * hi)
-            pos += max(0, *terms)
-            neg += min(0, *terms)
-            if abs(k) * max(abs(lo), abs(hi)) > big[0]:
-                big = (abs(k) * max(abs(lo), abs(hi)), idx, k)
-        rhs = max((abs(b) for b in c.linear.domain if b not in (_INT64_MIN, _INT64_MAX)), default=0)
-        if rhs > INT_LIMIT:
-            raise too_large(sm.scenario, f"[{_row_family(c, variables, '?')}] a row's bound is {rhs:.3g}")
-        part = max(pos, -neg)
+    for position in near:  # ascending: the first of equal rows is named, as a row-by-row scan would
+        c = lr.constraint(int(position))
+        part, big = _row_part(c, variables, bounds)
         if part > worst[0]:
             worst = (part, big, c)
     part, big, row = worst
@@ -105,6 +106,26 @@ def check_integer_range(sm: SpecModel) -> None:
     family = family or _row_family(row, variables, "?")
     raise too_large(sm.scenario, f"[{family}] the {what} ({name}) can reach {bounds[idx][1]:.3g} {unit}, and its "
                                  f"row multiplies it by {abs(k):,}, summing to {part:.3g}")
+
+
+def _row_part(c, variables, bounds: dict[int, tuple[int, int]]) -> tuple[int, tuple[int, int, int]]:
+    """CP-SAT's sum for one linear row in exact integers, max(positive part, -negative part), and its
+    largest term (|coefficient| x max|bound|, variable, coefficient); `bounds` caches variable domains."""
+    pos = neg = 0
+    big = (0, 0, 0)
+    for ref, coeff in zip(c.linear.vars, c.linear.coeffs):
+        idx = ref if ref >= 0 else -ref - 1
+        if idx not in bounds:
+            dom = list(variables[idx].domain)
+            bounds[idx] = (dom[0], dom[len(dom) - 1])
+        lo, hi = bounds[idx]
+        k = coeff if ref >= 0 else -coeff
+        terms = (k * lo, k * hi)
+        pos += max(0, *terms)
+        neg += min(0, *terms)
+        if abs(k) * max(abs(lo), abs(hi)) > big[0]:
+            big = (abs(k) * max(abs(lo), abs(hi)), idx, k)
+    return max(pos, -neg), big
 
 
 def _row_family(row, variables, default: str) -> str:
@@ -160,7 +181,7 @@ def build_model(scenario: Scenario, catalog: Catalog, ev: Evaluator) -> SpecMode
     larger than every allowed memory (`check_capacity`), a capacity row beyond 2^62
     (`check_capacity_rows`), a bound derived from the prices beyond 64 bits (OR-Tools refuses it while
     the model is built), a row beyond 2^62 (`check_integer_range`)."""
-    prices = PriceTable.build(ev, DesignSpace(scenario, catalog))
+    prices = scenario_prices(ev, scenario, catalog)
     check_capacity(prices)
     check_capacity_rows(prices)
     try:

@@ -37,7 +37,7 @@ from specpim_cp.problem.operators import LAYER_OPS, PLACEABLE_OPS, is_chain, lay
 from specpim_cp.problem.scenario import Scenario
 from specpim_cp.problem.space import DesignSpace, ModelOptions
 from specpim_cp.solvers.exact.choice_bounds import (
-    choice_bound,
+    choice_device_bounds,
     min_draft2_steps,
     min_pass_bounds,
     parallel_layer_bound,
@@ -498,8 +498,7 @@ class SpecModel:
         for c, st in zip(self.choices, self.stats):
             best_t = best_e = None
             self.device_bounds.append([])
-            for tup in tuples:
-                bound = choice_bound(c, st, tup, per_n, d2_min, b, sync)
+            for tup, bound in zip(tuples, choice_device_bounds(c, st, tuples, per_n, d2_min, b, sync)):
                 if bound is None:
                     continue
                 self.device_bounds[-1].append((tup, *bound))
@@ -535,12 +534,16 @@ class SpecModel:
             for (devices, _, e_lb), got in zip(entries, priced_e):
                 if got is not None:
                     best = max(e_lb, got) if best is None else min(best, max(e_lb, got))
+            least: dict[tuple[int, int], int] = {}  # (model, device count) -> least CUT-3 bound, first seen first
             for devices, _, e_lb in self.device_bounds[k]:
                 if e_lb > cut:  # these counts cannot beat the limit: their architectures' bound is CUT-3's
                     best = e_lb if best is None else min(best, e_lb)
                     for j, n in enumerate(devices):
-                        for a in priced.by_devices[j].get(n, ()):
-                            arch_lb[(j, a)] = min(arch_lb.get((j, a), e_lb), e_lb)
+                        cur = least.get((j, n))
+                        least[(j, n)] = e_lb if cur is None else min(cur, e_lb)
+            for (j, n), e_lb in least.items():  # architectures in the order a scan of the entries meets them
+                for a in priced.by_devices[j].get(n, ()):
+                    arch_lb[(j, a)] = min(arch_lb.get((j, a), e_lb), e_lb)
             new[k] = lb_e[k] if best is None else max(lb_e[k], best)
             self.arch_energy_bounds[k] = arch_lb
         raised = sum(n > o for n, o in zip(new, lb_e))

@@ -17,19 +17,24 @@ speculation choice) and keeps the evaluator's integer answers in one frozen valu
 `SpecModel` (model.py) and the mix model (mix/model.py) read only the table while they add constraints,
 so a model is priced from one snapshot and never calls back into the cost model. The evaluator stays the
 single source of truth: the table holds its answers, not a second cost formula, and every design the
-solvers claim is still re-priced by `Evaluator.evaluate` (finish.py).
+solvers claim is still re-priced by `Evaluator.evaluate` (finish.py). `scenario_prices` keeps the last few
+scenarios' tables (a bounded LRU keyed by content), so the solves of one process price a scenario once.
 """
 
 from __future__ import annotations
 
+import hashlib
+from collections import OrderedDict
 from dataclasses import dataclass
 
+from specpim_cp.catalog import Catalog
 from specpim_cp.errors import ScenarioError
 from specpim_cp.physics.costs import OpCost
 from specpim_cp.physics.evaluate import Evaluator
 from specpim_cp.physics.rounds import RoundStats, pass_tokens, round_stats, tree_pass_tokens
 from specpim_cp.problem.design import HOST, ArchConfig, ModelDesign, Placement, SpecChoice, Staging
 from specpim_cp.problem.operators import PLACEABLE_OPS
+from specpim_cp.problem.scenario import Scenario
 from specpim_cp.problem.space import DesignSpace, ModelOptions
 
 #: Per token count of a pass: its (time ns, energy nJ).
@@ -86,6 +91,39 @@ class PriceTable:
     @property
     def choices(self) -> tuple[SpecChoice, ...]:
         return self.space.choice_list if self.columns is None else self.columns
+
+
+#: How many scenarios' price tables `scenario_prices` keeps (least recently used dropped first).
+PRICE_CACHE_SIZE = 8
+_PRICE_CACHE: OrderedDict[str, PriceTable] = OrderedDict()
+
+
+def price_key(scenario: Scenario, catalog: Catalog) -> str:
+    """The content a price table of `DesignSpace(scenario, catalog)` depends on: the scenario's fields (with
+    its catalog files' content, `Scenario.content_hash`) and the catalog's every entry (its repr)."""
+    blob = f"{scenario.content_hash()}|{sorted(scenario.model_fields_set)}|{catalog!r}"
+    return hashlib.sha256(blob.encode()).hexdigest()
+
+
+def scenario_prices(evaluator: Evaluator, scenario: Scenario, catalog: Catalog) -> PriceTable:
+    """`PriceTable.build(evaluator, DesignSpace(scenario, catalog))`, reused across the solves of one process
+    (a solve, then its ranges or front; `batch` over several objectives) while the scenario's and catalog's
+    content is unchanged: a bounded LRU of `PRICE_CACHE_SIZE` tables keyed by `price_key`, a table reused only
+    when a fresh space has its options (architectures, placements, speculation choices: the space's own
+    limits may refuse or change them). A table is a frozen value read by every model built from it, so
+    sharing it changes no coefficient."""
+    space = DesignSpace(scenario, catalog)
+    choices = space.choice_list  # the space's refusals (a tree menu too large, ...) as without the cache
+    key = price_key(scenario, catalog)
+    table = _PRICE_CACHE.get(key)
+    if table is not None and table.space.choice_list == choices and table.space.models == space.models:
+        _PRICE_CACHE.move_to_end(key)
+        return table
+    table = PriceTable.build(evaluator, space)
+    _PRICE_CACHE[key] = table
+    while len(_PRICE_CACHE) > PRICE_CACHE_SIZE:
+        _PRICE_CACHE.popitem(last=False)
+    return table
 
 
 def pass_token_counts(batch: int, choices: tuple[SpecChoice, ...], j: int) -> tuple[int, ...]:
@@ -158,4 +196,4 @@ def draft2_step_cost(ev: Evaluator, model_name: str, arch: ArchConfig, draft2: s
         return None
 
 
-__all__ = ["ModelPrices", "PriceTable"]
+__all__ = ["ModelPrices", "PriceTable", "scenario_prices"]

@@ -111,6 +111,7 @@ class SolveSession:
         self.t0 = time.perf_counter()
         self.trajectory: list[tuple[float, float]] = []  # (wall s, objective) of every new incumbent
         self.deterministic_time = 0.0  # CP-SAT deterministic time summed over the optimisation solves
+        self.cp_sat_s = 0.0  # CP-SAT's wall time summed over every solve of the session (tie-break included)
         self.solve_log: list[dict] = []  # per solve: stage, status, deterministic and wall time (profiling)
         self.on_progress: ProgressHook | None = None
         self.stage = ""
@@ -152,6 +153,7 @@ class SolveSession:
         self.budget.charge(solver)
         self.iterations += 1
         self.deterministic_time += solver.deterministic_time
+        self.cp_sat_s += solver.wall_time
         self.solve_log.append({"stage": self.stage + (f" ({'no presolve' if cautious == NO_PRESOLVE else 'cautious'})"
                                                       if cautious else ""),
                                "status": status.value,

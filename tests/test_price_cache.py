@@ -1,0 +1,63 @@
+"""The price tables solves of one process share (prices.scenario_prices): keyed by content, bounded, and a
+model built from a shared table is the model built from a fresh one."""
+
+from __future__ import annotations
+
+import dataclasses
+
+import pytest
+from test_cli_corpus import OPT13
+from test_tree_space import tree_scenario
+
+from specpim_cp.physics.evaluate import Evaluator
+from specpim_cp.problem import space as space_module
+from specpim_cp.problem.scenario import load_scenario, parse_scenario, scenario_catalog
+from specpim_cp.problem.space import DesignSpace, TreeMenuTooLarge
+from specpim_cp.solvers.exact import prices as prices_mod
+from specpim_cp.solvers.exact.model import SpecModel
+from specpim_cp.solvers.exact.prices import PriceTable, scenario_prices
+
+
+def _table(sc, cat) -> PriceTable:
+    return scenario_prices(Evaluator(sc, cat), sc, cat)
+
+
+def test_equal_content_shares_a_table_and_other_content_does_not():
+    sc = load_scenario(OPT13)
+    cat = scenario_catalog(sc)
+    first = _table(sc, cat)
+    assert _table(load_scenario(OPT13), scenario_catalog(sc)) is first  # reloaded: the same content
+    assert _table(sc.model_copy(update={"batch_size": 2}), cat) is not first
+    gddr = cat.memories["gddr"]
+    cheaper = dataclasses.replace(cat, memories={**cat.memories, "gddr": dataclasses.replace(
+        gddr, external_energy_pj_per_bit=gddr.external_energy_pj_per_bit / 2)})
+    other = _table(sc, cheaper)
+    assert other is not first and other.models != first.models
+
+
+def test_the_cache_is_bounded():
+    sc = load_scenario(OPT13)
+    cat = scenario_catalog(sc)
+    for length in range(2, 3 + prices_mod.PRICE_CACHE_SIZE):
+        _table(sc.model_copy(update={"max_draft_length": length}), cat)
+    assert len(prices_mod._PRICE_CACHE) == prices_mod.PRICE_CACHE_SIZE
+
+
+def test_a_shared_table_builds_the_fresh_tables_model():
+    sc = load_scenario(OPT13)
+    cat = scenario_catalog(sc)
+    ev = Evaluator(sc, cat)
+    shared = SpecModel(sc, cat, ev, prices=_table(sc, cat))
+    fresh = SpecModel(sc, cat, ev, prices=PriceTable.build(Evaluator(sc, cat), DesignSpace(sc, cat)))
+    assert str(shared.m.proto) == str(fresh.m.proto)
+
+
+def test_a_space_whose_limits_changed_is_priced_again(monkeypatch):
+    """A table is reused only for a space with the same options: a limit of the space that refuses them
+    (a tree menu too large, [TREE-4]) refuses them as without the cache."""
+    sc = parse_scenario(tree_scenario(2, max_draft_length=3))
+    cat = scenario_catalog(sc)
+    assert _table(sc, cat).space.choice_list
+    monkeypatch.setattr(space_module, "MAX_TREE_PROFILES", 0)
+    with pytest.raises(TreeMenuTooLarge):
+        _table(sc, cat)
