@@ -18,7 +18,8 @@ from typing import Self
 
 import click
 
-from specpim_cp.api.limits import MIN_SIMULATE_ROUNDS, option_limit
+from specpim_cp.api.limits import MIN_SIMULATE_ROUNDS  # noqa: F401 -- the least `simulate --rounds`
+from specpim_cp.api.limits import option_limit
 from specpim_cp.api.options import check_solver
 from specpim_cp.errors import ScenarioError
 
@@ -60,9 +61,6 @@ class OptionValueError(click.BadParameter):
 
     def format_message(self) -> str:
         return f"{self.option}: {self.message}"
-
-
-__all__ = ["MIN_SIMULATE_ROUNDS"]  # the least `simulate --rounds`, for its tests
 
 
 class LimitedNumber(click.ParamType):
