@@ -18,8 +18,10 @@ from typing import Self
 
 import click
 
-from specpim_cp.api.limits import MIN_SIMULATE_ROUNDS  # noqa: F401 -- the least `simulate --rounds`
-from specpim_cp.api.limits import option_limit
+from specpim_cp.api.limits import (
+    MIN_SIMULATE_ROUNDS,  # noqa: F401 -- the least `simulate --rounds`
+    option_limit,
+)
 from specpim_cp.api.options import check_solver
 from specpim_cp.errors import ScenarioError
 
