@@ -4,7 +4,8 @@
 - no import cycle between modules, counting imports inside functions (a package importing its own
   submodules is fine), and no import that points up the stage order of docs/code-map.md;
 - no `_private` name imported from another module;
-- no function over 120 lines.
+- no function over 120 lines;
+- the commands (`cli/`) import from the package only the front door (`api`), `views` and `errors`.
 """
 
 from __future__ import annotations
@@ -20,7 +21,9 @@ MAX_TOP_MODULES = 6
 MAX_FUNCTION_LINES = 120
 #: Stages from the bottom up (docs/code-map.md): a module imports only from its own stage or below.
 STAGES = ("errors", "files", "kernels", "catalog", "problem", "physics", "solvers", "views", "check", "runs",
-          "report", "cli")
+          "report", "api", "cli")
+#: What the commands may import from the package: the front door, the views that format, the error type.
+CLI_MAY_IMPORT = ("specpim_cp.api", "specpim_cp.views", "specpim_cp.errors", "specpim_cp.cli")
 
 
 @dataclass(frozen=True)
@@ -136,6 +139,15 @@ def private_imports(found: list[Import]) -> list[str]:
             if i.name and i.name.startswith("_") and not i.name.startswith("__") and i.target != i.source]
 
 
+def cli_imports_beyond_the_front_door(found: list[Import]) -> list[str]:
+    """Imports of `cli/` modules that reach past the front door, the views and the error type."""
+    def allowed(target: str) -> bool:
+        return any(target == m or target.startswith(m + ".") for m in CLI_MAY_IMPORT)
+
+    return [f"{i.source}:{i.line} imports {i.target}" for i in found
+            if i.source.startswith("specpim_cp.cli") and not allowed(i.target)]
+
+
 def long_functions(mods: dict[str, Module], limit: int = MAX_FUNCTION_LINES) -> list[str]:
     out = []
     for mod in mods.values():
@@ -171,6 +183,22 @@ def test_no_private_name_imported_from_another_module():
 
 def test_no_function_over_120_lines():
     assert long_functions(MODS) == []
+
+
+def test_the_commands_call_only_the_front_door():
+    assert cli_imports_beyond_the_front_door(FOUND) == []
+
+
+def test_the_front_door_check_finds_a_command_reaching_past_it(tmp_path):
+    mods = _tree(tmp_path, {
+        "__init__.py": "",
+        "cli/__init__.py": "",
+        "cli/solve.py": "def solve():\n    from specpim_cp.solvers.exact import solve\n"
+                        "    from specpim_cp.api import solve as ok\n    from specpim_cp.views.tables import table\n",
+        "api/__init__.py": "", "solvers/__init__.py": "", "solvers/exact.py": "", "views/__init__.py": "",
+        "views/tables.py": "",
+    })
+    assert cli_imports_beyond_the_front_door(imports(mods)) == ["specpim_cp.cli.solve:2 imports specpim_cp.solvers.exact"]
 
 
 # ------------------------------------------------------------------------------------------------

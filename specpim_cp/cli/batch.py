@@ -23,9 +23,6 @@ from specpim_cp.cli.common import (
     load,
     user_errors,
 )
-from specpim_cp.errors import ScenarioError
-from specpim_cp.files import path_in
-from specpim_cp.problem.builtin_sets import builtin_sets
 
 #: The folder the default output folders of `batch`, `grid` and `sweep` go in (one per set, grid, scenario).
 RESULTS = Path("results")
@@ -128,7 +125,7 @@ EXECUTOR_CHOICES = ("local", "ray")
 
 
 def _finish(summary, out_dir: Path, what: str) -> None:
-    from specpim_cp.report.batch import build_report
+    from specpim_cp.api import build_report
 
     for note in summary.notes:
         click.echo(f"note: {note}", err=True)
@@ -162,14 +159,11 @@ def _stop_on_sigterm():
         signal.signal(signal.SIGTERM, previous)
 
 
-def _options(executor: str, jobs: int | None, **kw):
-    from specpim_cp.runs.instances import BatchOptions
+def _results_folder(name: str, prefix: str = "", fallback: str = "unnamed") -> Path:
+    """The default output folder: results/NAME (a safe file name)."""
+    from specpim_cp.api.inputs import path_in
 
-    if jobs is None:
-        jobs = 0 if executor == "ray" else 2
-    elif jobs < 1:
-        raise ScenarioError(f"--jobs: must be at least 1, got {jobs}")
-    return BatchOptions(executor=executor, jobs=jobs, **kw).validate()
+    return path_in(RESULTS, name, prefix=prefix, fallback=fallback)
 
 
 @click.command()
@@ -197,21 +191,20 @@ def batch(target: str | None, out: str | None, jobs: int | None, executor: str, 
     (its --time-limit for the mix model and for each single-cell solve), one instance per file; --methods
     applies to scenario files.
     """
-    from specpim_cp.runs.batch import run_batch
-    from specpim_cp.runs.instances import resolve_inputs
+    from specpim_cp.api import batch_inputs, batch_options, run_batch
+    from specpim_cp.cli.options import check_ranges_within
 
     chosen = tuple(m.strip() for m in methods.split(",") if m.strip())
-    options = _options(executor, jobs, methods=chosen, time_limit_s=time_limit, seed=seed, workers=workers,
-                       deterministic=deterministic, heuristic_budget=heuristic_budget, pareto=pareto,
-                       resume=resume, ray_address=ray_address, mix_objective=mix_objective,
-                       ranges_within=None if ranges_within.strip().lower() == "off" else ranges_within)
-    name, files = resolve_inputs(target, builtin_sets())
-    if name in ("", ".", "..") and target is not None:  # `batch .`, `batch ..`, `batch /`: the folder's own name
-        name = Path(target).resolve().name or "batch"
-    out_dir = Path(out) if out else path_in(RESULTS, name, fallback="batch")
+    within = check_ranges_within(ranges_within)
+    options = batch_options(executor, jobs, methods=chosen, time_limit_s=time_limit, seed=seed, workers=workers,
+                            deterministic=deterministic, heuristic_budget=heuristic_budget, pareto=pareto,
+                            resume=resume, ray_address=ray_address, mix_objective=mix_objective,
+                            ranges_within=within)
+    name, files = batch_inputs(target)
+    out_dir = Path(out) if out else _results_folder(name, fallback="batch")
     with _stop_on_sigterm():
         summary = run_batch(files, out_dir, options, progress_for(f"batch {name}"), name=name,
-                            extra_catalogs=catalog_files)
+                            catalogs=catalog_files)
     _finish(summary, out_dir, "instances")
 
 
@@ -226,14 +219,14 @@ def grid(grid_file: str, out: str | None, jobs: int | None, executor: str, ray_a
     """Solve every cell of a grid exactly (with the baselines per cell); resumable; then write the report.
 
     GRID.toml has `base = "SET/NAME or file"` (or a [base] table) and an [axes] table: batch_size,
-    prompt_tokens, generated_tokens, acceptance, device_budget, memory_types, host, models (see README).
+    prompt_tokens, generated_tokens, acceptance, device_budget, memory_types, host, models (see docs/grids.md).
     """
-    from specpim_cp.runs.grid import load_grid, run_grid
+    from specpim_cp.api import batch_options, load_grid, run_grid
 
-    options = _options(executor, jobs, time_limit_s=time_limit, seed=seed, workers=workers,
-                       deterministic=deterministic, resume=resume, ray_address=ray_address)
+    options = batch_options(executor, jobs, time_limit_s=time_limit, seed=seed, workers=workers,
+                            deterministic=deterministic, resume=resume, ray_address=ray_address)
     g = load_grid(grid_file, extra_catalogs=catalog_files)
-    out_dir = Path(out) if out else path_in(RESULTS, g.name, fallback="grid")
+    out_dir = Path(out) if out else _results_folder(g.name, fallback="grid")
     with _stop_on_sigterm():
         summary = run_grid(g, out_dir, options, progress_for(f"grid {g.name}"))
     _finish(summary, out_dir, f"instances ({len(g.cells)} cells x exact and baselines)")
@@ -245,7 +238,7 @@ def grid(grid_file: str, out: str | None, jobs: int | None, executor: str, ray_a
 @user_errors
 def report(directory: str, no_plots: bool) -> None:
     """Regenerate summary.md, results.csv and the plots of a batch or grid directory."""
-    from specpim_cp.report.batch import build_report
+    from specpim_cp.api import build_report
 
     rep = build_report(directory, plots=not no_plots)
     click.echo(rep.text)
@@ -270,19 +263,19 @@ def sweep(scenario: str, acceptance: str, drafter: str | None, out: str | None, 
     """Re-solve SCENARIO exactly as the drafters' acceptance rate varies; show where the optimum changes."""
     from tqdm import tqdm
 
-    from specpim_cp.check.sweep import format_sweep, parse_range, sweep_acceptance, write_sweep
-    from specpim_cp.solvers.exact import SolverOptions
+    from specpim_cp.api import SweepOptions
+    from specpim_cp.api import sweep as run
+    from specpim_cp.api.studies import acceptance_values, format_sweep, write_sweep
 
     check_workers(workers, deterministic)
     sc = load(scenario, catalog_files)  # the scenario carries its catalog files: every solve uses them
-    alphas = parse_range(acceptance)
-    out_dir = Path(out) if out else path_in(RESULTS, sc.name, prefix="sweep-")
+    alphas = acceptance_values(acceptance)
+    out_dir = Path(out) if out else _results_folder(sc.name, prefix="sweep-")
     t0 = time.perf_counter()
     with tqdm(total=len(alphas), desc=f"sweep {sc.name}", unit="point", file=sys.stderr,
               disable=not sys.stderr.isatty()) as bar:  # no bar in a log
-        result = sweep_acceptance(sc, alphas, drafter=drafter,
-                                  options=SolverOptions(time_limit, workers, seed, deterministic),
-                                  on_point=lambda _: bar.update(1))
+        result = run(sc, SweepOptions(time_limit, workers, seed, deterministic, acceptances=tuple(alphas),
+                                      drafter=drafter, on_point=lambda _: bar.update(1)))
     files = write_sweep(result, out_dir)
     click.echo(format_sweep(result))
     for k, p in enumerate(result.change_points()):

@@ -89,7 +89,7 @@ def _files_line(cat) -> None:
 @user_errors
 def catalog_check(files: tuple[str, ...]) -> None:
     """Load user catalog FILEs over the built-in catalog: what each adds or replaces, or the first error."""
-    from specpim_cp.catalog import default_catalog
+    from specpim_cp.api import default_catalog
 
     base = default_catalog()
     cat = user_catalog(files)
@@ -117,12 +117,13 @@ def catalog_check(files: tuple[str, ...]) -> None:
 @click.option("-o", "--output", type=click.Path(dir_okay=False), help="write the TOML here [default: stdout]")
 @user_errors
 def catalog_import_hf(config: str, name: str | None, tokenizer: str | None, output: str | None) -> None:
-    """Turn a Hugging Face CONFIG.json (Llama 2/3, Mistral, Qwen2, OPT, GPT-2) into a [models] entry.
+    """Turn a Hugging Face CONFIG.json into a [models] entry: model_type llama (Llama 2/3), mistral, qwen2, opt,
+    gpt2, and the mixtures of experts mixtral (Mixtral), qwen2_moe (Qwen2-MoE) and qwen3_moe (Qwen3-MoE).
 
     Every value carries `source_X` naming the config key it came from; use the file with --catalog or a
     scenario's `catalog = "FILE"`.
     """
-    from specpim_cp.catalog.import_hf import import_hf_toml
+    from specpim_cp.api import import_hf_toml
 
     _, text = import_hf_toml(config, name, tokenizer)
     emit(text.rstrip("\n"), output)

@@ -2,8 +2,9 @@
 scenario loading, output, progress.
 
 One validator per shared option: `SEED_TYPE`, `TIME_LIMIT_TYPE`, `WORKERS_TYPE` and `ROUNDS_TYPE` check
-a value against its `Limit` (`runs/instances.py`, which `BatchOptions.validate` asks too) while click
-parses the command line, so every command refuses `--seed -1` or `--time-limit nan` with the same line,
+a value against its `Limit` (`runs/instances.py`, which `BatchOptions.validate` asks too, fetched through
+`specpim_cp.api.limits` when a command parses or shows its options) while click parses the command line, so
+every command refuses `--seed -1` or `--time-limit nan` with the same line,
 `error: --seed: must be an integer from 0 to 2147483647 (...), got -1`, before any work.
 """
 
@@ -17,11 +18,12 @@ from typing import Self
 
 import click
 
-from specpim_cp.check.simulate import MAX_ROUNDS
+from specpim_cp.api.limits import (
+    MIN_SIMULATE_ROUNDS,  # noqa: F401 -- the least `simulate --rounds`
+    option_limit,
+)
+from specpim_cp.api.options import check_solver
 from specpim_cp.errors import ScenarioError
-from specpim_cp.files import write_atomic
-from specpim_cp.problem.builtin_sets import resolve_scenario_path
-from specpim_cp.runs.instances import SEED, TIME_LIMIT, WORKERS, Limit
 
 
 def one_line(msg: str) -> str:
@@ -64,11 +66,16 @@ class OptionValueError(click.BadParameter):
 
 
 class LimitedNumber(click.ParamType):
-    """A number option checked against its `Limit` while click parses (text is refused the same way)."""
+    """A number option checked against its `Limit` while click parses (text is refused the same way); the
+    Limit is looked up by name when first needed, so that defining the commands imports no solver."""
 
-    def __init__(self, limit: Limit):
-        self.limit = limit
-        self.name = "integer" if limit.integer else "float"
+    def __init__(self, limit_name: str, integer: bool):
+        self.limit_name = limit_name
+        self.name = "integer" if integer else "float"
+
+    @property
+    def limit(self):
+        return option_limit(self.limit_name)
 
     def get_metavar(self, param, ctx=None) -> str:
         """The type and its range in --help, e.g. `INTEGER 0..2147483647`."""
@@ -76,24 +83,23 @@ class LimitedNumber(click.ParamType):
 
     def convert(self, value, param, ctx):
         number = value
+        limit = self.limit
         if isinstance(value, str):
             try:
-                number = int(value) if self.limit.integer else float(value)
+                number = int(value) if limit.integer else float(value)
             except ValueError:  # not a number (or thousands of digits): refused as the text it is
                 pass
-        problem = self.limit.problem(number)
+        problem = limit.problem(number)
         if problem is not None:
             option = param.opts[0] if param is not None and param.opts else self.name
             raise OptionValueError(option, problem, ctx, param)
-        return number if self.limit.integer else float(number)
+        return number if limit.integer else float(number)
 
 
-MIN_SIMULATE_ROUNDS = 100  # `simulate`: fewer rounds say nothing about a 95% confidence interval
-ROUNDS = Limit(True, MIN_SIMULATE_ROUNDS, MAX_ROUNDS, why="at most about 90 s and 250 MB")
-SEED_TYPE = LimitedNumber(SEED)
-TIME_LIMIT_TYPE = LimitedNumber(TIME_LIMIT)
-WORKERS_TYPE = LimitedNumber(WORKERS)
-ROUNDS_TYPE = LimitedNumber(ROUNDS)
+SEED_TYPE = LimitedNumber("seed", True)
+TIME_LIMIT_TYPE = LimitedNumber("time_limit", False)
+WORKERS_TYPE = LimitedNumber("workers", True)
+ROUNDS_TYPE = LimitedNumber("rounds", True)
 
 
 def catalog_option(f):
@@ -106,14 +112,14 @@ def catalog_option(f):
 
 def load(name: str, catalog_files: tuple[str, ...] = ()):
     """A scenario from a TOML/JSON path or a built-in `SET/NAME`, with --catalog files added to its own."""
-    from specpim_cp.problem.scenario import load_scenario
+    from specpim_cp.api import load_scenario
 
-    return load_scenario(resolve_scenario_path(name), extra_catalogs=catalog_files)
+    return load_scenario(name, catalog_files)
 
 
 def load_with_catalog(name: str, catalog_files: tuple[str, ...] = ()):
     """(scenario, the one Catalog every step of the command prices it with)."""
-    from specpim_cp.problem.scenario import scenario_catalog
+    from specpim_cp.api import scenario_catalog
 
     sc = load(name, catalog_files)
     return sc, scenario_catalog(sc)
@@ -121,48 +127,38 @@ def load_with_catalog(name: str, catalog_files: tuple[str, ...] = ()):
 
 def user_catalog(catalog_files: tuple[str, ...] = ()):
     """The catalog of a command without a scenario: built-in plus --catalog files."""
-    from pathlib import Path
+    from specpim_cp.api import user_catalog as catalog
 
-    from specpim_cp.catalog import load_catalog
-
-    return load_catalog([str(Path(p).absolute()) for p in catalog_files])
+    return catalog(catalog_files)
 
 
 def emit(text: str, output: str | None) -> None:
     """Print, or write atomically to `output`."""
     check_writable(output, "-o")
     if output is not None:
+        from specpim_cp.api.inputs import write_atomic
+
         write_atomic(output, text if text.endswith("\n") else text + "\n")
     else:
         click.echo(text)
 
 
 def check_time_limit(value: float, option: str = "--time-limit") -> float:
-    """A time limit within TIME_LIMIT (finite: click's FloatRange lets nan and inf through)."""
-    return TIME_LIMIT.check(value, option)
+    """A time limit within its Limit (finite: click's FloatRange lets nan and inf through)."""
+    return option_limit("time_limit").check(value, option)
 
 
 def check_workers(workers: int, deterministic: bool) -> None:
-    """Workers within WORKERS; --deterministic solves with one CP-SAT worker: more with it is a contradiction."""
-    WORKERS.check(workers, "--workers")
-    if deterministic and workers > 1:
-        raise ScenarioError(f"--workers {workers}: --deterministic solves with one worker (the same design every "
-                            "run); drop --deterministic to use several workers")
+    """Workers within their Limit; --deterministic solves with one CP-SAT worker: more with it is a
+    contradiction (the front door's rule, asked before any work)."""
+    check_solver(60.0, workers, 0, deterministic)
 
 
 def check_writable(path: str | None, option: str) -> None:
-    """Fail before a long run when `path`'s folder exists as a regular file (write_atomic fails later)."""
-    if path is None:
-        return
-    if not path.strip():
-        raise ScenarioError(f"{option}: an empty file name")
-    from pathlib import Path
+    """Fail before a long run when `path` cannot be written (the front door's check of an output)."""
+    from specpim_cp.api.inputs import check_output
 
-    for parent in Path(path).absolute().parents:
-        if parent.exists():
-            if not parent.is_dir():
-                raise ScenarioError(f"{option} {path}: '{parent}' is a file, not a folder")
-            return
+    check_output(path, option)
 
 
 class Progress:

@@ -6,9 +6,8 @@ import json
 
 import click
 
+from specpim_cp.api.limits import MAX_FEATURES, MAX_TENSOR_PARALLEL, MAX_TOKENS
 from specpim_cp.cli.common import catalog_option, user_catalog, user_errors
-from specpim_cp.errors import ScenarioError
-from specpim_cp.kernels.linear import MAX_FEATURES, MAX_TENSOR_PARALLEL, MAX_TOKENS
 
 
 @click.group()
@@ -37,20 +36,9 @@ def kernels_predict(gpu: str, in_features: int, out_features: int, tokens: int, 
     fitted table, or the derated roofline at its kernel_table_bandwidth_gbps for a host without
     measurements).
     """
-    from specpim_cp.kernels import host_linear_us, known_gpus, predict_linear_us
+    from specpim_cp.api import kernel_latency_us
 
-    cat = user_catalog(catalog_files)
-    tables = known_gpus()
-    if gpu.strip().lower() not in tables and gpu not in cat.hosts:
-        raise ScenarioError(f"--gpu: unknown '{gpu}' (measured tables: {', '.join(tables)}; catalog hosts: "
-                            f"{', '.join(cat.hosts)})")
-    try:
-        if gpu.strip().lower() in tables:
-            us = predict_linear_us(gpu, in_features, out_features, tokens, tensor_parallel)
-        else:
-            us = host_linear_us(cat.hosts[gpu], in_features, out_features, tokens, tensor_parallel)
-    except ValueError as exc:
-        raise ScenarioError(str(exc)) from None
+    us = kernel_latency_us(gpu, in_features, out_features, tokens, tensor_parallel, user_catalog(catalog_files))
     click.echo(f"{us:.2f}")
 
 
@@ -58,7 +46,7 @@ def kernels_predict(gpu: str, in_features: int, out_features: int, tokens: int, 
 @user_errors
 def kernels_fit_report() -> None:
     """Leave-one-source-model-out cross-validated error of the fit, per GPU."""
-    from specpim_cp.kernels import fit_report, format_fit_report
+    from specpim_cp.api.tools import fit_report, format_fit_report
 
     click.echo(format_fit_report(fit_report()))
 
@@ -73,7 +61,7 @@ def validate(as_json: bool, catalog_files: tuple[str, ...]) -> None:
 
     With --catalog the built-in hosts and memories the checks use may carry your constants.
     """
-    from specpim_cp.check.validate import format_validation, validation_rows
+    from specpim_cp.api.tools import format_validation, validation_rows
 
     rows = validation_rows(user_catalog(catalog_files))
     click.echo(json.dumps([r.as_dict() for r in rows], indent=2) if as_json else format_validation(rows))

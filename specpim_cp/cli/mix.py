@@ -7,6 +7,7 @@ from pathlib import Path
 
 import click
 
+from specpim_cp.api.limits import MIX_METHODS, MIX_OBJECTIVES
 from specpim_cp.cli.common import (
     SEED_TYPE,
     TIME_LIMIT_TYPE,
@@ -20,24 +21,14 @@ from specpim_cp.cli.common import (
     user_errors,
 )
 from specpim_cp.errors import ScenarioError
-from specpim_cp.problem.mix import MIX_OBJECTIVES
-from specpim_cp.solvers.mix.records import MIX_METHODS
 
 
 def load_mix_arg(name: str, catalog_files: tuple[str, ...] = ()):
     """The mix named on the command line (a mix TOML, a scenario with a [mix] table, or built-in mix/NAME),
     with --catalog files added to its base scenario's own, and the one Catalog every step prices it with."""
-    from specpim_cp.problem.builtin_sets import builtin_sets, resolve_scenario_path
-    from specpim_cp.problem.mix import load_mix
-    from specpim_cp.problem.scenario import scenario_catalog
+    from specpim_cp.api import load_mix, scenario_catalog
 
-    try:
-        resolve_scenario_path(name)
-    except ScenarioError:
-        folder = builtin_sets().get("mix")
-        known = ", ".join(f"mix/{p.stem}" for p in sorted(folder.glob("*.toml"))) if folder else "none"
-        raise ScenarioError(f"{name}: no such mix file (or built-in mix/NAME: {known})") from None
-    mix = load_mix(name, extra_catalogs=[str(Path(p).absolute()) for p in catalog_files])
+    mix = load_mix(name, catalog_files)
     return mix, scenario_catalog(mix.base)
 
 
@@ -98,10 +89,9 @@ def solve_mix(mix, objective, method, time_limit, cell_time_limit, workers, seed
     PAPI-style runtime rule, (d) GPU-SI. JSON (--json, -o) keeps the evaluator's units, named by
     `objective_unit`.
     """
-    from specpim_cp.runs.mix_policy import check_policy_dir, policy_names, write_policy_dir
-    from specpim_cp.solvers.exact import SolverOptions
-    from specpim_cp.solvers.mix import MixOptions
-    from specpim_cp.solvers.mix import solve_mix as run
+    from specpim_cp.api import MixOptions
+    from specpim_cp.api import solve_mix as run
+    from specpim_cp.api.studies import check_policy_folder, write_policy_dir
     from specpim_cp.views.mix import format_mix
 
     check_time_limit(time_limit)
@@ -112,11 +102,10 @@ def solve_mix(mix, objective, method, time_limit, cell_time_limit, workers, seed
     check_output_and_policy_dir(output, policy_dir)
     mx, cat = load_mix_arg(mix, catalog_files)
     if policy_dir is not None:
-        check_policy_dir(policy_dir, policy_names(mx))
-    options = MixOptions(SolverOptions(time_limit, workers, seed, deterministic), cell_time_limit_s=cell_time_limit,
-                         method=method)
+        check_policy_folder(policy_dir, mx)
     with Progress(f"solve-mix {mx.name}") as bar:
-        res = run(mx, objective, options, catalog=cat, on_stage=bar.show if bar else None)
+        res = run(mx, MixOptions(time_limit, workers, seed, deterministic, objective=objective, method=method,
+                                 cell_time_limit_s=cell_time_limit, catalog=cat, on_stage=bar.show if bar else None))
     if policy_dir is not None:
         write_policy_dir(res, policy_dir)
     if output is not None:

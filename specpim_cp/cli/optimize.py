@@ -6,6 +6,7 @@ import json
 
 import click
 
+from specpim_cp.api.limits import DEFAULT_MAX_POINTS, DEFAULT_RESOLUTION_PCT
 from specpim_cp.cli.common import (
     SEED_TYPE,
     TIME_LIMIT_TYPE,
@@ -19,42 +20,6 @@ from specpim_cp.cli.common import (
     user_errors,
 )
 from specpim_cp.errors import ScenarioError
-from specpim_cp.runs.instances import heuristic_budget
-from specpim_cp.solvers.result import DEFAULT_MAX_POINTS, DEFAULT_RESOLUTION_PCT
-
-
-def _hint(sc, hint_path: str, catalog):
-    """The --hint design, which must be a design of this scenario's (restricted) space that fits."""
-    from specpim_cp.physics.evaluate import Evaluator
-    from specpim_cp.problem.design import load_design
-    from specpim_cp.problem.space import DesignSpace
-
-    design = load_design(hint_path)
-    bad = DesignSpace(sc, catalog).violations(design)
-    if bad:
-        raise ScenarioError(f"--hint {hint_path}: not a design of scenario '{sc.name}': {bad[0]}")
-    try:
-        Evaluator(sc, catalog).evaluate(design)
-    except ScenarioError as exc:
-        raise ScenarioError(f"--hint {hint_path}: {exc}") from None
-    return design
-
-
-def _warm_start(sc, hint_path, warm_start: bool, seed: int, catalog):
-    if hint_path:
-        return _hint(sc, hint_path, catalog)
-    if not warm_start:
-        return None
-    try:
-        from specpim_cp.solvers.heuristic import run_heuristic
-    except ImportError:
-        return None
-    with Progress("warm start (heuristic, quick)") as bar:
-        try:
-            return run_heuristic(sc, budget="quick", seed=seed, catalog=catalog,
-                                 on_generation=_generation_hook(bar, sc)).design
-        except ScenarioError:  # no design found: the exact solver names the real reason (capacity, space)
-            return None
 
 
 def _solve_hook(bar: Progress):
@@ -72,6 +37,20 @@ def _solve_hook(bar: Progress):
     return hook
 
 
+def _warm_start_hook(bar: Progress, sc):
+    """The warm start's heuristic progress on the solve's status line."""
+    hook = _generation_hook(bar, sc)
+    if hook is None:
+        return None
+
+    def show(*args) -> None:
+        bar.label = "warm start (heuristic, quick)"
+        hook(*args)
+        bar.label = "solve"
+
+    return show
+
+
 def _generation_hook(bar: Progress, sc):
     """Heuristic progress (generation, best so far) on the status line."""
     if not bar:
@@ -83,19 +62,6 @@ def _generation_hook(bar: Progress, sc):
         bar.show(f"generation {generation}/{generations}, best {best_text}, {evaluations:,} evaluations")
 
     return hook
-
-
-def _no_fit_detail(sc, catalog) -> str:
-    """Why no design fits, when a model's tensors exceed every allowed architecture (else '')."""
-    from specpim_cp.physics.evaluate import Evaluator
-    from specpim_cp.solvers.exact.guards import check_capacity
-    from specpim_cp.solvers.exact.model import SpecModel
-
-    try:
-        check_capacity(SpecModel(sc, catalog, Evaluator(sc, catalog)))
-    except ScenarioError as exc:
-        return str(exc)
-    return ""
 
 
 @click.command()
@@ -123,25 +89,17 @@ def solve(scenario, objective, time_limit, workers, seed, deterministic, method,
     The report states the objective in us/token (latency), mJ/token (energy) or us*mJ/token^2 (EDP), like
     the metrics; --json keeps the evaluator's units, named by `objective_unit` (ns/token, nJ/token, ...).
     """
+    from specpim_cp.api import SolveOptions
+    from specpim_cp.api import solve as run
     from specpim_cp.views.tables import format_solve, tie_break_line
 
     check_workers(workers, deterministic)
     check_writable(output, "-o")
     sc, cat = load_with_catalog(scenario, catalog_files)
-    if method == "brute-force":
-        from specpim_cp.solvers.brute import brute_force
-
-        if hint_path:
-            raise ScenarioError("--hint: brute force enumerates every design; a hint is for --method cp-sat")
-        res = brute_force(sc, objective=objective, catalog=cat)
-    else:
-        from specpim_cp.solvers.exact import SolverOptions
-        from specpim_cp.solvers.exact import solve as cp_solve
-
-        hint = _warm_start(sc, hint_path, warm_start, seed, cat)
-        with Progress("solve") as bar:
-            res = cp_solve(sc, objective=objective, options=SolverOptions(time_limit, workers, seed, deterministic),
-                           hint=hint, catalog=cat, on_progress=_solve_hook(bar))
+    with Progress("solve") as bar:
+        res = run(sc, SolveOptions(time_limit, workers, seed, deterministic, objective=objective, method=method,
+                                   warm_start=warm_start, hint=hint_path or None, hint_label="--hint", catalog=cat,
+                                   on_progress=_solve_hook(bar), on_warm_start=_warm_start_hook(bar, sc)))
     text = format_solve(sc, res)
     tie = tie_break_line(res.report.extra)
     emit(res.to_json() if as_json else text + ("\n" + tie if tie else ""), output)
@@ -172,26 +130,21 @@ def ranges(scenario, within_pct, objective, time_limit, workers, seed, determini
     CP-SAT (a design that takes it, re-priced by the evaluator) or proven out of reach; "forced" when one
     value remains, "free" otherwise (formulations/objectives.md, OBJ-4).
     """
+    from specpim_cp.api import RangesOptions
+    from specpim_cp.api import ranges as run
     from specpim_cp.cli.options import check_within
-    from specpim_cp.solvers.exact import SolverOptions
-    from specpim_cp.solvers.exact.ranges import decision_ranges
     from specpim_cp.views.ranges import format_ranges
 
     check_workers(workers, deterministic)
     check_writable(output, "-o")
-    try:
-        within = check_within(within_pct)
-    except ScenarioError as exc:
-        raise ScenarioError(f"--{exc}") from None
+    within = check_within(within_pct)
     sc, cat = load_with_catalog(scenario, catalog_files)
     with Progress("ranges") as bar:
-        res = decision_ranges(sc, within_pct=within, objective=objective, catalog=cat,
-                              options=SolverOptions(time_limit, workers, seed, deterministic),
-                              on_stage=bar.show if bar else None)
+        res = run(sc, RangesOptions(time_limit, workers, seed, deterministic, within_pct=within, objective=objective,
+                                    catalog=cat, on_stage=bar.show if bar else None))
     emit(json.dumps(res.as_dict(), indent=2) if as_json else format_ranges(res), output)
 
 
-#: How the tie-break's levels read in `solve`'s text output.
 @click.command()
 @click.argument("scenario")
 @click.option("--time-limit", type=TIME_LIMIT_TYPE, default=300.0, show_default=True)
@@ -215,23 +168,20 @@ def pareto(scenario, time_limit, workers, seed, deterministic, resolution, max_p
     import csv
     import io
 
+    from specpim_cp.api import ParetoOptions
+    from specpim_cp.api import pareto as run
     from specpim_cp.cli.options import check_max_points, check_resolution
-    from specpim_cp.solvers import exact
-    from specpim_cp.solvers.exact import SolverOptions
     from specpim_cp.views.fronts import front_statement
     from specpim_cp.views.tables import design_summary
 
     check_workers(workers, deterministic)
     check_writable(output, "-o")
-    try:
-        resolution = check_resolution(resolution)
-        max_points = check_max_points(max_points)
-    except ScenarioError as exc:
-        raise ScenarioError(f"--{exc}") from None
+    check_resolution(resolution)
+    max_points = check_max_points(max_points)
     sc, cat = load_with_catalog(scenario, catalog_files)
     with Progress("pareto") as bar:
-        result = exact.pareto(sc, options=SolverOptions(time_limit, workers, seed, deterministic), catalog=cat,
-                              on_progress=_solve_hook(bar), resolution=resolution, max_points=max_points)
+        result = run(sc, ParetoOptions(time_limit, workers, seed, deterministic, resolution_pct=resolution,
+                                       max_points=max_points, catalog=cat, on_progress=_solve_hook(bar)))
     front = result.points
     buf = io.StringIO()
     w = csv.writer(buf)
@@ -246,17 +196,20 @@ def pareto(scenario, time_limit, workers, seed, deterministic, resolution, max_p
 
 
 def _run_heuristic(sc, budget, seed: int, label: str, catalog, polish: bool = True):
-    """run_heuristic with a progress line; when no design fits, the capacity shortfall when there is one."""
-    from specpim_cp.solvers.heuristic import run_heuristic
+    """The front door's heuristic with a progress line."""
+    from specpim_cp.api import HeuristicOptions
+    from specpim_cp.api import heuristic as run
 
     with Progress(label) as bar:
-        try:
-            return run_heuristic(sc, budget=budget, seed=seed, catalog=catalog, polish=polish,
-                                 on_generation=_generation_hook(bar, sc))
-        except ScenarioError as exc:
-            if "no design" not in str(exc):
-                raise
-            raise ScenarioError(_no_fit_detail(sc, catalog) or str(exc)) from None
+        return run(sc, HeuristicOptions(budget, seed, polish, catalog=catalog,
+                                        on_generation=_generation_hook(bar, sc)))
+
+
+def _budget(budget: str):
+    """--budget checked before any work: quick, paper or GENxPOPxLEAVES within its limits."""
+    from specpim_cp.api.solving import heuristic_budget
+
+    return heuristic_budget(budget, "--budget")
 
 
 @click.command()
@@ -274,7 +227,7 @@ def heuristic(scenario, budget, seed, polish, as_json, output, catalog_files) ->
     """The paper's explorer: GA over dataflow + per-model MCTS over architecture (seeded)."""
     from specpim_cp.views.tables import format_solve
 
-    bud = heuristic_budget(budget, "--budget")
+    bud = _budget(budget)
     check_writable(output, "-o")
     sc, cat = load_with_catalog(scenario, catalog_files)
     res = _run_heuristic(sc, bud, seed, f"heuristic ({budget}{'' if polish else ', no polish'})", cat, polish)
@@ -290,17 +243,21 @@ def heuristic(scenario, budget, seed, polish, as_json, output, catalog_files) ->
 @user_errors
 def compare(scenario, budget, time_limit, seed, catalog_files) -> None:
     """Exact optimum (with proof) vs the heuristic (gap, time) vs the baselines, side by side."""
-    from specpim_cp.solvers.baselines import run_baselines
-    from specpim_cp.solvers.exact import SolverOptions
-    from specpim_cp.solvers.exact import solve as cp_solve
+    from specpim_cp.api import CompareOptions
+    from specpim_cp.api import compare as run
     from specpim_cp.views.tables import HUMAN_UNITS, design_lines, host_line, human_objective, table
 
-    bud = heuristic_budget(budget, "--budget")
+    bud = _budget(budget)
     sc, cat = load_with_catalog(scenario, catalog_files)
-    heur = _run_heuristic(sc, bud, seed, f"compare: heuristic ({budget})", cat)
-    with Progress("compare: exact") as bar:
-        exact = cp_solve(sc, options=SolverOptions(time_limit, seed=seed, deterministic=True), hint=heur.design,
-                         catalog=cat, on_progress=_solve_hook(bar))
+    with Progress(f"compare: heuristic ({budget})") as bar:
+        def exact_progress(p) -> None:
+            bar.label = "compare: exact"
+            solve_hook(p)
+
+        solve_hook = _solve_hook(bar)
+        both = run(sc, CompareOptions(bud, time_limit, seed, catalog=cat, on_generation=_generation_hook(bar, sc),
+                                      on_progress=exact_progress if solve_hook else None))
+    exact, heur = both.exact, both.heuristic
     opt = exact.report.objective
     obj = sc.objective
     unit, factor = HUMAN_UNITS[obj]
@@ -309,7 +266,7 @@ def compare(scenario, budget, time_limit, seed, catalog_files) -> None:
                             ("heuristic (GA+MCTS)", heur.evaluation, heur.report.wall_s)):
         v = res.metrics.objective(obj)
         rows.append([name, float(v) * factor, f"{100 * float((v - opt) / opt):.3f}", f"{wall:.2f}"])
-    for b in run_baselines(sc, cat):
+    for b in both.baselines:
         if b.evaluation is not None:
             v = b.evaluation.metrics.objective(obj)
             rows.append([b.name, float(v) * factor, f"{100 * float((v - opt) / opt):.1f}", ""])
@@ -344,24 +301,15 @@ def compare(scenario, budget, time_limit, seed, catalog_files) -> None:
 def sensitivity(scenario, time_limit, seed, plot_path, only, as_json, catalog_files) -> None:
     """Re-solve with each uncertain constant at its low and high source value: a tornado table (with GPU-SI's
     speedup over GPU-AR at each end; acceptance rates move over their catalog range_KEY)."""
-    from specpim_cp.check.sensitivity import (
-        format_sensitivity,
-        plot_tornado,
-        selected_constants,
-        uncertain_constants,
-    )
-    from specpim_cp.check.sensitivity import sensitivity as run
-    from specpim_cp.solvers.exact import SolverOptions
+    from specpim_cp.api import SensitivityOptions
+    from specpim_cp.api import sensitivity as run
+    from specpim_cp.api.studies import format_sensitivity, objective_unit, plot_tornado, sensitivity_constants
 
     check_writable(plot_path, "--plot")
     if plot_path and not plot_path.lower().endswith(".png"):
         raise ScenarioError(f"--plot {plot_path}: the tornado plot is a PNG; name the file *.png")
     sc, cat = load_with_catalog(scenario, catalog_files)
-    constants = uncertain_constants(sc, cat)
-    if not constants:
-        raise ScenarioError(f"scenario '{sc.name}' has no uncertain constants (no range_ entries for its host and "
-                            "memory types in the catalog, and no drafters): nothing to vary")
-    constants = selected_constants(sc, cat, only)
+    constants = sensitivity_constants(sc, only, cat)
     with Progress("sensitivity") as bar:
         n = [0]
 
@@ -369,8 +317,7 @@ def sensitivity(scenario, time_limit, seed, plot_path, only, as_json, catalog_fi
             n[0] += 1
             bar.show(f"{n[0]}/{2 * len(constants)} ends solved, last: {label}")
 
-        result = run(sc, cat, options=SolverOptions(time_limit, seed=seed, deterministic=True),
-                     on_point=on_point if bar else None, only=only)
+        result = run(sc, SensitivityOptions(time_limit, seed, only, catalog=cat, on_point=on_point if bar else None))
     if plot_path:
         plot_tornado(result, plot_path)
     if as_json:
@@ -380,11 +327,9 @@ def sensitivity(scenario, time_limit, seed, plot_path, only, as_json, catalog_fi
              "design_changed": p.design_changed, "design": p.summary, "resolved": p.resolved,
              "gpu_si_speedup": p.gpu_si_speedup}
             for p in (r.low, r.high)]} for r in result.rows]
-        from specpim_cp.solvers.result import OBJECTIVE_UNITS
-
         click.echo(json.dumps({"scenario": result.scenario, "objective": result.objective_name,
                                "nominal": float(result.nominal),
-                               "objective_unit": OBJECTIVE_UNITS[result.objective_name],
+                               "objective_unit": objective_unit(result.objective_name),
                                "design": result.nominal_summary,
                                "nominal_gpu_si_speedup": result.nominal_gpu_si_speedup,
                                "host_kernel_model": cat.host(sc.host).kernel_model,

@@ -7,7 +7,6 @@ import json
 import click
 
 from specpim_cp.cli.common import ROUNDS_TYPE, SEED_TYPE, catalog_option, emit, load_with_catalog, user_errors
-from specpim_cp.errors import ScenarioError
 
 
 @click.command()
@@ -19,12 +18,11 @@ from specpim_cp.errors import ScenarioError
 @user_errors
 def evaluate(scenario: str, design_path: str, as_json: bool, output: str | None, catalog_files) -> None:
     """Price a design (metrics and breakdown)."""
-    from specpim_cp.physics.evaluate import Evaluator
-    from specpim_cp.problem.design import load_design
+    from specpim_cp.api import evaluate as price
     from specpim_cp.views.tables import format_evaluation
 
     sc, cat = load_with_catalog(scenario, catalog_files)
-    ev = Evaluator(sc, cat).evaluate(load_design(design_path))
+    ev = price(sc, design_path, cat)
     emit(json.dumps(ev.as_dict(), indent=2) if as_json else format_evaluation(sc, ev), output)
 
 
@@ -36,13 +34,11 @@ def evaluate(scenario: str, design_path: str, as_json: bool, output: str | None,
 @user_errors
 def baselines(scenario: str, as_json: bool, output: str | None, catalog_files) -> None:
     """Evaluate the baselines (GPU-AR, GPU-SI, FC-offload, attention-offload, off-the-shelf)."""
-    from specpim_cp.solvers.baselines import run_baselines
+    from specpim_cp.api import baseline_results
     from specpim_cp.views.tables import format_baselines
 
     sc, cat = load_with_catalog(scenario, catalog_files)
-    res = run_baselines(sc, cat)
-    if res and res[0].evaluation is None:  # GPU-AR infeasible: the verifier does not fit its devices
-        raise ScenarioError(res[0].error or "the verifier does not fit its devices")
+    res = baseline_results(sc, cat)  # GPU-AR infeasible (the verifier does not fit its devices): one line
     emit(json.dumps([r.as_dict() for r in res], indent=2) if as_json else format_baselines(sc, res), output)
 
 
@@ -57,12 +53,12 @@ def baselines(scenario: str, as_json: bool, output: str | None, catalog_files) -
 @user_errors
 def simulate(scenario: str, design_path: str, rounds: int, seed: int, as_json: bool, catalog_files) -> None:
     """Monte Carlo simulation of rounds vs the closed forms (95% confidence intervals)."""
-    from specpim_cp.check.simulate import format_simulation
-    from specpim_cp.check.simulate_design import simulate_design
-    from specpim_cp.problem.design import load_design
+    from specpim_cp.api import SimulateOptions
+    from specpim_cp.api import simulate as run
+    from specpim_cp.api.solving import format_simulation
 
     sc, cat = load_with_catalog(scenario, catalog_files)
-    res = simulate_design(sc, load_design(design_path), rounds, seed, cat)
+    res = run(sc, design_path, SimulateOptions(rounds, seed, catalog=cat))
     if as_json:
         click.echo(json.dumps(res.as_dict(), indent=2))
     else:

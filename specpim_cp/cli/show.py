@@ -19,8 +19,7 @@ def show(scenario: str, design_path: str, output: str | None, catalog_files: tup
     """Draw the design's schedule as the evaluator prices it: per model one decoder layer (host, PIM
     units with their shares, all-reduce link) and the round (drafting, sync, verification, pipeline
     overlap and resync), times in us."""
-    from specpim_cp.files import safe_stem
-    from specpim_cp.problem.design import load_design
+    from specpim_cp.api.inputs import load_design, safe_stem
     from specpim_cp.views.schedule_picture import check_figure_path, schedule_figure
 
     sc, cat = load_with_catalog(scenario, catalog_files)

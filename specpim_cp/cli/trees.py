@@ -3,27 +3,10 @@
 from __future__ import annotations
 
 import json
-from pathlib import Path
 
 import click
 
 from specpim_cp.cli.common import check_writable, emit, user_errors
-from specpim_cp.errors import ScenarioError
-
-
-def _entry(path: str, design) -> dict:
-    """The `--json` output entry that holds `design` (what `load_design` picked from `path`)."""
-    from specpim_cp.files import read_data
-    from specpim_cp.problem.design import parse_design
-
-    text = path
-    if "#" in text and not Path(text).exists():  # FILE#NAME or FILE#K, as load_design reads it
-        text = text.rsplit("#", 1)[0]
-    data = read_data(Path(text), "a design", syntax="JSON")
-    if isinstance(data, list):
-        return next((it for it in data if isinstance(it, dict) and it.get("design") is not None
-                     and parse_design(it["design"]) == design), {})
-    return data
 
 
 def _json_text(doc: dict) -> str:
@@ -66,31 +49,12 @@ def export_tree(design_path: str, pick: str | None, fmt: str, output: str | None
     # length counts them; the root is not counted. A pipelined design's own tokens_per_round also drops the
     # bonus token of a round that continues (BONUS-1).
     """
-    from specpim_cp.physics.speculation import expected_tokens_drafts
-    from specpim_cp.problem.design import load_design
-    from specpim_cp.problem.tree_export import (
-        choice_paths,
-        drafter_tree,
-        output_metrics,
-        select_drafter,
-        tree_document,
-    )
+    from specpim_cp.api import TreeOptions
+    from specpim_cp.api import export_tree as rebuild
 
     check_writable(output, "--out")
-    design = load_design(design_path)
-    index = select_drafter([(d.model, d.tree, d.draft_length) for d in design.drafters], pick, design_path)
-    records, tokens = output_metrics(_entry(design_path, design))
-    if records is None:
-        raise ScenarioError(f"{design_path}: holds no acceptance vector (a bare design?); export from the `--json` "
-                            "output of solve, heuristic or evaluate, whose breakdown records it")
-    md = design.drafters[index]
-    record = records[index] if index < len(records) else None
-    tree = drafter_tree(index, md.model, md.tree, md.draft_length, record, design_path)
-    if fmt == "choices":
-        text = json.dumps(choice_paths(tree.nodes))
-    else:
-        summary = {"pipeline": design.pipeline, "drafters": len(design.drafters), "tokens_per_round": tokens}
-        text = _json_text(tree_document(tree, expected_tokens_drafts([tree.draft]), summary))
+    tree = rebuild(design_path, TreeOptions(pick))
+    text = json.dumps(tree.choices()) if fmt == "choices" else _json_text(tree.document())
     emit(text, output)
 
 

@@ -1,0 +1,212 @@
+"""The front door's solves: `solve` (with the one warm-start and hint policy), `heuristic`, `pareto`,
+`ranges`, `compare`, and the evaluator's prices `evaluate`, `baselines`, `simulate`."""
+
+from __future__ import annotations
+
+from dataclasses import dataclass
+from pathlib import Path
+from typing import Any
+
+from specpim_cp.api.limits import RESOLUTION_HIGH_PCT, WITHIN_HIGH_PCT, percent
+from specpim_cp.api.options import (
+    CompareOptions,
+    HeuristicOptions,
+    ParetoOptions,
+    RangesOptions,
+    SimulateOptions,
+    SolveOptions,
+)
+from specpim_cp.check.simulate import format_simulation
+from specpim_cp.errors import ScenarioError
+from specpim_cp.physics.evaluate import Evaluation, Evaluator
+from specpim_cp.problem.design import Design, load_design
+from specpim_cp.problem.scenario import Scenario, scenario_catalog
+from specpim_cp.runs.instances import heuristic_budget
+from specpim_cp.solvers.baselines import BaselineResult, run_baselines
+from specpim_cp.solvers.result import MAX_FRONT_POINTS, SolveResult
+
+__all__ = ["Comparison", "baseline_results", "baselines", "check_hint", "check_max_points", "compare", "design_of",
+           "evaluate", "format_simulation", "heuristic", "heuristic_budget", "no_fit_detail", "pareto", "ranges",
+           "simulate", "solve", "warm_start"]
+
+
+def _catalog(scenario: Scenario, catalog):
+    return catalog if catalog is not None else scenario_catalog(scenario)
+
+
+def design_of(design: Design | str | Path) -> Design:
+    """A Design, or the design a file holds (a design, or any --json output holding one; FILE#NAME)."""
+    return design if isinstance(design, Design) else load_design(str(design))
+
+
+def check_hint(scenario: Scenario, design: Design, label: str = "hint", catalog=None) -> Design:
+    """`design` as a CP-SAT hint: it must be a design of the scenario's (restricted) space, and evaluate."""
+    from specpim_cp.problem.space import DesignSpace
+
+    catalog = _catalog(scenario, catalog)
+    bad = DesignSpace(scenario, catalog).violations(design)
+    if bad:
+        raise ScenarioError(f"{label}: not a design of scenario '{scenario.name}': {bad[0]}")
+    try:
+        Evaluator(scenario, catalog).evaluate(design)
+    except ScenarioError as exc:
+        raise ScenarioError(f"{label}: {exc}") from None
+    return design
+
+
+def warm_start(scenario: Scenario, options: SolveOptions, catalog=None) -> Design | None:
+    """The design CP-SAT starts from: the checked hint, else the heuristic's quick design (none when
+    `warm_start` is off or the heuristic finds none: the exact solver then names the real reason)."""
+    catalog = _catalog(scenario, catalog)
+    if options.hint is not None:
+        label = options.hint_label if isinstance(options.hint, Design) else f"{options.hint_label} {options.hint}"
+        return check_hint(scenario, design_of(options.hint), label, catalog)
+    if not options.warm_start:
+        return None
+    try:
+        from specpim_cp.solvers.heuristic import run_heuristic
+    except ImportError:
+        return None
+    try:
+        return run_heuristic(scenario, budget="quick", seed=options.seed, catalog=catalog,
+                             on_generation=options.on_warm_start).design
+    except ScenarioError:
+        return None
+
+
+def solve(scenario: Scenario, options: SolveOptions | None = None) -> SolveResult:
+    """The provably best design of `scenario` (or the best found, its bound and gap): `report` (status,
+    objective in evaluator units, bound, tie-break levels in `report.extra`), `design`, `evaluation`."""
+    options = options or SolveOptions()
+    options.validate()
+    catalog = _catalog(scenario, options.catalog)
+    if options.method == "brute-force":
+        from specpim_cp.solvers.brute import brute_force
+
+        if options.hint is not None:
+            raise ScenarioError(f"{options.hint_label}: brute force enumerates every design; a hint is for "
+                                "--method cp-sat")
+        return brute_force(scenario, objective=options.objective, catalog=catalog)
+    if options.method != "cp-sat":
+        raise ScenarioError(f"method: cp-sat or brute-force, got {options.method!r}")
+    from specpim_cp.solvers.exact import solve as cp_solve
+
+    hint = warm_start(scenario, options, catalog)
+    return cp_solve(scenario, objective=options.objective, options=options.solver_options(), hint=hint,
+                    catalog=catalog, on_progress=options.on_progress)
+
+
+def no_fit_detail(scenario: Scenario, catalog=None) -> str:
+    """Why no design fits, when a model's tensors exceed every allowed architecture (else '')."""
+    from specpim_cp.solvers.exact.guards import check_capacity
+    from specpim_cp.solvers.exact.model import SpecModel
+
+    catalog = _catalog(scenario, catalog)
+    try:
+        check_capacity(SpecModel(scenario, catalog, Evaluator(scenario, catalog)))
+    except ScenarioError as exc:
+        return str(exc)
+    return ""
+
+
+def heuristic(scenario: Scenario, options: HeuristicOptions | None = None) -> SolveResult:
+    """The paper's explorer (GA over dataflow, per-model MCTS over architecture), seeded; when no design
+    fits, the capacity shortfall when there is one."""
+    options = options or HeuristicOptions()
+    from specpim_cp.solvers.heuristic import run_heuristic
+
+    budget = heuristic_budget(options.budget, "budget") if isinstance(options.budget, str) else options.budget
+    catalog = _catalog(scenario, options.catalog)
+    try:
+        return run_heuristic(scenario, budget=budget, seed=options.seed, catalog=catalog, polish=options.polish,
+                             on_generation=options.on_generation)
+    except ScenarioError as exc:
+        if "no design" not in str(exc):
+            raise
+        raise ScenarioError(no_fit_detail(scenario, catalog) or str(exc)) from None
+
+
+def check_max_points(max_points: Any, option: str = "max-points") -> int | None:
+    """A front's point budget [OBJ-2b]: None for 0 or None, else an integer from 2 to MAX_FRONT_POINTS."""
+    if max_points is None:
+        return None
+    if isinstance(max_points, bool) or not isinstance(max_points, int) or not (
+            max_points == 0 or 2 <= max_points <= MAX_FRONT_POINTS):
+        raise ScenarioError(f"{option}: an integer from 2 to {MAX_FRONT_POINTS} (0: no budget), got {max_points!r}")
+    return max_points or None
+
+
+def pareto(scenario: Scenario, options: ParetoOptions | None = None):
+    """The latency-energy front (per token) with its status, resolution and cost (a ParetoFront)."""
+    options = options or ParetoOptions()
+    from specpim_cp.solvers import exact
+
+    options.validate()
+    resolution = percent(options.resolution_pct, "resolution", RESOLUTION_HIGH_PCT) / 100
+    max_points = check_max_points(options.max_points)
+    return exact.pareto(scenario, options=options.solver_options(), catalog=_catalog(scenario, options.catalog),
+                        on_progress=options.on_progress, resolution=resolution, max_points=max_points)
+
+
+def ranges(scenario: Scenario, options: RangesOptions | None = None):
+    """Which values each decision takes over the designs within `within_pct` percent of the optimum, each
+    proven (a RangesResult)."""
+    options = options or RangesOptions()
+    from specpim_cp.solvers.exact.ranges import decision_ranges
+
+    options.validate()
+    within = percent(options.within_pct, "within", WITHIN_HIGH_PCT)
+    return decision_ranges(scenario, within_pct=within, objective=options.objective,
+                           catalog=_catalog(scenario, options.catalog), options=options.solver_options(),
+                           on_stage=options.on_stage)
+
+
+@dataclass(frozen=True)
+class Comparison:
+    """`compare`: the exact optimum (hinted with the heuristic's design), the heuristic, the baselines."""
+
+    exact: SolveResult
+    heuristic: SolveResult
+    baselines: list[BaselineResult]
+
+
+def compare(scenario: Scenario, options: CompareOptions | None = None) -> Comparison:
+    """Exact optimum (with proof) vs the heuristic (gap, time) vs the baselines."""
+    options = options or CompareOptions()
+    from specpim_cp.solvers.exact import SolverOptions
+    from specpim_cp.solvers.exact import solve as cp_solve
+
+    catalog = _catalog(scenario, options.catalog)
+    heur = heuristic(scenario, HeuristicOptions(options.budget, options.seed, catalog=catalog,
+                                                on_generation=options.on_generation))
+    exact = cp_solve(scenario, options=SolverOptions(options.time_limit_s, seed=options.seed, deterministic=True),
+                     hint=heur.design, catalog=catalog, on_progress=options.on_progress)
+    return Comparison(exact, heur, run_baselines(scenario, catalog))
+
+
+def evaluate(scenario: Scenario, design: Design | str | Path, catalog=None) -> Evaluation:
+    """The evaluator's price of `design` (a Design or a design file): the one source of truth."""
+    return Evaluator(scenario, _catalog(scenario, catalog)).evaluate(design_of(design))
+
+
+def baseline_results(scenario: Scenario, catalog=None) -> list[BaselineResult]:
+    """Every baseline as the reports list it (an infeasible one carries its error); ScenarioError when even
+    GPU-AR is infeasible (the verifier does not fit its devices)."""
+    res = run_baselines(scenario, _catalog(scenario, catalog))
+    if res and res[0].evaluation is None:
+        raise ScenarioError(res[0].error or "the verifier does not fit its devices")
+    return res
+
+
+def baselines(scenario: Scenario, catalog=None) -> dict[str, Evaluation]:
+    """The feasible baselines by the names reports print ("GPU-AR", "GPU-SI", ...) -> their Evaluation."""
+    return {b.name: b.evaluation for b in baseline_results(scenario, catalog) if b.evaluation is not None}
+
+
+def simulate(scenario: Scenario, design: Design | str | Path, options: SimulateOptions | None = None):
+    """Monte Carlo rounds of `design` next to the closed forms (a DesignSimulation)."""
+    options = options or SimulateOptions()
+    from specpim_cp.check.simulate_design import simulate_design
+
+    return simulate_design(scenario, design_of(design), options.rounds, options.seed,
+                           _catalog(scenario, options.catalog))

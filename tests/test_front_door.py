@@ -1,0 +1,60 @@
+"""The front door and the CLI behave the same: `specpim-cp solve NAME --json --deterministic` and
+`specpim_cp.solve(load_scenario(NAME), SolveOptions(deterministic=True))` give the same design, objective,
+status and tie-break levels (a sample here; benchmarks/bench_front_door.py runs paper and paper-full); the
+front door's hint policy and options refuse in one line."""
+
+from __future__ import annotations
+
+import json
+
+import pytest
+from click.testing import CliRunner
+
+import specpim_cp as sp
+from specpim_cp.cli import main
+from specpim_cp.errors import ScenarioError
+
+SAMPLE = ("paper/opt-13b-b1", "paper/llama-32.5b-b1")
+
+
+def _fields(data: dict) -> dict:
+    return {"design": data["design"], "objective_exact": data["solve"]["objective_exact"],
+            "status": data["solve"]["status"], "tie_break": data["solve"]["extra"].get("tie_break")}
+
+
+@pytest.mark.parametrize("name", SAMPLE)
+def test_cli_and_api_solve_alike(name):
+    res = CliRunner().invoke(main, ["solve", name, "--json", "--deterministic"])
+    assert res.exit_code == 0, res.output
+    cli = _fields(json.loads(res.stdout))
+    api = _fields(json.loads(sp.solve(sp.load_scenario(name), sp.SolveOptions(deterministic=True)).to_json()))
+    assert cli == api
+    assert cli["status"] == "OPTIMAL" and cli["tie_break"]
+
+
+def test_hint_must_belong_to_the_scenario():
+    opt = sp.load_scenario("paper/opt-13b-b1")
+    design = sp.solve(opt, sp.SolveOptions(deterministic=True, warm_start=False, time_limit_s=20)).design
+    hinted = sp.solve(opt, sp.SolveOptions(deterministic=True, hint=design, time_limit_s=20))
+    assert hinted.report.objective == sp.evaluate(opt, design).metrics.objective("latency")
+    with pytest.raises(ScenarioError, match="^hint: not a design of scenario"):
+        sp.solve(sp.load_scenario("paper/llama-32.5b-b1"), sp.SolveOptions(deterministic=True, hint=design))
+    with pytest.raises(ScenarioError, match="brute force"):
+        sp.solve(opt, sp.SolveOptions(method="brute-force", hint=design))
+
+
+def test_options_are_checked_before_any_work():
+    sc = sp.load_scenario("paper/opt-13b-b1")
+    with pytest.raises(ScenarioError, match="--deterministic solves with one worker"):
+        sp.solve(sc, sp.SolveOptions(workers=2, deterministic=True))
+    with pytest.raises(ScenarioError, match="within: must be in"):
+        sp.ranges(sc, sp.RangesOptions(within_pct=1000))
+    with pytest.raises(ScenarioError, match="resolution: a percentage"):
+        sp.pareto(sc, sp.ParetoOptions(resolution_pct="1e-99999999"))
+
+
+def test_baselines_by_the_names_reports_print():
+    sc = sp.load_scenario("paper/opt-13b-b1")
+    base = sp.baselines(sc)
+    assert {"GPU-AR", "GPU-SI"} <= set(base)
+    assert base["GPU-SI"].metrics == sp.evaluate(sc, base["GPU-SI"].design).metrics
