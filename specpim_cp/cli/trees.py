@@ -49,8 +49,14 @@ def _json_text(doc: dict) -> str:
               help="choices: Medusa medusa_choices / EAGLE tree_choices; json: nodes with parents and probabilities")
 @click.option("-o", "--out", "--output", "output", type=click.Path(dir_okay=False),
               help="write to FILE instead of stdout")
+@click.option("--engine", type=click.Choice(["medusa", "eagle"]), default="medusa", show_default=True,
+              help="refuse a tree this engine cannot load: ranks 0..9 (both hard-code a top-k of 10) and, for "
+                   "Medusa (the stricter, the default), a depth within --medusa-heads")
+@click.option("--medusa-heads", "heads", type=click.IntRange(1), metavar="N",
+              help="the Medusa model's head count (one head per depth); without it the depth is only reported")
 @user_errors
-def export_tree(design_path: str, pick: str | None, fmt: str, output: str | None) -> None:
+def export_tree(design_path: str, pick: str | None, fmt: str, output: str | None, engine: str,
+                heads: int | None) -> None:
     """The token tree of a solved design, rebuilt from DESIGN.json alone: the `--json` output of `solve`,
     `heuristic` or `evaluate` (or `baselines --json` with FILE#NAME), whose breakdown records each drafter's
     width profile and acceptance vector.
@@ -69,6 +75,7 @@ def export_tree(design_path: str, pick: str | None, fmt: str, output: str | None
     from specpim_cp.physics.speculation import expected_tokens_drafts
     from specpim_cp.problem.design import load_design
     from specpim_cp.problem.tree_export import (
+        check_engine,
         choice_paths,
         drafter_tree,
         output_metrics,
@@ -86,12 +93,15 @@ def export_tree(design_path: str, pick: str | None, fmt: str, output: str | None
     md = design.drafters[index]
     record = records[index] if index < len(records) else None
     tree = drafter_tree(index, md.model, md.tree, md.draft_length, record, design_path)
+    note = check_engine(tree, engine, heads, design_path)
     if fmt == "choices":
         text = json.dumps(choice_paths(tree.nodes))
     else:
         summary = {"pipeline": design.pipeline, "drafters": len(design.drafters), "tokens_per_round": tokens}
         text = _json_text(tree_document(tree, expected_tokens_drafts([tree.draft]), summary))
     emit(text, output)
+    if note:
+        click.echo(f"note: {note}", err=True)
 
 
 COMMANDS = (export_tree,)

@@ -61,7 +61,8 @@ class TreeSpace(StrictModel):
     those no other profile dominates, [TREE-4])."""
 
     max_nodes: int = Field(default=8, ge=1, le=MAX_TREE_NODES)
-    # the catalog's conditional tail (Sequoia's measured vector) reaches rank 8; beyond, give acceptance_vector
+    # the catalog's conditional tail (Sequoia's measured vector) reaches rank 8; beyond, give acceptance_vector.
+    # Medusa and EAGLE load ranks 0..9 only (a top-k of 10): max_children <= 10 keeps every tree exportable
     max_children: int = Field(default=4, ge=1, le=16)
     # marginal P(the rank-r candidate is accepted), as measured: any order (ranked by probability, [TREE-5]),
     # any length (the max_children likeliest ranks are used; missing ranks: 0)
