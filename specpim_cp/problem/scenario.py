@@ -335,11 +335,20 @@ def with_catalog_paths(data: dict, folder: Path, extra: Sequence[str | Path]) ->
     return {**data, "catalog": list(dict.fromkeys(files))}
 
 
+#: The top-level tables of a catalog file (models.toml, devices.toml, acceptance.toml), none a scenario's.
+CATALOG_TABLES = ("models", "ngrams", "hosts", "memories", "pairs", "families")
+
+
 def read_scenario_data(path: Path, extra_catalogs: Sequence[str | Path] = ()) -> dict:
     """A scenario file's fields (TOML or JSON), not yet validated, with its `catalog` paths made absolute
     and `extra_catalogs` after them (`with_catalog_paths`)."""
     data = read_table(path, "a scenario", if_empty="the file is empty (a scenario needs name, batch_size, "
                       "prompt_tokens, generated_tokens and [verifier])")
+    tables = [k for k in CATALOG_TABLES if k in data]
+    if tables and "verifier" not in data:
+        raise ScenarioError(f"{path}: a catalog file ([{tables[0]}]), not a scenario: name it in a scenario's "
+                            "catalog = \"FILE\" or pass it with --catalog (a scenario needs name, batch_size, "
+                            "prompt_tokens, generated_tokens and [verifier])")
     return with_catalog_paths(data, path.parent, extra_catalogs)
 
 
