@@ -92,8 +92,9 @@ def catalog_check(files: tuple[str, ...]) -> None:
 @catalog.command("import-hf")
 @click.argument("config", metavar="CONFIG.json")
 @click.option("--name", help="catalog name of the model [default: from _name_or_path, else the folder]")
-@click.option("--tokenizer", help="tokenizer identity (drafters must share the verifier's) [default: from "
-                                  "model_type and vocab_size; llama 32000 -> llama-sp, OPT/GPT-2 -> gpt2-bpe]")
+@click.option("--tokenizer", help="tokenizer identity (drafters must share the verifier's) [default: the known "
+                                  "tokenizer of model_type and vocab_size, padding ignored (catalog tokenizers.toml), "
+                                  "else TYPE-vocabN]")
 @click.option("-o", "--output", type=click.Path(dir_okay=False), help="write the TOML here [default: stdout]")
 @user_errors
 def catalog_import_hf(config: str, name: str | None, tokenizer: str | None, output: str | None) -> None:
