@@ -260,7 +260,7 @@ def test_worker_processes_and_csv_regeneration(tiny_files, tmp_path):
     csv_path = out / "results.csv"
     original = csv_path.read_text()
     assert len(original.splitlines()) == len(records) + 1
-    assert original.splitlines()[0].startswith("scenario,family,batch_size,method,part,status")
+    assert original.splitlines()[0].startswith("scenario,family,batch_size,host,prompt_tokens,generated_tokens,method,part,status")
     csv_path.unlink()
     write_derived_files(out)
     assert csv_path.read_text() == original

@@ -521,7 +521,11 @@ def test_solve_mix_missing_file_and_argument(tmp_path):
 
 # -- what today's code got wrong -------------------------------------------------------------------
 BIG = HEADER + '[verifier]\nmodel = "opt-66b"\ndevices = 1\n' + DRAFTER
-HUGE_CONTEXT = _sub("prompt_tokens = 256", "prompt_tokens = 10000000")
+#: Ten million tokens of context on models with no position limit (constructed shapes), so the capacity and
+#: integer-range checks are what refuse it; on OPT (2,048 positions) the position limit does.
+HUGE_CONTEXT = _sub("prompt_tokens = 256", "prompt_tokens = 10000000",
+                    HEADER + '[verifier]\nmodel = "llama-2.7b"\ndevices = 2\n[[drafters]]\nmodel = "llama-1.3b"\n'
+                    'devices = 1\n')
 
 
 @pytest.mark.parametrize("args", [["solve", "{d}/s.toml"], ["solve", "{d}/s.toml", "--no-warm-start"],
@@ -535,6 +539,12 @@ def test_oversized_model_names_the_capacity_shortfall(tmp_path, args):
                                   ["solve", "{d}/s.toml"], ["pareto", "{d}/s.toml"]])
 def test_context_of_ten_million_tokens(tmp_path, args):
     _check(tmp_path, Case(args, {"s.toml": HUGE_CONTEXT}, ("GiB",)))
+
+
+def test_context_beyond_the_position_limit(tmp_path):
+    text = _sub("prompt_tokens = 256", "prompt_tokens = 10000000")
+    _check(tmp_path, Case(["solve", "{d}/s.toml"], {"s.toml": text}, ("verifier.model", "opt-13b", "2,048",
+                                                                       "prompt_tokens")))
 
 
 def test_integer_range_guard_names_the_limit(tmp_path, monkeypatch):

@@ -343,14 +343,14 @@ def test_profile_enumeration_counts():
 
 def test_render_tree():
     assert render_tree((0.6, 0.3), (2, 2)).splitlines() == [
-        "tree 2-2: 4 nodes, depth 2, W(d) = 0.900, 0.540, E = 2.440",
+        "tree 2-2: 4 nodes, depth 2, ranks 0-based (as export-tree), W(d) = 0.900, 0.540, E = 2.440",
         f"({TOKEN_CONVENTION})",
-        "r1 0.600",
-        "  r1 0.360",
-        "  r2 0.180",
-        "r2 0.300",
+        "r0 0.600",
+        "  r0 0.360",
+        "  r1 0.180",
+        "r1 0.300",
     ]
-    assert render_tree((0.7,), (1, 1)).splitlines()[2:] == ["r1 0.700", "  r1 0.490"]
+    assert render_tree((0.7,), (1, 1)).splitlines()[2:] == ["r0 0.700", "  r0 0.490"]
     assert "root" in TOKEN_CONVENTION and "not a node" in TOKEN_CONVENTION and "bonus" in TOKEN_CONVENTION
     # a re-ranked vector says so
     ranked = rank_by_probability((0.6, 0.1, 0.3), 3, "acceptance_vector")

@@ -164,9 +164,13 @@ class SimulateOptions:
 
 @dataclass(frozen=True)
 class TreeOptions:
-    """`export-tree`: the drafter (its 0-based index or model name; None: the only tree drafter)."""
+    """`export-tree`: the drafter (its 0-based index or model name; None: the only tree drafter), the engine
+    whose loading limits the tree must meet (`medusa`, the strictest, or `eagle`), and Medusa's head count
+    (None: not checked, the depth is stated in a note)."""
 
     drafter: str | None = None
+    engine: str = "medusa"
+    medusa_heads: int | None = None
 
 
 PathLike = str | Path

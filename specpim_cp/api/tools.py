@@ -48,6 +48,7 @@ class TreeExport:
     pipeline: bool
     drafters: int
     tokens_per_round: float | None
+    note: str | None = None  # what the engine check could not check (Medusa's depth without a head count)
 
     def choices(self) -> list[list[int]]:
         """Medusa `medusa_choices` / EAGLE `tree_choices`: one path of 0-based ranks per node."""
@@ -94,7 +95,7 @@ def export_tree(design_path: str, options: TreeOptions | None = None) -> TreeExp
     evaluate (or baselines --json with FILE#NAME), whose breakdown records the acceptance vector."""
     options = options or TreeOptions()
     from specpim_cp.problem.design import load_design
-    from specpim_cp.problem.tree_export import drafter_tree, output_metrics, select_drafter
+    from specpim_cp.problem.tree_export import check_engine, drafter_tree, output_metrics, select_drafter
 
     check_drafter_pick(options.drafter)
     design = load_design(design_path)
@@ -107,4 +108,5 @@ def export_tree(design_path: str, options: TreeOptions | None = None) -> TreeExp
     md = design.drafters[index]
     record = records[index] if index < len(records) else None
     tree = drafter_tree(index, md.model, md.tree, md.draft_length, record, design_path)
-    return TreeExport(tree, design.pipeline, len(design.drafters), tokens)
+    note = check_engine(tree, options.engine, options.medusa_heads, design_path)
+    return TreeExport(tree, design.pipeline, len(design.drafters), tokens, note)

@@ -69,6 +69,8 @@ MAX_LAYERS = 10_000
 MAX_MODEL_DIM = 10**7
 #: Parameters of one model: 500x the largest announced (about 2e12); with 8 bytes each, 8 PB of weights.
 MAX_PARAMETERS = 10**15
+#: A model's position limit: 1e9 tokens, 1000x the longest context released (about 1e7 tokens); 0: none known.
+MAX_POSITION = 10**9
 #: Routed or shared experts per MoE layer: 50x the 2,048 of Switch-C (Fedus et al. 2022); Mixtral has 8,
 #: Qwen3-30B-A3B 128, DeepSeek-V3 256.
 MAX_EXPERTS = 10**5
@@ -110,6 +112,7 @@ FIELD_LIMITS: dict[str, FieldLimit] = {
     "shared_expert_ffn": FieldLimit(0, MAX_MODEL_DIM),
     "bytes_per_param": FieldLimit(1, 8, "bytes"),  # INT8 .. FP64
     "nominal_params_b": FieldLimit(0, MAX_PARAMETERS / 1e9, "billion"),
+    "max_position": FieldLimit(0, MAX_POSITION, "tokens"),  # 0: no position limit known
     # [ngrams.NAME]
     "step_ns": FIXED_TIME_NS,
     "energy_nj_per_step": FieldLimit(0, 1e9, "nJ"),  # 1 J per step; a CPU lookup costs about 100 nJ
@@ -159,6 +162,15 @@ def shown(v: object) -> str:
     if isinstance(v, list):
         return "[" + ", ".join(shown(x) for x in v) + "]"
     return repr(v)
+
+
+def active_text(m: ModelSpec, total: int | None = None) -> str:
+    """A model's parameters one token uses, as `catalog models` and `import-hf` show them: '12.9B of 46.7B'
+    for a mixture of experts (`total`: the count to compare with, default `m.parameter_count()`), else the
+    parameter count alone."""
+    total = m.parameter_count() if total is None else total
+    active = m.active_parameter_count() + (total - m.parameter_count())
+    return f"{active / 1e9:.3g}B of {total / 1e9:.3g}B" if m.is_moe else f"{total / 1e9:.3g}B"
 
 
 def field_problem(field_name: str, value: float) -> str | None:

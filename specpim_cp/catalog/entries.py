@@ -39,6 +39,7 @@ class ModelSpec:
     shared_experts: int = 0  # experts every token uses (DeepSeekMoE / Qwen2-MoE style)
     shared_expert_ffn: int = 0  # intermediate size of each shared expert
     distinct_experts_measured: tuple[tuple[int, float], ...] = ()  # (tokens in a pass, distinct experts)
+    max_position: int = 0  # the position limit (HF max_position_embeddings), tokens; 0: none known
     sources: dict = field(default_factory=dict, compare=False, hash=False)  # source_X keys of the entry
 
     @property
@@ -64,6 +65,16 @@ class ModelSpec:
             ffn = d * self.experts + self.experts * ffn + self.shared_experts * d * self.shared_expert_ffn * matrices
         embed = self.vocab * d * (1 if self.tied_embeddings else 2)
         return self.layers * (attn + ffn) + embed
+
+    def active_parameter_count(self) -> int:
+        """Parameters one token uses: `parameter_count` with an MoE layer's routed experts cut to the
+        `experts_per_token` it is routed to (router, attention, shared experts and embeddings all count);
+        a dense model's is its parameter count."""
+        if not self.is_moe:
+            return self.parameter_count()
+        matrices = 3 if self.ffn_kind == "gated" else 2
+        idle = self.experts - self.experts_per_token
+        return self.parameter_count() - self.layers * idle * self.hidden * self.ffn * matrices
 
 
 @dataclass(frozen=True)

@@ -6,9 +6,11 @@ shared-expert widths; formulations/moe.md), and writes a `[models."NAME"]` TOML 
 (`models.toml`), every value with its `source_X = "Hugging Face config.json PATH (ARCHITECTURES): KEY"`.
 What the schema cannot express is said in the sources rather than silently dropped: biases (a few kB per
 layer), OPT's embedding projection (`word_embed_proj_dim`), Mistral's sliding window, Qwen2-MoE's shared
-expert gate and a model's position limit; an MoE config with dense layers (`mlp_only_layers`,
-`decoder_sparse_step` > 1) is refused, since every layer of an MoE entry is priced as MoE. RoPE settings
-do not change bytes or FLOPs and are ignored. No network: the file is read as given.
+expert gate; an MoE config with dense layers (`mlp_only_layers`, `decoder_sparse_step` > 1) is refused,
+since every layer of an MoE entry is priced as MoE, and an MoE entry notes its active parameters. RoPE
+settings do not change bytes or FLOPs and are ignored. The position limit becomes `max_position`, the
+tokenizer a known one's name when model_type and vocab_size match it (`catalog/tokenizers.py`). No
+network: the file is read as given.
 """
 
 from __future__ import annotations
@@ -16,7 +18,8 @@ from __future__ import annotations
 from dataclasses import dataclass
 from pathlib import Path
 
-from specpim_cp.catalog import ModelSpec, field_problem, model_shape_problem, shown
+from specpim_cp.catalog import ModelSpec, active_text, field_problem, model_shape_problem, shown
+from specpim_cp.catalog.tokenizers import tokenizer_for
 from specpim_cp.errors import ScenarioError
 from specpim_cp.files import read_table, toml_string
 
@@ -42,8 +45,6 @@ MOE_KEYS = {
 _CLASS_TYPES = {"LlamaForCausalLM": "llama", "MistralForCausalLM": "mistral", "Qwen2ForCausalLM": "qwen2",
                 "OPTForCausalLM": "opt", "GPT2LMHeadModel": "gpt2", "MixtralForCausalLM": "mixtral",
                 "Qwen2MoeForCausalLM": "qwen2_moe", "Qwen3MoeForCausalLM": "qwen3_moe"}
-#: (model_type, vocab_size) -> the catalog's tokenizer name, so imported models pair with catalog ones
-_KNOWN_TOKENIZERS = {("llama", 32000): "llama-sp", ("opt", 50272): "gpt2-bpe", ("gpt2", 50257): "gpt2-bpe"}
 #: Keys per schema field (first present wins): transformers' names, GPT-2 style names after them
 _KEYS = {
     "layers": ("num_hidden_layers", "n_layer"),
@@ -209,9 +210,11 @@ def import_hf(path: str | Path, name: str | None = None, tokenizer: str | None =
     values["bytes_per_param"] = BYTES_PER_PARAM
     sources["bytes_per_param"] = (f"{where}: torch_dtype {dtype}, priced as FP16/BF16 inference (2 bytes) as "
                                   "every catalog model (the host kernel tables are FP16)")
-    values["tokenizer"] = tokenizer or _KNOWN_TOKENIZERS.get((kind, vocab), f"{kind}-vocab{vocab}")
-    sources["tokenizer"] = ("given on the command line (--tokenizer)" if tokenizer
-                            else f"{where}: model_type {kind} and vocab_size {vocab} (drafters must share it)")
+    values["tokenizer"], sources["tokenizer"] = _tokenizer(kind, vocab, tokenizer, where)
+    for key in ("max_position_embeddings", "n_positions"):  # checked by the scenario: prompt + generated tokens
+        if isinstance(cfg.get(key), int):
+            integer("max_position", (key,))
+            break
     shape = _checked_shape(path, values, keys)
 
     # what the schema leaves out, said where it is decided
@@ -225,10 +228,9 @@ def import_hf(path: str | Path, name: str | None = None, tokenizer: str | None =
                      "is priced as vocab x hidden_size and the two projections are ignored")
     if kind in ("mistral", "mixtral") and cfg.get("sliding_window"):
         notes.append(f"sliding_window {cfg['sliding_window']} ignored: the KV cache is priced at the full context")
-    limit = cfg.get("max_position_embeddings", cfg.get("n_positions"))
-    if isinstance(limit, int):
-        notes.append(f"position limit {limit} tokens (max_position_embeddings / n_positions): keep "
-                     "prompt_tokens + generated_tokens within it")
+    if "max_position" not in values:
+        notes.append("no position limit (max_position_embeddings / n_positions absent): prompt_tokens + "
+                     "generated_tokens are not checked against one")
     if kind in ("llama", "mistral", "qwen2", *MOE_KEYS):
         notes.append("RoPE settings ignored (they change neither bytes nor FLOPs)")
     gate_params = layers * hidden if kind == "qwen2_moe" else 0  # Qwen2-MoE's sigmoid shared_expert_gate
@@ -239,6 +241,9 @@ def import_hf(path: str | Path, name: str | None = None, tokenizer: str | None =
     params = shape.parameter_count() + bias_params + gate_params
     extras = (", q/k/v biases" if bias_params else "") + (", shared expert gates" if gate_params else "")
     values["nominal_params_b"] = round(params / 1e9, 3 if params >= 1e8 else 4)
+    if shape.is_moe:
+        notes.append(f"active parameters per token: {active_text(shape, params)} (attention, router, shared "
+                     f"experts, {shape.experts_per_token} of {shape.experts} routed experts, embeddings)")
     sources["nominal_params_b"] = (f"computed from the shapes above ({params} parameters: decoder layers, "
                                    f"embeddings{extras})")
     entry_name = checked_text((name or _default_name(path, cfg)).strip(),
@@ -248,8 +253,22 @@ def import_hf(path: str | Path, name: str | None = None, tokenizer: str | None =
     values["tokenizer"] = checked_text(values["tokenizer"], "--tokenizer")
     order = ("family", "tokenizer", "layers", "hidden", "heads", "kv_heads", "head_dim", "ffn", "ffn_kind",
              *(MOE_FIELDS if kind in MOE_KEYS else ()), "parallel_block", "vocab", "tied_embeddings",
-             "bytes_per_param", "nominal_params_b")
-    return ImportedModel(entry_name, {k: values[k] for k in order}, sources), tuple(notes)
+             "bytes_per_param", "nominal_params_b", "max_position")
+    return ImportedModel(entry_name, {k: values[k] for k in order if k in values}, sources), tuple(notes)
+
+
+def _tokenizer(kind: str, vocab: int, given: str | None, where: str) -> tuple[str, str]:
+    """(tokenizer name, its source): `given` (--tokenizer), else the known tokenizer of model_type and
+    vocab_size (padding ignored, catalog/tokenizers.toml), else `TYPE-vocabN`."""
+    if given:
+        return given, "given on the command line (--tokenizer)"
+    known = tokenizer_for(kind, vocab)
+    if known is None:
+        return f"{kind}-vocab{vocab}", (f"{where}: model_type {kind} and vocab_size {vocab}, a tokenizer the "
+                                        "catalog does not know (drafters must share it; --tokenizer names it)")
+    padding = f", padded to {vocab} rows" if vocab > known.tokens else ""
+    return known.name, (f"{where}: model_type {kind} and vocab_size {vocab}: the {known.name} tokenizer "
+                        f"({known.tokens} tokens{padding}; catalog tokenizers.toml: {known.source})")
 
 
 #: The mixture-of-experts fields of a catalog model entry, in the order an imported entry writes them.

@@ -8,6 +8,7 @@ Sources are summarised in each row and cited in full in formulations/physics_sou
 
 from __future__ import annotations
 
+import dataclasses
 from collections.abc import Callable
 from dataclasses import dataclass
 
@@ -144,8 +145,21 @@ POWER_POINTS = (
 )
 
 
+#: Llama 2's context (Touvron et al. 2023, arXiv:2307.09288, Table 1: 4k): the power points are Llama 2 runs at
+#: 4,096 tokens, priced on the LLaMA-1 entries of the same shapes (whose own limit is 2,048).
+LLAMA2_POSITIONS = 4096
+
+
+def _as_llama2(catalog: Catalog) -> Catalog:
+    """`catalog` with the LLaMA-1 7B and 13B shapes given Llama 2's position limit (the power points' models)."""
+    models = {n: dataclasses.replace(m, max_position=LLAMA2_POSITIONS) if n in ("llama-7b", "llama-13b") else m
+              for n, m in catalog.models.items()}
+    return dataclasses.replace(catalog, models=models)
+
+
 def _power_rows(catalog: Catalog) -> list[ValidationRow]:
     out = []
+    catalog = _as_llama2(catalog)
     for label, model, n, b, measured, tol, note in POWER_POINTS:
         m = _gpu_ar(model, n, b, 512, 3584, "a100-80gb", "hbm2e", catalog).metrics
         watts = m.energy_nj_per_round / m.round_time_ns

@@ -18,25 +18,14 @@ def catalog() -> None:
 @user_errors
 def catalog_models(catalog_files: tuple[str, ...]) -> None:
     """Model shapes and their sources."""
-    from specpim_cp.views.tables import table
+    from specpim_cp.views.catalogs import model_line, models_table
 
     cat = user_catalog(catalog_files)
-    rows = [[m.name, m.family, m.layers, m.hidden, m.heads, m.kv_heads, m.head_dim, m.ffn, m.ffn_kind,
-             "yes" if m.parallel_block else "no", m.vocab, _experts_text(m), f"{m.parameter_count() / 1e9:.2f}"]
-            for m in cat.models.values()]
-    click.echo(table(["model", "family", "layers", "hidden", "heads", "kv", "head", "ffn", "ffn kind",
-                      "parallel", "vocab", "experts (k of E + shared)", "params (B)"], rows))
+    click.echo(models_table(cat.models.values()))
     click.echo("")
     for m in cat.models.values():
-        click.echo(f"{m.name}: {m.source}")
+        click.echo(model_line(m))
     _files_line(cat)
-
-
-def _experts_text(m) -> str:
-    """'2 of 8' (+ shared experts) for a mixture-of-experts model, '-' for a dense one."""
-    if not m.experts:
-        return "-"
-    return f"{m.experts_per_token} of {m.experts}" + (f" + {m.shared_experts}" if m.shared_experts else "")
 
 
 @catalog.command("devices")
@@ -44,6 +33,7 @@ def _experts_text(m) -> str:
 @user_errors
 def catalog_devices(catalog_files: tuple[str, ...]) -> None:
     """Hosts and memory systems (PIM and normal units) with their sources."""
+    from specpim_cp.views.catalogs import memories_table, memory_line
     from specpim_cp.views.tables import table
 
     cat = user_catalog(catalog_files)
@@ -54,20 +44,10 @@ def catalog_devices(catalog_files: tuple[str, ...]) -> None:
     click.echo("\nA scenario naming a host with a native memory and no memory_types is priced on that memory; "
                "other hosts default to memory_types = [\"hbm\", \"gddr\"].")
     click.echo("")
-    rows = []
-    for m in cat.memories.values():
-        units = m.groups * m.units_per_group
-        rows.append([m.name, f"{m.groups} x {m.units_per_group}", m.units_per_channel, m.pim_arrangement,
-                     m.group_external_bandwidth_gbps * m.groups, units * m.normal_unit_capacity_mib / 1024,
-                     m.pim_unit_capacity_mib / 1024, m.pim_lanes_per_unit * m.pim_lane_bandwidth_gbps,
-                     m.pim_efficiency, m.pim_mode_switch_ns, m.external_energy_pj_per_bit,
-                     m.internal_energy_pj_per_bit, "what-if" if m.what_if else "product"])
-    click.echo(table(["memory", "groups x units", "units/channel", "PIM arrangement", "ext GB/s", "GiB (k=0)",
-                      "GiB/PIM unit", "PIM GB/s/unit", "PIM efficiency", "PIM kernel ns", "ext pJ/bit",
-                      "PIM pJ/bit", "PIM units"], rows))
+    click.echo(memories_table(cat.memories.values()))
     click.echo("")
     for m in cat.memories.values():
-        click.echo(f"{m.name}: {m.label}; PIM units: {'a what-if (no product has them)' if m.what_if else 'a product'}")
+        click.echo(memory_line(m))
     click.echo("\nMemory model (a scenario's [assumptions] memory_model): time-shared by default: the host reads "
                "PIM units in normal mode, host tensors are kept in normal units or spread over every unit; "
                "\"partitioned\" is the SpecPIM authors' convention (formulations/physics.md).")
@@ -112,8 +92,9 @@ def catalog_check(files: tuple[str, ...]) -> None:
 @catalog.command("import-hf")
 @click.argument("config", metavar="CONFIG.json")
 @click.option("--name", help="catalog name of the model [default: from _name_or_path, else the folder]")
-@click.option("--tokenizer", help="tokenizer identity (drafters must share the verifier's) [default: from "
-                                  "model_type and vocab_size; llama 32000 -> llama-sp, OPT/GPT-2 -> gpt2-bpe]")
+@click.option("--tokenizer", help="tokenizer identity (drafters must share the verifier's) [default: the known "
+                                  "tokenizer of model_type and vocab_size, padding ignored (catalog tokenizers.toml), "
+                                  "else TYPE-vocabN]")
 @click.option("-o", "--output", type=click.Path(dir_okay=False), help="write the TOML here [default: stdout]")
 @user_errors
 def catalog_import_hf(config: str, name: str | None, tokenizer: str | None, output: str | None) -> None:

@@ -32,8 +32,14 @@ def _json_text(doc: dict) -> str:
               help="choices: Medusa medusa_choices / EAGLE tree_choices; json: nodes with parents and probabilities")
 @click.option("-o", "--out", "--output", "output", type=click.Path(dir_okay=False),
               help="write to FILE instead of stdout")
+@click.option("--engine", type=click.Choice(["medusa", "eagle"]), default="medusa", show_default=True,
+              help="refuse a tree this engine cannot load: ranks 0..9 (both hard-code a top-k of 10) and, for "
+                   "Medusa (the stricter, the default), a depth within --medusa-heads")
+@click.option("--medusa-heads", "heads", type=click.IntRange(1), metavar="N",
+              help="the Medusa model's head count (one head per depth); without it the depth is only reported")
 @user_errors
-def export_tree(design_path: str, pick: str | None, fmt: str, output: str | None) -> None:
+def export_tree(design_path: str, pick: str | None, fmt: str, output: str | None, engine: str,
+                heads: int | None) -> None:
     """The token tree of a solved design, rebuilt from DESIGN.json alone: the `--json` output of `solve`,
     `heuristic` or `evaluate` (or `baselines --json` with FILE#NAME), whose breakdown records each drafter's
     width profile and acceptance vector.
@@ -53,9 +59,11 @@ def export_tree(design_path: str, pick: str | None, fmt: str, output: str | None
     from specpim_cp.api import export_tree as rebuild
 
     check_writable(output, "--out")
-    tree = rebuild(design_path, TreeOptions(pick))
+    tree = rebuild(design_path, TreeOptions(pick, engine, heads))
     text = json.dumps(tree.choices()) if fmt == "choices" else _json_text(tree.document())
     emit(text, output)
+    if tree.note:
+        click.echo(f"note: {tree.note}", err=True)
 
 
 COMMANDS = (export_tree,)

@@ -17,6 +17,7 @@ from typing import Literal
 from pydantic import Field, ValidationError, field_validator, model_validator
 
 from specpim_cp.catalog import Catalog, file_digest, load_catalog
+from specpim_cp.catalog.tokenizers import same_tokenizer
 from specpim_cp.errors import ScenarioError, format_validation_error
 from specpim_cp.files import name_problem, read_table
 from specpim_cp.problem.builtin_sets import resolve_scenario_path
@@ -61,7 +62,8 @@ class TreeSpace(StrictModel):
     those no other profile dominates, [TREE-4])."""
 
     max_nodes: int = Field(default=8, ge=1, le=MAX_TREE_NODES)
-    # the catalog's conditional tail (Sequoia's measured vector) reaches rank 8; beyond, give acceptance_vector
+    # the catalog's conditional tail (Sequoia's measured vector) reaches rank 8; beyond, give acceptance_vector.
+    # Medusa and EAGLE load ranks 0..9 only (a top-k of 10): max_children <= 10 keeps every tree exportable
     max_children: int = Field(default=4, ge=1, le=16)
     # marginal P(the rank-r candidate is accepted), as measured: any order (ranked by probability, [TREE-5]),
     # any length (the max_children likeliest ranks are used; missing ranks: 0)
@@ -238,6 +240,23 @@ def with_native_memory(sc: Scenario, catalog: Catalog) -> Scenario:
     return sc.model_copy(update={"memory_types": [native]})
 
 
+def check_positions(sc: Scenario, catalog: Catalog) -> None:
+    """prompt_tokens + generated_tokens fit every model's position limit (`max_position`, a config's
+    max_position_embeddings; 0: none known): the verifier's and each drafter's (staged drafts included)."""
+    models = [("verifier.model", sc.verifier.model)]
+    for i, d in enumerate(sc.drafters):
+        models.append((f"drafters[{i}].model", d.model))
+        models += [(f"drafters[{i}].staging.draft2[{j}]", m) for j, m in enumerate(d.staging.draft2 if d.staging
+                                                                                   else ()) if m in catalog.models]
+    for where, name in models:
+        limit = catalog.model(name, where).max_position
+        if limit and sc.max_context > limit:
+            raise ScenarioError(
+                f"{where}: '{name}' takes at most {limit:,} positions (its max_position), but prompt_tokens + "
+                f"generated_tokens = {sc.prompt_tokens:,} + {sc.generated_tokens:,} = {sc.max_context:,}; shorten "
+                "prompt_tokens or generated_tokens")
+
+
 def check_scenario(sc: Scenario, catalog: Catalog) -> Scenario:
     """Checks that need the catalog: names, tokenizer families, allowed memory types, space knobs; a
     scenario without memory_types gets its host's native memory (`with_native_memory`)."""
@@ -258,17 +277,18 @@ def check_scenario(sc: Scenario, catalog: Catalog) -> Scenario:
             raise ScenarioError(
                 f"drafters[{i}].model: '{d.model}' ({dm.parameter_count() / 1e9:.2f} B parameters) is not smaller "
                 f"than the verifier '{v.name}' ({v.parameter_count() / 1e9:.2f} B)")
-        if dm.tokenizer != v.tokenizer:
+        if not same_tokenizer(dm.tokenizer, v.tokenizer):
             raise ScenarioError(
                 f"drafters[{i}].model: '{d.model}' uses the {dm.tokenizer} tokenizer but the verifier "
-                f"'{v.name}' uses {v.tokenizer}; a drafter must share the verifier's tokenizer"
+                f"'{v.name}' uses {v.tokenizer}; a drafter must share the verifier's tokenizer (known "
+                "tokenizers and their other names: catalog tokenizers.toml)"
             )
         if d.staging is not None:
             for j, d2 in enumerate(d.staging.draft2):
                 if d2 in catalog.ngrams:
                     continue
                 m2 = catalog.model(d2, f"drafters[{i}].staging.draft2[{j}]")
-                if m2.tokenizer != dm.tokenizer:
+                if not same_tokenizer(m2.tokenizer, dm.tokenizer):
                     raise ScenarioError(
                         f"drafters[{i}].staging.draft2[{j}]: '{d2}' does not share the drafter's tokenizer"
                     )
@@ -279,6 +299,7 @@ def check_scenario(sc: Scenario, catalog: Catalog) -> Scenario:
             for k in d.staging.acceptance:
                 if k not in d.staging.draft2:
                     raise ScenarioError(f"drafters[{i}].staging.acceptance: '{k}' is not one of draft2")
+    check_positions(sc, catalog)
     sp = sc.space
     if sp.memory_type is not None and sp.memory_type not in sc.memory_types:
         raise ScenarioError(f"space.memory_type: '{sp.memory_type}' is not in memory_types {sc.memory_types}")
@@ -314,11 +335,20 @@ def with_catalog_paths(data: dict, folder: Path, extra: Sequence[str | Path]) ->
     return {**data, "catalog": list(dict.fromkeys(files))}
 
 
+#: The top-level tables of a catalog file (models.toml, devices.toml, acceptance.toml), none a scenario's.
+CATALOG_TABLES = ("models", "ngrams", "hosts", "memories", "pairs", "families")
+
+
 def read_scenario_data(path: Path, extra_catalogs: Sequence[str | Path] = ()) -> dict:
     """A scenario file's fields (TOML or JSON), not yet validated, with its `catalog` paths made absolute
     and `extra_catalogs` after them (`with_catalog_paths`)."""
     data = read_table(path, "a scenario", if_empty="the file is empty (a scenario needs name, batch_size, "
                       "prompt_tokens, generated_tokens and [verifier])")
+    tables = [k for k in CATALOG_TABLES if k in data]
+    if tables and "verifier" not in data:
+        raise ScenarioError(f"{path}: a catalog file ([{tables[0]}]), not a scenario: name it in a scenario's "
+                            "catalog = \"FILE\" or pass it with --catalog (a scenario needs name, batch_size, "
+                            "prompt_tokens, generated_tokens and [verifier])")
     return with_catalog_paths(data, path.parent, extra_catalogs)
 
 

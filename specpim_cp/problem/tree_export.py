@@ -7,6 +7,8 @@ command. Conventions (the same in both forms):
 * a rank is 0-based here (0: the drafter's most probable candidate), as in Medusa's ``medusa_choices`` and
   EAGLE's ``tree_choices``; `TreeNode.rank` and the acceptance vector's "rank r" are 1-based (rank 0 here is
   p_1, ``acceptance_vector[0]``);
+* `check_engine` refuses a tree an engine cannot load (ranks 0..9: both hard-code a top-k of 10; Medusa:
+  one head per depth); a scenario's ``[drafters.tree] max_children = 10`` keeps every optimum loadable;
 * a node's path is the ranks from the root down to it, and the nodes are ordered as those engines sort
   their choices, by (len(path), path): depth by depth, then lexicographically, so a parent precedes its
   children and node id k is entry k of the choices list (the engines' tree position k + 1, after the root).
@@ -24,7 +26,10 @@ from specpim_cp.problem.trees import TreeDraft, TreeNode, check_positional, dept
 
 __all__ = [
     "CONVENTION",
+    "ENGINES",
     "DrafterTree",
+    "Engine",
+    "check_engine",
     "choice_order",
     "choice_paths",
     "drafter_tree",
@@ -129,6 +134,60 @@ def tree_document(tree: DrafterTree, expected_tokens: float, design: Mapping) ->
         "design": dict(design),
         "nodes": json_nodes(tree.nodes),
     }
+
+
+# --------------------------------------------------------------------------- what the engines load
+
+
+@dataclass(frozen=True)
+class Engine:
+    """A serving engine's limits on the choices it loads: candidate ranks 0..top_k - 1 per node (its buffers
+    index a top-k of the drafter's candidates, so a larger rank aliases another candidate), and whether the
+    depth must not exceed the drafter model's head count (one Medusa head drafts one depth)."""
+
+    name: str
+    top_k: int
+    depth_is_heads: bool
+    source: str
+
+
+#: The engines `export-tree --engine` checks for; Medusa is the stricter (its limits include EAGLE's).
+ENGINES = {
+    "medusa": Engine("Medusa", 10, True, "medusa/model/utils.py: TOPK = 10 in generate_medusa_buffers; "
+                     "head k drafts depth k + 1"),
+    "eagle": Engine("EAGLE", 10, False, "eagle/model/utils.py: TOPK = 10 in generate_tree_buffers"),
+}
+
+#: The scenario field that bounds a drafter's ranks (every candidate rank of the optimum is below it).
+RANK_BOUND_FIELD = "[drafters.tree] max_children"
+
+
+def check_engine(tree: DrafterTree, engine: str, heads: int | None, label: str) -> str | None:
+    """Refuse (ScenarioError, one line) a tree `engine` cannot load: a node whose 0-based rank reaches its
+    top-k, or (Medusa, `heads` given) a depth beyond the model's head count. Returns a note to show when a
+    limit could not be checked (Medusa without `heads`: the depth the model's heads must cover), else None."""
+    spec = ENGINES[engine]
+    paths = choice_paths(tree.nodes)
+    where = f"{label}: drafters[{tree.index}] ({tree.model})"
+    over = [path for path in paths if path[-1] >= spec.top_k]
+    if over:
+        path, largest = over[0], max(p[-1] for p in over)
+        raise ScenarioError(
+            f"{where}: node {path} has rank {path[-1]} ({len(over)} nodes rank {spec.top_k} or more, up to "
+            f"{largest}), but {spec.name} loads ranks 0..{spec.top_k - 1} (its top-k of {spec.top_k}; a larger "
+            f"rank aliases another candidate); nothing written: set {RANK_BOUND_FIELD} = {spec.top_k} or less "
+            "in the scenario and solve again")
+    depth = len(tree.widths)
+    if not spec.depth_is_heads:
+        return None
+    if heads is None:
+        return (f"{spec.name} drafts depth k with head k: this tree has depth {depth}, so the model needs at "
+                f"least {depth} Medusa heads (not checked; give --medusa-heads to check)")
+    if depth > heads:
+        raise ScenarioError(f"{where}: the tree has depth {depth}, but a {spec.name} model with {heads} heads "
+                            f"drafts depth {heads} at most (one head per depth); nothing written: set the "
+                            f"scenario's max_draft_length = {heads} or less and solve again")
+    return None
 
 
 # --------------------------------------------------------------------------- engine forms -> tree

@@ -478,8 +478,9 @@ TOKEN_CONVENTION = ("the root (the last committed token) is not a node; E = 1 + 
 
 
 def render_tree(p: Sequence[float], widths: Sequence[int]) -> str:
-    """The top-ranked tree as an indented outline: one line per node, 'r<rank>' and its path
-    probability, children under their parent in rank order, after a header with the profile, W(d) and E,
+    """The top-ranked tree as an indented outline: one line per node, 'r<rank>' (0-based, r0 the drafter's
+    likeliest candidate, as `export-tree` writes ranks) and its path probability, children under their
+    parent in rank order, after a header with the profile, W(d) and E,
     the token-counting convention and, for a re-ranked vector (`RankedVector.note`), how it was ranked."""
     nodes = top_ranked_tree(p, widths)
     ws = tuple(int(w) for w in widths)
@@ -487,7 +488,7 @@ def render_tree(p: Sequence[float], widths: Sequence[int]) -> str:
     children: dict[int, list[int]] = {}
     for k, node in enumerate(nodes):
         children.setdefault(node.parent, []).append(k)
-    header = f"tree {'-'.join(map(str, ws))}: {sum(ws)} nodes, depth {len(ws)}"
+    header = f"tree {'-'.join(map(str, ws))}: {sum(ws)} nodes, depth {len(ws)}, ranks 0-based (as export-tree)"
     lines = [f"{header}, W(d) = {', '.join(f'{w:.3f}' for w in masses)}, E = {1 + math.fsum(masses):.3f}",
              f"({TOKEN_CONVENTION})"]
     if getattr(p, "note", ""):
@@ -496,7 +497,7 @@ def render_tree(p: Sequence[float], widths: Sequence[int]) -> str:
     def walk(parent: int) -> None:
         for k in sorted(children.get(parent, ()), key=lambda k: nodes[k].rank):
             node = nodes[k]
-            lines.append(f"{'  ' * (node.depth - 1)}r{node.rank} {node.path_probability:.3f}")
+            lines.append(f"{'  ' * (node.depth - 1)}r{node.rank - 1} {node.path_probability:.3f}")
             walk(k)
 
     walk(-1)

@@ -66,6 +66,9 @@ from specpim_cp.views.tables import md_table, table
 
 PLOTS = ("speedup.png", "energy_efficiency.png", "ladder.png", "pim_allocation.png", "pareto.png")
 MEMORY_COLORS = {"hbm": "#1f77b4", "gddr": "#ff7f0e"}
+#: Colours for the other memory types, handed out in name order so every type on a plot has its own.
+MEMORY_PALETTE = ("#2ca02c", "#9467bd", "#8c564b", "#e377c2", "#17becf", "#bcbd22", "#d62728", "#7f7f7f",
+                  "#aec7e8", "#ffbb78", "#98df8a", "#c5b0d5")
 METHOD_COLORS = {"GPU-AR": "#7f7f7f", "FC-offload": "#2ca02c", "attention-offload": "#9467bd",
                  "FC-offload (fit)": "#98df8a", "heuristic": "#ff7f0e", "exact": "#d62728"}
 PARETO_MARKERS = {"GPU-SI": "s", "FC-offload": "^", "attention-offload": "v", "FC-offload (fit)": "<",
@@ -395,7 +398,8 @@ def plot_pim(groups: Sequence[ScenarioResults], path: Path) -> Path | None:
         rows += [(f"{s.name} | {p.role.replace('drafters', 'drafter')} {p.model}", p) for p in r.pim]
     if not rows:
         return None
-    fig = new_figure(8.5, 0.28 * len(rows) + 1.6)
+    longest = max(len(label) for label, _ in rows)  # the y labels take their width, the bars keep 5 inches
+    fig = new_figure(5.5 + 0.055 * longest, 0.28 * len(rows) + 2.0)
     ax = fig.subplots()
     ys = list(range(len(rows)))[::-1]
     scenario_of = [label.split(" | ")[0] for label, _ in rows]
@@ -405,22 +409,31 @@ def plot_pim(groups: Sequence[ScenarioResults], path: Path) -> Path | None:
             if shade:
                 ax.axhspan(ys[k - 1] - 0.5, ys[start] + 0.5, color="#f0f0f0", zorder=0)
             shade, start = not shade, k
+    mems = sorted({p.memory_type for _, p in rows})
+    colors = memory_colors(mems)
     for y, (_, p) in zip(ys, rows, strict=True):
-        ax.barh(y, p.pim_fraction, 0.7, color=MEMORY_COLORS.get(p.memory_type, "#8c564b"))
-        ax.text(p.pim_fraction + 0.01, y, f"{p.pim_units}/{p.units_per_group} {p.memory_type}", va="center",
-                fontsize=7)
+        ax.barh(y, p.pim_fraction, 0.7, color=colors[p.memory_type])
+        label = f"{p.pim_units}/{p.units_per_group} {p.memory_type}"
+        inside = p.pim_fraction >= 0.5  # a long bar holds its label, so no label runs past the axes
+        ax.text(p.pim_fraction - 0.01 if inside else p.pim_fraction + 0.01, y, label, va="center",
+                ha="right" if inside else "left", fontsize=7, color="white" if inside else "black")
     ax.set_yticks(ys, [label for label, _ in rows], fontsize=7)
-    ax.set_xlim(0, 1.18)
+    ax.set_xlim(0, 1.0)
     ax.set_ylim(-0.6, len(rows) - 0.4)
-    ax.set_xlabel("fraction of memory units per group converted to PIM (PIM units / units per group)")
+    ax.set_xlabel("PIM units / units per group (the fraction converted to PIM)")
     ax.set_title("Where the PIM goes (best design per scenario and model)")
     from matplotlib.patches import Patch
 
-    mems = sorted({p.memory_type for _, p in rows})
-    ax.legend(handles=[Patch(color=MEMORY_COLORS.get(m, "#8c564b"), label=m) for m in mems],
-              title="memory type", fontsize=8, loc="upper left", bbox_to_anchor=(1.0, 1.0))
+    fig.legend(handles=[Patch(color=colors[m], label=m) for m in mems], title="memory type", fontsize=8,
+               loc="outside lower center", ncol=min(len(mems), 4))
     ax.grid(axis="x", alpha=0.3)
     return save_figure(fig, path)
+
+
+def memory_colors(memory_types: Sequence[str]) -> dict[str, str]:
+    """A distinct colour per memory type: hbm's and gddr's own, the others from MEMORY_PALETTE in order."""
+    free = iter(c for c in MEMORY_PALETTE if c not in MEMORY_COLORS.values())
+    return {m: MEMORY_COLORS.get(m) or next(free, "#333333") for m in memory_types}
 
 
 def plot_pareto(groups: Sequence[ScenarioResults], path: Path) -> Path | None:

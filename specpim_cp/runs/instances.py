@@ -25,6 +25,7 @@ from typing import TYPE_CHECKING, Any
 
 from specpim_cp.catalog import Catalog
 from specpim_cp.errors import ScenarioError
+from specpim_cp.files import read_table
 from specpim_cp.problem.ablation_ladder import ladder_scenarios
 from specpim_cp.problem.mix import MIX_OBJECTIVES
 from specpim_cp.problem.scenario import Scenario, load_scenario, scenario_catalog
@@ -193,12 +194,15 @@ class Instance:
 
     def record(self, part: str, parts: int) -> Record:
         """A record of this instance's result `part` (one of `parts`), with the instance's fields filled."""
-        objective = self.scenario_data["objective"]
+        data = self.scenario_data
+        objective = data["objective"]
         return Record(key=self.key, scenario=self.scenario_name, scenario_file=self.scenario_file,
                       scenario_hash=self.scenario_hash, family=self.family,
-                      batch_size=self.scenario_data["batch_size"], scenario_objective=objective,
+                      batch_size=data["batch_size"], scenario_objective=objective,
                       objective_name=objective, method=self.method, part=part, parts=parts, step=self.step,
-                      seed=self.options.get("seed"), options=self.options, batch=self.batch, cell=self.cell)
+                      seed=self.options.get("seed"), options=self.options, batch=self.batch, cell=self.cell,
+                      host=data.get("host"), prompt_tokens=data.get("prompt_tokens"),
+                      generated_tokens=data.get("generated_tokens"))
 
 
 # ------------------------------------------------------------------------------------------------
@@ -216,10 +220,29 @@ def resolve_inputs(target: str | None, sets: dict[str, Path]) -> tuple[str, list
         p = sets[target]
     if p.is_dir():
         files = sorted(q for q in p.iterdir() if q.suffix in (".toml", ".json") and q.is_file())
+        named = catalogs_named(files)
+        files = [q for q in files if q.resolve() not in named]
         if not files:
             raise ScenarioError(f"{p}: no scenario files (*.toml, *.json)")
         return p.name, files
     return p.stem, [p]
+
+
+def catalogs_named(files: Sequence[Path]) -> set[Path]:
+    """The catalog files that the scenario files among `files` name (`catalog = ...`), resolved: a folder's
+    scenarios may keep their catalog beside them, and that file is not a scenario of the batch. A file that
+    does not read is left to the scenario loader, which names it."""
+    out: set[Path] = set()
+    for f in files:
+        try:
+            data = read_table(f, "a scenario")
+        except (ScenarioError, OSError):
+            continue
+        own = data.get("catalog", [])
+        for ref in [own] if isinstance(own, str) else own if isinstance(own, list) else []:
+            if isinstance(ref, str) and ref.strip():
+                out.add((f.parent / ref).resolve())
+    return out
 
 
 def load_scenarios(files: Sequence[Path], catalog: Catalog | None = None,
@@ -229,7 +252,10 @@ def load_scenarios(files: Sequence[Path], catalog: Catalog | None = None,
     out: list[tuple[Path, Scenario]] = []
     seen: dict[str, Path] = {}
     for f in files:
-        sc = load_scenario(f, catalog, extra_catalogs=extra_catalogs)
+        try:
+            sc = load_scenario(f, catalog, extra_catalogs=extra_catalogs)
+        except ScenarioError as exc:  # one of many files: the line names it
+            raise ScenarioError(str(exc) if str(exc).startswith(str(f)) else f"{f}: {exc}") from None
         if sc.name in seen:
             raise ScenarioError(f"{f}: scenario name '{sc.name}' is also used by {seen[sc.name]}")
         seen[sc.name] = f

@@ -208,6 +208,9 @@ class Record:
     ranges: dict | None = None  # `exact` records: decision ranges (within_pct, proven, ranges: OBJ-4 as_dict)
     step_failed: str | None = None  # a step after the solve that failed or was refused (ranges, front, picture)
     step_error: str | None = None  # why it failed; the solve's status, objective and design stand
+    host: str | None = None  # the scenario's host, prompt and generated tokens (None in older records)
+    prompt_tokens: int | None = None
+    generated_tokens: int | None = None
 
     def with_(self, **changes: Any) -> Record:
         return replace(self, **changes)
@@ -269,7 +272,8 @@ def objective_fields(obj) -> dict:
 _STRINGS = ("key", "scenario", "scenario_file", "scenario_hash", "family", "scenario_objective", "objective_name",
             "method", "part")
 _OPTIONAL = {"status": str, "error": str, "attempt": str, "batch": str, "hint_from": str, "step": str,
-             "design": dict, "options": dict, "ranges": dict, "step_failed": str, "step_error": str}
+             "design": dict, "options": dict, "ranges": dict, "step_failed": str, "step_error": str, "host": str,
+             "prompt_tokens": int, "generated_tokens": int}
 
 
 def _check_types(rec: Record) -> None:

@@ -118,7 +118,7 @@ def read_records(out: Path) -> list[Record]:
 # ------------------------------------------------------------------------------------------------
 # CSV and Pareto files
 # ------------------------------------------------------------------------------------------------
-CSV_COLUMNS = ("scenario", "family", "batch_size", "method", "part", "status", "objective_name", "objective",
+CSV_COLUMNS = ("scenario", "family", "batch_size", "host", "prompt_tokens", "generated_tokens", "method", "part", "status", "objective_name", "objective",
                "bound", "gap", "wall_s", *METRIC_KEYS, "draft_lengths", "pipeline", "pim_allocation",
                "seed", "solver_version", "inputs_hash", "key", "error",
                "step_failed", "step_error")

@@ -18,9 +18,10 @@ def new_figure(width: float, height: float):
 
 
 def save_figure(fig, path: str | Path) -> Path:
-    """A matplotlib figure written atomically with mode 0644 (format from the suffix, PNG without one)."""
+    """A matplotlib figure written atomically with mode 0644 (format from the suffix, PNG without one),
+    cropped to what it draws (bbox_inches="tight"), so text past the layout's edge is kept, not cut off."""
     path = Path(path)
     buf = io.BytesIO()
-    fig.savefig(buf, format=path.suffix[1:].lower() or "png")
+    fig.savefig(buf, format=path.suffix[1:].lower() or "png", bbox_inches="tight")  # no label cut off
     write_atomic(path, buf.getvalue())
     return path

@@ -150,12 +150,25 @@ def format_baselines(sc: Scenario, results) -> str:
         ["baseline", "us/token", "tokens/s", "mJ/token", "draft len", "spill (moved every pass)", "recipe"], rows)
 
 
+def _placement_text(md: ModelDesign, share_levels: int) -> str:
+    """The model's operators in a few words: those on PIM (`op@s/L` when on s of the L share levels, not all)
+    and the host tensors spread over every unit (`spread op+op`, `spread all`), so two designs that differ anywhere in
+    their placement read differently."""
+    pim = [op + ("" if md.placement[op].share in (0, share_levels) else f"@{md.placement[op].share}/{share_levels}")
+           for op in PLACEABLE_OPS if md.placement[op].engine == "pim"]
+    host = [op for op in PLACEABLE_OPS if md.placement[op].engine == "host"]
+    spread = [op for op in host if md.placement[op].layout == "spread"]
+    where = "all" if spread == host else "+".join(spread)
+    return ("+".join(pim) or "host") + (f"; spread {where}" if spread else "")
+
+
 def design_summary(sc: Scenario, design: Design) -> str:
-    """One line: per model memory type, PIM units, devices, PIM operators, draft length; pipeline."""
+    """One line: per model memory type, PIM units, devices, placement (`_placement_text`), a fixed recipe's
+    spill, draft length or tree; pipeline. Designs that differ read differently."""
     parts = []
     for label, md in design.models():
-        pim = [op for op in PLACEABLE_OPS if md.placement[op].engine == "pim"]
-        s = f"{md.model}:{md.devices}x{md.memory_type}-k{md.pim_units}[{'+'.join(pim) or 'host'}]"
+        s = f"{md.model}:{md.devices}x{md.memory_type}-k{md.pim_units}[{_placement_text(md, sc.space.share_levels)}]"
+        s += " spill" if md.spill else ""
         if md.tree is not None:
             s += f" tree={tree_text(md.tree)}"
         elif md.draft_length is not None:
