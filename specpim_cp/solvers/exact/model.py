@@ -75,7 +75,7 @@ class SpecModel:
     def __init__(self, scenario: Scenario, catalog: Catalog, evaluator: Evaluator | None = None, *,
                  model: cp_model.CpModel | None = None, shared_x: list[dict] | None = None, tag: str = "",
                  capacity: bool = True, prices: PriceTable | None = None):
-        """The defaults build one scenario's model. A workload mix (mix/model.py) builds one copy per cell
+        """The defaults build one scenario's model. A workload mix (solvers/mix/cpsat_model.py) builds one copy per cell
         into one `model`: `shared_x` are the architecture one-hots of the first copy (ARCH is then that
         copy's), `tag` suffixes this copy's variable names, `capacity=False` leaves CAP to the mix.
         `prices`: the scenario's price table, if the caller has it (built from the evaluator otherwise);

@@ -10,7 +10,7 @@ EDP, the OBJ-2 epsilon rows, formulations/objectives.md) at the worst incumbent 
             (cp_model_checker.cc, PossibleIntegerOverflow), which refuses the model above 2^62;
   cross     max over i != j of |c_i| * max|b_j|: a coefficient times another variable's bound, the
             product that wrapped past 2^63 in the 9.15 fault (objectives.md, "A CP-SAT 9.15 fault");
-            the mix keeps its rows below 2^53 (`mix.model.ROW_LIMIT`) for that reason.
+            the mix keeps its rows below 2^53 (`solvers/mix/cpsat_model.ROW_LIMIT`) for that reason.
 
 The worst incumbent of OBJ-1 is (N, D) = (ub(N), D_min): N the model's own bound on round time or
 energy, D the fewest expected tokens (x TOKENS_SCALE), which gives the largest cap ceil(N*D_max/D); the
@@ -40,7 +40,7 @@ from specpim_cp.solvers.exact.tree_column_set import ColumnSearch, columns_refus
 OBJECTIVES = ("latency", "energy", "edp")
 PROFILES = (("time-shared", "total"), ("time-shared", "dynamic"), ("partitioned", "total"),
             ("partitioned", "dynamic"))
-#: The mix's row limit (`mix.model.ROW_LIMIT`): 2^9 of headroom below CP-SAT's 2^62 for its internal products.
+#: The mix's row limit (`solvers/mix/cpsat_model.ROW_LIMIT`): 2^9 of headroom below CP-SAT's 2^62 for its internal products.
 FAULT_HEADROOM = 2 ** 53
 
 
@@ -50,7 +50,7 @@ class RowMagnitude:
 
     index: int  # constraint index in the proto; -1 for an objective
     family: str  # formulations/ ID of the row (`row_family`)
-    activity: int  # sum_i |c_i| * max|b_i|, the brief's worst-case |activity|
+    activity: int  # sum_i |c_i| * max|b_i|, the worst-case |activity| of the row
     checker: int  # CP-SAT's PossibleIntegerOverflow sum: max(positive part, -negative part)
     cross: int  # max_{i != j} |c_i| * max|b_j|: a coefficient times another variable's bound
     coeff: int  # largest |coefficient|
@@ -73,7 +73,8 @@ class RowMagnitude:
 
 
 def _bounds(proto) -> list[tuple[int, int]]:
-    """(lower, upper) of every variable's domain (positive indexing only: G1 of cpsat_practice.md)."""
+    """(lower, upper) of every variable's domain (positive indices only: OR-Tools 9.15's proto wrapper
+    returns a wrong value for `domain[-1]`)."""
     out = []
     for v in proto.variables:
         dom = list(v.domain)

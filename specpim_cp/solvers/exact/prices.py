@@ -14,7 +14,7 @@ speculation choice) and keeps the evaluator's integer answers in one frozen valu
 - idle power per architecture (EN-2, CUT-3), the round's sync latency (RND-3, CUT-3), the share levels
   (SCH) and the integer round statistics of every speculation choice (SPEC-2, RND, EN).
 
-`SpecModel` (model.py) and the mix model (mix/model.py) read only the table while they add constraints,
+`SpecModel` (model.py) and the mix model (solvers/mix/cpsat_model.py) read only the table while they add constraints,
 so a model is priced from one snapshot and never calls back into the cost model. The evaluator stays the
 single source of truth: the table holds its answers, not a second cost formula, and every design the
 solvers claim is still re-priced by `Evaluator.evaluate` (finish.py). `scenario_prices` keeps the last few
