@@ -28,6 +28,7 @@ from specpim_cp.errors import ScenarioError
 from specpim_cp.files import read_table
 from specpim_cp.problem.ablation_ladder import ladder_scenarios
 from specpim_cp.problem.mix import MIX_OBJECTIVES
+from specpim_cp.problem.percent import WITHIN_HIGH_PCT, percent
 from specpim_cp.problem.scenario import Scenario, load_scenario, scenario_catalog
 from specpim_cp.runs.executors import EXECUTORS, RAY_MISSING, check_jobs, ray_available, shown
 from specpim_cp.runs.records import GridCell, Record
@@ -374,11 +375,5 @@ def heuristic_budget(value: str, option: str = "--heuristic-budget"):
 
 def ranges_tolerance(value) -> Fraction:
     """`--ranges`: the decision ranges' tolerance in percent as an exact Fraction (0 <= within < 1000);
-    ScenarioError naming the option otherwise."""
-    try:
-        pct = Fraction(str(value))
-    except (ValueError, ZeroDivisionError):
-        raise ScenarioError(f"--ranges-within: a percentage is a number such as 1 or 0.5, got {value!r}") from None
-    if not 0 <= pct < 1000:
-        raise ScenarioError(f"--ranges-within: must be in [0, 1000) percent, got {value}")
-    return pct
+    ScenarioError naming the option otherwise (the one percentage parser, bounded before any arithmetic)."""
+    return percent(value, "--ranges", WITHIN_HIGH_PCT)
