@@ -165,29 +165,24 @@ def check_writable(path: str | Path) -> None:
 
 
 def check_replaceable(path: str | Path) -> None:
-    """PermissionError naming `path` when it is an existing file the user may not write (its permission bits:
-    the owner's, group's or others' write bit as they apply; for root, any write bit). A rename would replace
+    """PermissionError naming `path` when it is an existing file the user may not write (`os.access`; for
+    root, whom the kernel lets write anything, a file with no write bit). A rename would replace
     it anyway, since that needs only the folder's permission, so the write is refused instead."""
     try:
         st = os.stat(path)
     except OSError:  # absent (or unreachable: the write itself will say why)
         return
-    if stat.S_ISREG(st.st_mode) and not _writable_by_user(st):
+    if stat.S_ISREG(st.st_mode) and not _writable_by_user(path, st):
         raise PermissionError(errno.EACCES, f"cannot write: the file is read-only (mode {stat.S_IMODE(st.st_mode):04o})"
                               "; make it writable (chmod u+w) or choose another path", str(path))
 
 
-def _writable_by_user(st: os.stat_result) -> bool:
-    if not hasattr(os, "geteuid"):  # pragma: no cover -- not POSIX
-        return bool(st.st_mode & stat.S_IWUSR)
-    uid = os.geteuid()
-    if uid == 0:
+def _writable_by_user(path: str | Path, st: os.stat_result) -> bool:
+    """Whether the user may write the file: the kernel's answer, except for root, whom the kernel lets write
+    anything; for root a file with no write bit at all is protected."""
+    if hasattr(os, "geteuid") and os.geteuid() == 0:
         return bool(st.st_mode & 0o222)
-    if st.st_uid == uid:
-        return bool(st.st_mode & stat.S_IWUSR)
-    if st.st_gid == os.getegid() or st.st_gid in os.getgroups():
-        return bool(st.st_mode & stat.S_IWGRP)
-    return bool(st.st_mode & stat.S_IWOTH)
+    return os.access(path, os.W_OK)
 
 
 def _name_max(folder: Path) -> int:
