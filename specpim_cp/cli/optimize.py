@@ -66,7 +66,8 @@ def _generation_hook(bar: Progress, sc):
 
 @click.command()
 @click.argument("scenario")
-@click.option("--objective", type=click.Choice(["latency", "energy", "edp"]), help="default: the scenario's")
+@click.option("--objective", type=click.Choice(["latency", "energy", "edp", "request"]),
+              help="default: the scenario's; request: time to first token + generated tokens x latency per token")
 @click.option("--time-limit", type=TIME_LIMIT_TYPE, default=60.0, show_default=True,
               help="seconds (deterministic time units with --deterministic)")
 @click.option("--workers", type=WORKERS_TYPE, default=1, show_default=True,

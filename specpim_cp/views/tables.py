@@ -11,7 +11,8 @@ from specpim_cp.problem.scenario import Scenario, scenario_catalog
 from specpim_cp.problem.trees import render_tree
 
 #: Human units of the objectives: (unit, factor from the evaluator's unit); metrics print the same units.
-HUMAN_UNITS = {"latency": ("us/token", 1e-3), "energy": ("mJ/token", 1e-6), "edp": ("us*mJ/token^2", 1e-9)}
+HUMAN_UNITS = {"latency": ("us/token", 1e-3), "energy": ("mJ/token", 1e-6), "edp": ("us*mJ/token^2", 1e-9),
+               "request": ("ms/request", 1e-6)}
 
 
 def human_objective(name: str, value) -> str:
