@@ -72,6 +72,14 @@ def format_metrics(m) -> str:
             f"{m.tokens_per_round:.3f} tokens/round")
 
 
+def prefill_line(sc: Scenario, m) -> str:
+    """The prompt's prefill beside the per-token figures (formulations/prefill.md): time to first token,
+    its energy per request, and the request's end-to-end latency (TTFT + generated tokens x latency)."""
+    return (f"prefill: TTFT {m.prefill_ns / 1e6:,.3f} ms | energy {m.prefill_energy_nj / m.batch_size / 1e6:,.3f} "
+            f"mJ/request | request {float(m.request_fraction()) / 1e6:,.3f} ms (TTFT + {sc.generated_tokens} tokens "
+            "x latency)")
+
+
 def host_line(sc: Scenario, ev) -> str:
     """The host, how its kernels were priced (fitted to measurements or a derated roofline), and the user
     catalog files the price used."""
@@ -82,7 +90,7 @@ def host_line(sc: Scenario, ev) -> str:
 def format_evaluation(sc: Scenario, ev) -> str:
     lines = [f"scenario {sc.name}: batch {sc.batch_size}, context {sc.prompt_tokens}+{sc.generated_tokens}",
              host_line(sc, ev), "design:", *design_lines(sc, ev.design), "metrics: " + format_metrics(ev.metrics),
-             *acceptance_notes(sc), "breakdown:"]
+             prefill_line(sc, ev.metrics), *acceptance_notes(sc), "breakdown:"]
     b = ev.breakdown
     rows = []
     for label, mb in b.models():
@@ -186,7 +194,8 @@ def format_solve(sc: Scenario, res) -> str:
             f"{human_objective(r.objective_name, r.objective)}, bound {bound}, gap {gap}, {r.wall_s:.2f} s, "
             f"{r.iterations} iterations, seed {r.seed}, {r.solver_version}")
     lines = [head, host_line(sc, res.evaluation), "design:", *design_lines(sc, res.design),
-             "metrics: " + format_metrics(res.evaluation.metrics), *acceptance_notes(sc)]
+             "metrics: " + format_metrics(res.evaluation.metrics), prefill_line(sc, res.evaluation.metrics),
+             *acceptance_notes(sc)]
     return "\n".join(lines)
 
 
