@@ -216,7 +216,7 @@ def import_hf(path: str | Path, name: str | None = None, tokenizer: str | None =
         if isinstance(cfg.get(key), int):
             integer("max_position", (key,))
             break
-    _sliding_window(path, cfg, kind, layers, integer, sources)
+    _sliding_window(path, cfg, kind, layers, integer, sources, notes)
     shape = _checked_shape(path, values, keys)
 
     # what the schema leaves out, said where it is decided
@@ -228,9 +228,6 @@ def import_hf(path: str | Path, name: str | None = None, tokenizer: str | None =
     if kind == "opt" and cfg.get("word_embed_proj_dim", hidden) != hidden:
         notes.append(f"word_embed_proj_dim {cfg['word_embed_proj_dim']} != hidden_size {hidden}: the embedding "
                      "is priced as vocab x hidden_size and the two projections are ignored")
-    if "sliding_window" in values:
-        notes.append(f"sliding window of {values['sliding_window']} tokens: attention reads and the KV cache are "
-                     "capped at it (formulations/costs.md WIN-1, WIN-2)")
     if "max_position" not in values:
         notes.append("no position limit (max_position_embeddings / n_positions absent): prompt_tokens + "
                      "generated_tokens are not checked against one")
@@ -260,7 +257,8 @@ def import_hf(path: str | Path, name: str | None = None, tokenizer: str | None =
     return ImportedModel(entry_name, {k: values[k] for k in order if k in values}, sources), tuple(notes)
 
 
-def _sliding_window(path: Path, cfg: dict, kind: str, layers: int, integer, sources: dict) -> None:
+def _sliding_window(path: Path, cfg: dict, kind: str, layers: int, integer, sources: dict,
+                    notes: list[str]) -> None:
     """`sliding_window` when the config's every layer uses one (absent or null: full attention). Qwen2-style
     configs carry a window they use only with `use_sliding_window = true` (transformers' default false), and
     then only on the layers from `max_window_layers` on: a window on some layers alone is refused."""
@@ -275,6 +273,8 @@ def _sliding_window(path: Path, cfg: dict, kind: str, layers: int, integer, sour
     sources["sliding_window"] += (" (each query reads at most this many keys; the KV cache keeps the last this many "
                                   "positions, a rolling buffer: Mistral 7B, Jiang et al. 2023, arXiv:2310.06825, "
                                   "section 2)")
+    notes.append(f"sliding window of {cfg['sliding_window']} tokens: attention reads and the KV cache are capped at "
+                 "it (formulations/costs.md WIN-1, WIN-2)")
 
 
 def _tokenizer(kind: str, vocab: int, given: str | None, where: str) -> tuple[str, str]:
