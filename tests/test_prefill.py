@@ -159,3 +159,14 @@ def test_solve_prints_the_prefill_and_takes_the_request_objective(tmp_path):
     assert data["solve"]["objective_name"] == "request" and data["solve"]["objective_unit"] == "ns/request"
     assert data["metrics"]["request_latency_ns"] == pytest.approx(data["solve"]["objective"])
     assert data["metrics"]["ttft_ns"] == data["metrics"]["prefill"]["ttft_ns"]
+
+
+def test_the_heuristic_searches_by_latency_and_selects_by_request_latency():
+    from specpim_cp.solvers.heuristic import run_heuristic
+
+    sc = parse_scenario({**_scenario(1000, 4, objective="request", device_budget=9),
+                         "verifier": {"model": "opt-350m"}, "drafters": [{"model": "opt-125m", "acceptance": 0.7}],
+                         "space": {"share_levels": 1, "pim_units": 4}})
+    res = run_heuristic(sc, budget="quick", seed=0)
+    assert res.report.objective_name == "request" and res.report.extra["search_objective"] == "latency"
+    assert res.report.objective == res.evaluation.metrics.request_fraction() >= solve(sc).report.objective

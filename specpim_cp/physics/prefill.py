@@ -23,6 +23,8 @@ from specpim_cp.problem.design import ArchConfig, Design, ModelDesign
 from specpim_cp.problem.operators import ATTENTION_OPS, LAYER_OPS, layer_order
 from specpim_cp.problem.scenario import Assumptions, Scenario
 
+CACHE_LIMIT = 50_000  # designs' prefills kept (`PrefillModel.price`), as the evaluator bounds its caches
+
 
 @dataclass(frozen=True)
 class ModelPrefill:
@@ -59,6 +61,7 @@ class PrefillModel:
             memory_model="time-shared", energy_accounting=scenario.assumptions.energy_accounting)})
         self.costs = CostModel(shared, catalog)
         self._cache: dict[tuple, OpCost] = {}
+        self._designs: dict[tuple, PrefillPrice] = {}
 
     def model_pass(self, model: ModelSpec, arch: ArchConfig) -> OpCost:
         """[PRE-1] One model's prefill pass over the batch's prompts on `arch` (memoised)."""
@@ -106,11 +109,21 @@ class PrefillModel:
         return ModelPrefill(md.model, time_ns, energy)
 
     def price(self, design: Design) -> PrefillPrice:
-        """[PRE-4] The design's prefill: TTFT = the longest model's; energy = kernels + idle over TTFT."""
-        models = tuple(self.model_prefill(md) for _, md in design.models())
-        ttft = max(m.time_ns for m in models)
-        idle = sum(-(-self.costs.idle_power_mw(md.arch) * ttft // 1000) for _, md in design.models())
-        return PrefillPrice(ttft, sum(m.energy_nj for m in models) + idle, models)
+        """[PRE-4] The design's prefill: TTFT = the longest model's; energy = kernels + idle over TTFT
+        (memoised by the models' architectures and draft2 models, all it depends on)."""
+        mds = [md for _, md in design.models()]
+        key = tuple((md.model, md.memory_type, md.pim_units, md.devices,
+                     None if md.staging is None else md.staging.draft2) for md in mds)
+        price = self._designs.get(key)
+        if price is None:
+            models = tuple(self.model_prefill(md) for md in mds)
+            ttft = max(m.time_ns for m in models)
+            idle = sum(-(-self.costs.idle_power_mw(md.arch) * ttft // 1000) for md in mds)
+            price = PrefillPrice(ttft, sum(m.energy_nj for m in models) + idle, models)
+            if len(self._designs) >= CACHE_LIMIT:
+                self._designs.clear()
+            self._designs[key] = price
+        return price
 
 
 __all__ = ["ModelPrefill", "PrefillModel", "PrefillPrice"]
