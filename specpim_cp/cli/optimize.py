@@ -87,8 +87,9 @@ def solve(scenario, objective, time_limit, workers, seed, deterministic, method,
           output, catalog_files) -> None:
     """The provably best design of SCENARIO (or the best found, its bound and gap).
 
-    The report states the objective in us/token (latency), mJ/token (energy) or us*mJ/token^2 (EDP), like
-    the metrics; --json keeps the evaluator's units, named by `objective_unit` (ns/token, nJ/token, ...).
+    The report states the objective in us/token (latency), mJ/token (energy), us*mJ/token^2 (EDP) or
+    ms/request (request), like the metrics, and the prompt's prefill (time to first token, its energy)
+    beside them; --json keeps the evaluator's units, named by `objective_unit` (ns/token, nJ/token, ...).
     """
     from specpim_cp.api import SolveOptions
     from specpim_cp.api import solve as run
