@@ -170,3 +170,16 @@ def test_the_heuristic_searches_by_latency_and_selects_by_request_latency():
     res = run_heuristic(sc, budget="quick", seed=0)
     assert res.report.objective_name == "request" and res.report.extra["search_objective"] == "latency"
     assert res.report.objective == res.evaluation.metrics.request_fraction() >= solve(sc).report.objective
+
+
+def test_request_optimum_equals_brute_force_with_a_staged_drafter():
+    """A drafter that may stage a draft2 model: its prefill then includes the draft2 model's (PRE-4), and the
+    threshold rows hold per staging choice."""
+    sc = parse_scenario({
+        "name": "staged-request", "batch_size": 1, "prompt_tokens": 900, "generated_tokens": 4, "objective": "request",
+        "memory_types": ["gddr"], "max_draft_length": 2, "device_budget": 6, "verifier": {"model": "gpt2-xl"},
+        "drafters": [{"model": "gpt2-medium", "acceptance": 0.7,
+                      "staging": {"draft2": ["gpt2-small"], "max_draft_length": 2, "acceptance": {"gpt2-small": 0.6}}}],
+        "space": {"share_levels": 1, "pim_units": 2}})
+    exact = solve(sc)
+    assert exact.report.status == "OPTIMAL" and exact.report.objective == brute_force(sc).report.objective

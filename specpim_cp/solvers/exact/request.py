@@ -85,7 +85,9 @@ def solve_request(sm: SpecModel, run: SolveSession, scenario: Scenario, hint: De
     found = [ev.evaluate(design)]
     best = found[0]
     prefills = model_prefills(sm)
-    least = max(min(row.values()) for row in prefills)  # no design has a shorter prefill
+    # no design has a shorter prefill than the least of a model every choice uses (the verifier at least)
+    used = [0] + [j for j in range(1, len(prefills)) if all(j - 1 < len(c.drafters) for c in sm.choices)]
+    least = max(min(prefills[j].values()) for j in used)
     thresholds = sorted({t for row in prefills for t in row.values() if t >= least})
     proven = status == Status.OPTIMAL
     bound: Fraction | None = None  # the least p_i + G x (bound on L_i) over the thresholds solved
