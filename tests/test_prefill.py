@@ -4,6 +4,7 @@ models, reported beside the per-token figures, and the end-to-end request object
 
 from __future__ import annotations
 
+import csv
 import dataclasses
 import json
 
@@ -183,3 +184,18 @@ def test_request_optimum_equals_brute_force_with_a_staged_drafter():
         "space": {"share_levels": 1, "pim_units": 2}})
     exact = solve(sc)
     assert exact.report.status == "OPTIMAL" and exact.report.objective == brute_force(sc).report.objective
+
+
+def test_a_batch_records_and_reports_the_prefill(tmp_path):
+    folder, out = tmp_path / "set", tmp_path / "out"
+    folder.mkdir()
+    data = {**_scenario(1000, 4, objective="request", device_budget=9), "verifier": {"model": "opt-350m"},
+            "drafters": [{"model": "opt-125m", "acceptance": 0.7}], "space": {"share_levels": 1, "pim_units": 4}}
+    (folder / "req.json").write_text(json.dumps(data))
+    res = CliRunner().invoke(main, ["batch", str(folder), "--out", str(out)])
+    assert res.exit_code == 0, res.output
+    rows = list(csv.DictReader((out / "results.csv").open()))
+    exact = next(r for r in rows if r["method"] == "exact")
+    assert exact["objective_name"] == "request" and float(exact["ttft_ns"]) > 0
+    assert float(exact["request_latency_ns"]) == pytest.approx(float(exact["objective"]))
+    assert "## Time to first token" in (out / "summary.md").read_text()
