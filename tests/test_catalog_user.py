@@ -160,7 +160,7 @@ def test_import_hf_architectures(tmp_path, arch):
     if arch == "opt":
         assert any("word_embed_proj_dim 512" in n for n in notes)
     if arch == "mistral":
-        assert any("sliding_window 4096" in n for n in notes)
+        assert any("sliding window of 4096 tokens" in n for n in notes) and spec.sliding_window == 4096
 
 
 @pytest.mark.parametrize(("config", "needles"), [

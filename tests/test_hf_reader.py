@@ -27,7 +27,7 @@ WRONG = {"architectures": {"a": 1}, "model_type": ["llama"], "_name_or_path": 7,
          "torch_dtype": 16, "tie_word_embeddings": "no", "attention_bias": 1, "max_position_embeddings": "2048",
          "sliding_window": 4.5, "mlp_only_layers": [True], "decoder_sparse_step": False,
          "intermediate_size": "688", "activation_function": {}, "dtype": [], "n_positions": True,
-         "word_embed_proj_dim": "x"}
+         "word_embed_proj_dim": "x", "use_sliding_window": "yes", "max_window_layers": 2.5}
 
 
 

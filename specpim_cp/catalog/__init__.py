@@ -113,6 +113,7 @@ FIELD_LIMITS: dict[str, FieldLimit] = {
     "bytes_per_param": FieldLimit(1, 8, "bytes"),  # INT8 .. FP64
     "nominal_params_b": FieldLimit(0, MAX_PARAMETERS / 1e9, "billion"),
     "max_position": FieldLimit(0, MAX_POSITION, "tokens"),  # 0: no position limit known
+    "sliding_window": FieldLimit(0, MAX_POSITION, "tokens"),  # 0: full attention (no window)
     # [ngrams.NAME]
     "step_ns": FIXED_TIME_NS,
     "energy_nj_per_step": FieldLimit(0, 1e9, "nJ"),  # 1 J per step; a CPU lookup costs about 100 nJ

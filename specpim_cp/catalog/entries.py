@@ -40,6 +40,9 @@ class ModelSpec:
     shared_expert_ffn: int = 0  # intermediate size of each shared expert
     distinct_experts_measured: tuple[tuple[int, float], ...] = ()  # (tokens in a pass, distinct experts)
     max_position: int = 0  # the position limit (HF max_position_embeddings), tokens; 0: none known
+    #: sliding-window attention (HF sliding_window): each query reads at most this many keys and the KV cache
+    #: keeps only the last this many positions (a rolling buffer, formulations/costs.md WIN-1); 0: full attention
+    sliding_window: int = 0
     sources: dict = field(default_factory=dict, compare=False, hash=False)  # source_X keys of the entry
 
     @property

@@ -5,8 +5,8 @@ mixture-of-experts Mixtral, Qwen2-MoE and Qwen3-MoE configs (experts, experts pe
 shared-expert widths; formulations/moe.md), and writes a `[models."NAME"]` TOML entry of the catalog schema
 (`models.toml`), every value with its `source_X = "Hugging Face config.json PATH (ARCHITECTURES): KEY"`.
 What the schema cannot express is said in the sources rather than silently dropped: biases (a few kB per
-layer), OPT's embedding projection (`word_embed_proj_dim`), Mistral's sliding window, Qwen2-MoE's shared
-expert gate; an MoE config with dense layers (`mlp_only_layers`, `decoder_sparse_step` > 1) is refused,
+layer), OPT's embedding projection (`word_embed_proj_dim`), Qwen2-MoE's shared expert gate; a sliding
+window (Mistral's `sliding_window`) becomes `sliding_window`, and one on only some layers is refused; an MoE config with dense layers (`mlp_only_layers`, `decoder_sparse_step` > 1) is refused,
 since every layer of an MoE entry is priced as MoE, and an MoE entry notes its active parameters. RoPE
 settings do not change bytes or FLOPs and are ignored. The position limit becomes `max_position`, the
 tokenizer a known one's name when model_type and vocab_size match it (`catalog/tokenizers.py`). No
@@ -64,6 +64,7 @@ CONFIG_TYPES: dict[str, tuple[str, type]] = {
     "n_positions": ("an integer", int), "sliding_window": ("an integer", int),
     "word_embed_proj_dim": ("an integer", int), "mlp_only_layers": ("a list of integers", list),
     "decoder_sparse_step": ("an integer", int), "intermediate_size": ("an integer", int),
+    "use_sliding_window": ("true or false", bool), "max_window_layers": ("an integer", int),
 }
 
 
@@ -215,6 +216,7 @@ def import_hf(path: str | Path, name: str | None = None, tokenizer: str | None =
         if isinstance(cfg.get(key), int):
             integer("max_position", (key,))
             break
+    _sliding_window(path, cfg, kind, layers, integer, sources, notes)
     shape = _checked_shape(path, values, keys)
 
     # what the schema leaves out, said where it is decided
@@ -226,8 +228,6 @@ def import_hf(path: str | Path, name: str | None = None, tokenizer: str | None =
     if kind == "opt" and cfg.get("word_embed_proj_dim", hidden) != hidden:
         notes.append(f"word_embed_proj_dim {cfg['word_embed_proj_dim']} != hidden_size {hidden}: the embedding "
                      "is priced as vocab x hidden_size and the two projections are ignored")
-    if kind in ("mistral", "mixtral") and cfg.get("sliding_window"):
-        notes.append(f"sliding_window {cfg['sliding_window']} ignored: the KV cache is priced at the full context")
     if "max_position" not in values:
         notes.append("no position limit (max_position_embeddings / n_positions absent): prompt_tokens + "
                      "generated_tokens are not checked against one")
@@ -253,8 +253,28 @@ def import_hf(path: str | Path, name: str | None = None, tokenizer: str | None =
     values["tokenizer"] = checked_text(values["tokenizer"], "--tokenizer")
     order = ("family", "tokenizer", "layers", "hidden", "heads", "kv_heads", "head_dim", "ffn", "ffn_kind",
              *(MOE_FIELDS if kind in MOE_KEYS else ()), "parallel_block", "vocab", "tied_embeddings",
-             "bytes_per_param", "nominal_params_b", "max_position")
+             "bytes_per_param", "nominal_params_b", "max_position", "sliding_window")
     return ImportedModel(entry_name, {k: values[k] for k in order if k in values}, sources), tuple(notes)
+
+
+def _sliding_window(path: Path, cfg: dict, kind: str, layers: int, integer, sources: dict,
+                    notes: list[str]) -> None:
+    """`sliding_window` when the config's every layer uses one (absent or null: full attention). Qwen2-style
+    configs carry a window they use only with `use_sliding_window = true` (transformers' default false), and
+    then only on the layers from `max_window_layers` on: a window on some layers alone is refused."""
+    uses = cfg.get("use_sliding_window")
+    if cfg.get("sliding_window") is None or uses is False or (kind.startswith("qwen") and uses is not True):
+        return
+    if cfg.get("use_sliding_window") is True and cfg.get("max_window_layers", 0) > 0:
+        raise ScenarioError(f"{path}: use_sliding_window with max_window_layers {shown(cfg['max_window_layers'])}: "
+                            f"layers below it keep full attention; a window on only some of the {layers} layers "
+                            "is not supported (every layer is priced alike)")
+    integer("sliding_window", ("sliding_window",))
+    sources["sliding_window"] += (" (each query reads at most this many keys; the KV cache keeps the last this many "
+                                  "positions, a rolling buffer: Mistral 7B, Jiang et al. 2023, arXiv:2310.06825, "
+                                  "section 2)")
+    notes.append(f"sliding window of {cfg['sliding_window']} tokens: attention reads and the KV cache are capped at "
+                 "it (formulations/costs.md WIN-1, WIN-2)")
 
 
 def _tokenizer(kind: str, vocab: int, given: str | None, where: str) -> tuple[str, str]:

@@ -66,7 +66,8 @@ def _generation_hook(bar: Progress, sc):
 
 @click.command()
 @click.argument("scenario")
-@click.option("--objective", type=click.Choice(["latency", "energy", "edp"]), help="default: the scenario's")
+@click.option("--objective", type=click.Choice(["latency", "energy", "edp", "request"]),
+              help="default: the scenario's; request: time to first token + generated tokens x latency per token")
 @click.option("--time-limit", type=TIME_LIMIT_TYPE, default=60.0, show_default=True,
               help="seconds (deterministic time units with --deterministic)")
 @click.option("--workers", type=WORKERS_TYPE, default=1, show_default=True,
@@ -86,8 +87,9 @@ def solve(scenario, objective, time_limit, workers, seed, deterministic, method,
           output, catalog_files) -> None:
     """The provably best design of SCENARIO (or the best found, its bound and gap).
 
-    The report states the objective in us/token (latency), mJ/token (energy) or us*mJ/token^2 (EDP), like
-    the metrics; --json keeps the evaluator's units, named by `objective_unit` (ns/token, nJ/token, ...).
+    The report states the objective in us/token (latency), mJ/token (energy), us*mJ/token^2 (EDP) or
+    ms/request (request), like the metrics, and the prompt's prefill (time to first token, its energy)
+    beside them; --json keeps the evaluator's units, named by `objective_unit` (ns/token, nJ/token, ...).
     """
     from specpim_cp.api import SolveOptions
     from specpim_cp.api import solve as run
@@ -265,11 +267,13 @@ def compare(scenario, budget, time_limit, seed, catalog_files) -> None:
     for name, res, wall in (("exact (CP-SAT)", exact.evaluation, exact.report.wall_s),
                             ("heuristic (GA+MCTS)", heur.evaluation, heur.report.wall_s)):
         v = res.metrics.objective(obj)
-        rows.append([name, float(v) * factor, f"{100 * float((v - opt) / opt):.3f}", f"{wall:.2f}"])
+        rows.append([name, float(v) * factor, f"{100 * float((v - opt) / opt):.3f}", res.metrics.prefill_ns / 1e6,
+                     f"{wall:.2f}"])
     for b in both.baselines:
         if b.evaluation is not None:
             v = b.evaluation.metrics.objective(obj)
-            rows.append([b.name, float(v) * factor, f"{100 * float((v - opt) / opt):.1f}", ""])
+            rows.append([b.name, float(v) * factor, f"{100 * float((v - opt) / opt):.1f}",
+                         b.evaluation.metrics.prefill_ns / 1e6, ""])
     status = exact.report.status
     proof = ("proven optimal (objective = bound)" if status == "OPTIMAL"
              else f"{status}, bound {human_objective(obj, exact.report.bound or 0)}, "
@@ -279,7 +283,7 @@ def compare(scenario, budget, time_limit, seed, catalog_files) -> None:
                f"{heur.report.extra.get('evaluations', '?')} evaluations, best found after "
                f"{ttb if ttb is None else round(ttb, 2)} s")
     click.echo(host_line(sc, exact.evaluation))
-    click.echo(table(["method", f"{obj} ({unit})", "above optimum (%)", "wall (s)"], rows))
+    click.echo(table(["method", f"{obj} ({unit})", "above optimum (%)", "TTFT (ms)", "wall (s)"], rows))
     click.echo("exact design:")
     click.echo("\n".join(design_lines(sc, exact.design)))
     click.echo("heuristic design:")

@@ -27,6 +27,7 @@ from fractions import Fraction
 
 from specpim_cp import kernels
 from specpim_cp.catalog import Catalog, HostSpec, MemorySpec, ModelSpec
+from specpim_cp.problem.context import kv_positions, pass_context
 from specpim_cp.problem.design import ArchConfig, Placement
 from specpim_cp.problem.operators import ATTENTION_OPS, PLACEABLE_OPS, OpShape, distinct_experts, op_shapes
 from specpim_cp.problem.scenario import Scenario
@@ -230,35 +231,37 @@ class CostModel:
             elif s.kind == "fc":
                 layers = 1 if name == "lm_head" else model.layers
                 op_kib[name] = -(-(layers * s.in_features * s.out_features * bpp) // KIB)
-            else:  # K (score) or V (context) cache at the maximum context, stored on every device
+            else:  # K (score) or V (context) cache at the maximum context (at most the window), on every device
                 per_device = self.kv_heads_per_device(model, devices) * model.head_dim
-                kv = model.layers * sc.batch_size * sc.max_context * per_device * devices * bpp
+                kv = model.layers * sc.batch_size * kv_positions(sc, model) * per_device * devices * bpp
                 op_kib[name] = -(-kv // KIB)
         embedding = 0 if model.tied_embeddings else -(-(model.vocab * model.hidden * bpp) // KIB)
         return TensorBytes(op_kib, embedding)
 
     # -- operator costs ----------------------------------------------------------------------
     def op_cost(self, model: ModelSpec, op: str, engine: str, share: int, arch: ArchConfig,
-                tokens: int, layout: str = "normal") -> OpCost | None:
+                tokens: int, layout: str = "normal", context: int | None = None) -> OpCost | None:
         """One invocation of `op` (one layer, or the LM head) on all the model's devices.
 
         `share`: the number of 1/share_levels fractions of the PIM units the op uses (PIM only);
-        `layout`: where a host operator's tensor lives. None when the placement is impossible.
+        `layout`: where a host operator's tensor lives; `context`: the keys each query of an attention op
+        reads (default: a decode pass's, `pass_context`; the prefill gives its own). None when the
+        placement is impossible.
         """
         lay = "pim" if engine == "pim" else layout
-        key = (model.name, op, engine, share if engine == "pim" else 0, lay, arch, tokens)
+        key = (model.name, op, engine, share if engine == "pim" else 0, lay, arch, tokens, context)
         if key not in self._op_cache:
-            self._op_cache[key] = self._op_cost(model, op, engine, share, arch, tokens, lay)
+            self._op_cache[key] = self._op_cost(model, op, engine, share, arch, tokens, lay, context)
         return self._op_cache[key]
 
     def placement_cost(self, model: ModelSpec, op: str, p: Placement, arch: ArchConfig, tokens: int) -> OpCost | None:
         return self.op_cost(model, op, p.engine, p.share, arch, tokens, p.layout)
 
     def _op_cost(self, model: ModelSpec, op: str, engine: str, share: int, arch: ArchConfig,
-                 tokens: int, layout: str) -> OpCost | None:
+                 tokens: int, layout: str, context: int | None = None) -> OpCost | None:
         s = self.shapes(model)[op]
         if not s.parts:
-            raw = self._raw_cost(model, s, engine, share, arch, tokens, layout)
+            raw = self._raw_cost(model, s, engine, share, arch, tokens, layout, context)
             return None if raw is None else make_cost(*raw)
         # [MOE-3] an MoE FFN operator: its kernels (router, routed experts, shared experts) one after another
         raws = [self._raw_cost(model, part, engine, share, arch, tokens, layout) for part in s.parts]
@@ -267,15 +270,15 @@ class CostModel:
         return make_cost(sum(r[0] for r in raws), tuple(sum(r[1][c] for r in raws) for c in range(len(COMPONENTS))))
 
     def _raw_cost(self, model: ModelSpec, s: OpShape, engine: str, share: int, arch: ArchConfig,
-                  tokens: int, layout: str) -> tuple[float, tuple[float, ...]] | None:
+                  tokens: int, layout: str, context: int | None = None) -> tuple[float, tuple[float, ...]] | None:
         """(ns, pJ per component) of one kernel of shape `s`, before rounding; None when impossible."""
         mem = self.memory(arch)
         n = arch.devices
         bpp = model.bytes_per_param
         batch = self.scenario.batch_size
         # a pass's query tokens also attend to the pass's own earlier tokens (a draft chain or tree under
-        # its mask): the context grows by the pass's tokens per sequence beyond the first
-        ctx = self.scenario.average_context + max(0, tokens // batch - 1)
+        # its mask): the context grows by the pass's tokens per sequence beyond the first, up to the window
+        ctx = pass_context(self.scenario, model, tokens // batch) if context is None else context
         e_ext = mem.external_energy_pj_per_bit * BITS_PER_BYTE  # pJ per byte
         e_int = mem.internal_energy_pj_per_bit * BITS_PER_BYTE
         e_chip = self.host.onchip_energy_pj_per_bit * BITS_PER_BYTE

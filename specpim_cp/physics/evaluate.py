@@ -26,6 +26,7 @@ from specpim_cp.catalog import Catalog, ModelSpec
 from specpim_cp.errors import ScenarioError
 from specpim_cp.physics import speculation as spec
 from specpim_cp.physics.costs import COMPONENTS, KIB, CostModel, OpCost
+from specpim_cp.physics.prefill import PrefillModel, PrefillPrice
 from specpim_cp.physics.rounds import (
     Acceptance,
     RoundStats,
@@ -191,6 +192,11 @@ class Metrics:
     tokens_per_round_micro: int
     energy_nj_per_round: int
     batch_size: int
+    # the prompt's prefill (physics/prefill.py): time to first token, its energy (batch total), and the
+    # generated tokens a request decodes after it (the "request" objective)
+    prefill_ns: int = 0
+    prefill_energy_nj: int = 0
+    generated_tokens: int = 0
 
     @property
     def tokens_per_round(self) -> float:
@@ -205,9 +211,16 @@ class Metrics:
         return Fraction(self.energy_nj_per_round * spec.TOKENS_SCALE,
                         self.tokens_per_round_micro * self.batch_size)
 
+    def request_fraction(self) -> Fraction:
+        """Exact end-to-end request latency, ns: time to first token + generated tokens x latency per token
+        (formulations/prefill.md PRE-5)."""
+        return self.prefill_ns + self.generated_tokens * self.latency_fraction()
+
     def objective(self, name: str) -> Fraction:
         if name == "latency":
             return self.latency_fraction()
+        if name == "request":
+            return self.request_fraction()
         if name == "energy":
             return self.energy_fraction()
         if name == "edp":
@@ -241,6 +254,9 @@ class Metrics:
             "tokens_per_round": self.tokens_per_round,
             "tokens_per_round_micro": self.tokens_per_round_micro,
             "energy_nj_per_round": self.energy_nj_per_round,
+            "ttft_ns": self.prefill_ns,
+            "prefill_energy_nj_per_request": self.prefill_energy_nj / self.batch_size,
+            "request_latency_ns": float(self.request_fraction()),
         }
 
 
@@ -349,6 +365,7 @@ class Evaluation:
     breakdown: Breakdown
     host_kernel_model: str = ""  # how the host's kernels were priced (HostSpec.kernel_model)
     catalog_files: tuple[str, ...] = ()  # user catalog files merged over the built-in one
+    prefill: PrefillPrice | None = None  # the prompt's prefill, model by model (physics/prefill.py)
 
     def as_dict(self) -> dict:
         out = self.metrics.as_dict()
@@ -356,11 +373,16 @@ class Evaluation:
         out["catalog_files"] = list(self.catalog_files)
         out["units"] = {"latency_ns_per_token": "ns per generated token per sequence",
                         "energy_pj_per_token": "pJ per generated token (batch total / tokens)",
-                        "edp": "ns x nJ per token", "round_time_ns": "ns"}
+                        "edp": "ns x nJ per token", "round_time_ns": "ns",
+                        "ttft_ns": "ns from the request to its first token (the prompt's prefill)",
+                        "prefill_energy_nj_per_request": "nJ per request (batch total / batch size)",
+                        "request_latency_ns": "ns: ttft_ns + generated_tokens x latency_ns_per_token"}
         out["energy_pj_per_token_by_component"] = {
             k: v * 1000 * spec.TOKENS_SCALE / (self.metrics.tokens_per_round_micro * self.metrics.batch_size)
             for k, v in self.breakdown.round.energy_nj_by_component.items()}
         out["breakdown"] = self.breakdown.as_dict()
+        if self.prefill is not None:
+            out["prefill"] = self.prefill.as_dict(self.metrics.batch_size)
         out["design"] = self.design.model_dump(mode="json")
         return out
 
@@ -397,6 +419,7 @@ class Evaluator:
         self.acceptance = Acceptance.of(scenario, self.catalog)
         self._archs: dict[tuple[str, int, int], ArchConfig] = {}  # by (memory type, PIM units, devices)
         self._idle_mw: dict[tuple[str, int, int], int] = {}
+        self.prefill = PrefillModel(scenario, self.catalog)
 
     def clear_cache(self) -> None:
         """Drop the cached per-model pieces (the cost model's tables are kept)."""
@@ -662,7 +685,7 @@ class Evaluator:
         """Metrics of a design with a breakdown (validated first unless check=False)."""
         priced = self._price(design, check, None)
         return Evaluation(design, priced.metrics, self._breakdown(design, priced), self.costs.host.kernel_model,
-                          self.catalog.files)
+                          self.catalog.files, priced.prefill)
 
     def metrics(self, design: Design, check: bool = True, model_keys: Sequence[tuple] | None = None) -> Metrics:
         """`evaluate(design, check).metrics`, without building the breakdown. `model_keys`:
@@ -693,8 +716,10 @@ class Evaluator:
         draft_nj = [drafting_energy_nj(stats, i, cycle.energy_nj) for i, cycle in enumerate(cycles)]
         idle_nj = sum(idle_energy_nj(self.idle_power_mw(md), round_ns) for md in mds)
         energy_nj = verify.energy_nj + sum(draft_nj) + idle_nj
-        metrics = Metrics(round_ns, stats.tokens_micro, energy_nj, batch)
-        return _Priced(metrics, caps, verify, cycles, stats, sync, draft_nj, idle_nj)
+        prefill = self.prefill.price(design)
+        metrics = Metrics(round_ns, stats.tokens_micro, energy_nj, batch, prefill.ttft_ns, prefill.energy_nj,
+                          self.scenario.generated_tokens)
+        return _Priced(metrics, caps, verify, cycles, stats, sync, draft_nj, idle_nj, prefill)
 
     def _model_breakdown(self, md: ModelDesign, cap: CapacityUse, price: PassPrice) -> ModelBreakdown:
         ops = {op: OperatorBreakdown(md.placement[op].engine,
@@ -757,6 +782,7 @@ class _Priced(NamedTuple):
     sync: int
     draft_nj: list[int]
     idle_nj: int
+    prefill: PrefillPrice
 
 
 def evaluate(scenario: Scenario, design: Design, catalog: Catalog | None = None) -> Evaluation:

@@ -127,7 +127,8 @@ class Scenario(StrictModel):
     batch_size: int = Field(ge=1, le=512)
     prompt_tokens: int = Field(ge=1)
     generated_tokens: int = Field(ge=1)
-    objective: Literal["latency", "energy", "edp"] = "latency"
+    # "request": time to first token + generated_tokens x latency per token (formulations/prefill.md PRE-5)
+    objective: Literal["latency", "energy", "edp", "request"] = "latency"
     host: str = "a100-40gb"
     # not given: the host's native memory (`HostSpec.native_memory`, set when loaded), else these two
     memory_types: list[str] = Field(default_factory=lambda: ["hbm", "gddr"], min_length=1)

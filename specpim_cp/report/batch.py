@@ -90,6 +90,13 @@ def latency_energy_tables(groups: Sequence[ScenarioResults]) -> list[Table]:
             ("Energy per generated token (mJ; batch total / tokens)", ["scenario", *methods], en)]
 
 
+def prefill_table(groups: Sequence[ScenarioResults]) -> Table:
+    """Time to first token per method (the prompt's prefill on the host, formulations/prefill.md)."""
+    methods = compared_methods(groups)
+    rows = [[s.name, *(fmt(scaled(s.ttft(m), 1e-6)) for m in methods)] for s in groups]
+    return ("Time to first token (ms; the prompt's prefill, before decoding)", ["scenario", *methods], rows)
+
+
 SPEEDUP_TITLE = f"Exact design vs baselines (factors: baseline / exact per token; per scenario also in {COMPARISONS_CSV})"
 SPEEDUP_HEADERS = ["scenario", "exact status", "proven gap", "speedup vs GPU-SI", f"speedup vs {BEST_RECIPE}",
                    f"speedup vs {PAPER}", "best PIM recipe", "energy eff. vs GPU-SI", f"energy eff. vs {BEST_RECIPE}",
@@ -523,7 +530,7 @@ def build_report(out: str | Path, plots: bool = True) -> Report:
         return build_grid_report(out, records, plots)
     files = write_derived_files(out, records)
     groups = group([r for r in records if r.method != "mix"])  # workload mixes: report/mix.py
-    tables = [*latency_energy_tables(groups), speedup_table(groups)] if groups else []
+    tables = [*latency_energy_tables(groups), prefill_table(groups), speedup_table(groups)] if groups else []
     notes = {SPEEDUP_TITLE: speedup_notes(groups)} if groups else {}
     if groups:
         write_atomic(out / COMPARISONS_CSV, comparisons_csv(compare_all(groups)))

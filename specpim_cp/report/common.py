@@ -51,6 +51,11 @@ class ScenarioResults:
         r = self.solved(name)
         return None if r is None else r.metrics.energy_pj_per_token
 
+    def ttft(self, name: str) -> float | None:
+        """Time to first token (the prompt's prefill, ns) of a method's design; None before it was priced."""
+        r = self.solved(name)
+        return None if r is None else r.metrics.ttft_ns
+
     def objective(self, name: str) -> float | None:
         """The scenario's objective (latency, energy or EDP per token) of a method's design."""
         r = self.solved(name)

@@ -26,20 +26,26 @@ class RecordMetrics:
     tokens_per_round: float
     round_time_ns: int
     edp: float
+    # the prompt's prefill (formulations/prefill.md); None in records written before it was priced
+    ttft_ns: int | None = None
+    prefill_energy_nj_per_request: float | None = None
+    request_latency_ns: float | None = None
 
     def __post_init__(self):
-        if not all(isinstance(v, Real) and not isinstance(v, bool) for v in asdict(self).values()):
+        if not all(isinstance(v, Real) and not isinstance(v, bool) for v in asdict(self).values() if v is not None):
             raise ValueError("malformed record (metrics must be numbers)")
 
     @classmethod
     def of(cls, metrics) -> RecordMetrics:
         """From an evaluator `Metrics`."""
         return cls(metrics.latency_ns_per_token, metrics.energy_pj_per_token, metrics.throughput_tokens_per_s,
-                   metrics.tokens_per_round, metrics.round_time_ns, metrics.edp)
+                   metrics.tokens_per_round, metrics.round_time_ns, metrics.edp, metrics.prefill_ns,
+                   metrics.prefill_energy_nj / metrics.batch_size, float(metrics.request_fraction()))
 
     def value(self, objective: str) -> float:
-        """The metric of an objective name (latency, energy or edp)."""
-        return {"latency": self.latency_ns_per_token, "energy": self.energy_pj_per_token, "edp": self.edp}[objective]
+        """The metric of an objective name (latency, energy, edp or request)."""
+        return {"latency": self.latency_ns_per_token, "energy": self.energy_pj_per_token, "edp": self.edp,
+                "request": self.request_latency_ns}[objective]
 
 
 @dataclass(frozen=True)

@@ -29,7 +29,7 @@ RESULTS_JSONL = "results.jsonl"
 RESULTS_CSV = "results.csv"
 PARETO_DIR = "pareto"
 METRIC_KEYS = ("latency_ns_per_token", "energy_pj_per_token", "throughput_tokens_per_s", "tokens_per_round",
-               "round_time_ns", "edp")
+               "round_time_ns", "edp", "ttft_ns", "prefill_energy_nj_per_request", "request_latency_ns")
 
 
 class ResultStore:

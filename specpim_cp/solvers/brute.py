@@ -4,7 +4,8 @@ Per model, every (architecture, placement) option is priced; an option is droppe
 option of the same model is at least as good in every quantity the round can depend on (pass time and
 pass energy at every token count the model may run, draft2 step cost, idle power, device count); an
 option whose tensors do not fit its devices (by their layouts) is dropped. Every objective (latency, energy, EDP per token) is non-decreasing in each of
-those quantities, so the pruning cannot lose the optimum. The surviving options are combined with
+those quantities, so the pruning cannot lose the optimum (request latency also reads each model's prefill,
+which its vector then holds). The surviving options are combined with
 every speculation choice and each complete design is priced by the evaluator.
 """
 
@@ -48,10 +49,12 @@ class PricedOption:
 
 
 def priced_options(ev: Evaluator, opts: ModelOptions, j: int, tokens: Sequence[int], draft2s: Sequence[str],
-                   limit: int | None = None, latency_only: bool = False) -> Iterator[PricedOption]:
+                   limit: int | None = None, latency_only: bool = False, prefill: bool = False
+                   ) -> Iterator[PricedOption]:
     """Every option of model j (index in the design) whose tensors fit, priced at `tokens`; ScenarioError
     once more than `limit` options would be listed. `latency_only`: the vector holds only what a design's
-    latency reads (pass and draft2-step times, devices), not the energies nor the idle power."""
+    latency reads (pass and draft2-step times, devices), not the energies nor the idle power; `prefill`: it
+    also holds the model's prefill time (what the request objective adds, formulations/prefill.md)."""
     listed = 0
     for a in opts.archs:
         places = placement_combinations(opts, a)
@@ -77,6 +80,8 @@ def priced_options(ev: Evaluator, opts: ModelOptions, j: int, tokens: Sequence[i
                         continue
                     vec += [step.time_ns] if latency_only else [step.time_ns, step.energy_nj]
                 vec += [a.devices] if latency_only else [ev.costs.idle_power_mw(a), a.devices]
+                if prefill:
+                    vec.append(ev.prefill.model_prefill(md).time_ns)
                 listed += 1
                 yield PricedOption(a, d2, md, cap, tuple(vec))
 
@@ -95,7 +100,7 @@ def pareto_filter(items: list[tuple[tuple, object]]) -> list[object]:
 
 
 def _space_options(ev: Evaluator, space: DesignSpace, tail: Callable[[int, ModelDesign], tuple] | None = None,
-                   latency_only: bool = False
+                   latency_only: bool = False, prefill: bool = False
                    ) -> tuple[list[list[tuple[ModelDesign, str | None]]], list[list[tuple[ModelDesign, str | None]]]]:
     """Per model, the (design part, draft2) options kept and those dropped: without `tail`, the options
     no other option of the model matches or beats in every priced quantity (one of equals is kept);
@@ -117,7 +122,8 @@ def _space_options(ev: Evaluator, space: DesignSpace, tail: Callable[[int, Model
     for j, opts in enumerate(space.models):
         draft2s = draft2_models[j - 1] if j else []
         raw = [((o.draft2,) + o.perf, (o.md, o.draft2))
-               for o in priced_options(ev, opts, j, sorted(tokens[j]), draft2s, MAX_OPTIONS_PER_MODEL, latency_only)]
+               for o in priced_options(ev, opts, j, sorted(tokens[j]), draft2s, MAX_OPTIONS_PER_MODEL, latency_only,
+                                       prefill)]
         # prune within each draft2 class (capacity depends on it)
         kept = []
         for d2 in {k[0] for k, _ in raw}:
@@ -202,6 +208,13 @@ def every_design(scenario: Scenario, catalog: Catalog | None = None) -> list[Eva
     return out
 
 
+def _key(e: Evaluation, objective: str) -> tuple[Fraction, ...]:
+    """What brute force minimises: the objective; for request latency, then the latency per token (as the
+    exact solver's request solve breaks ties)."""
+    m = e.metrics
+    return (m.request_fraction(), m.latency_fraction()) if objective == "request" else (m.objective(objective),)
+
+
 def brute_force(scenario: Scenario, *, objective: str | None = None, catalog: Catalog | None = None) -> SolveResult:
     """The optimum of the scenario's (restricted) space by enumeration; refuses when the space is too large."""
     t0 = time.perf_counter()
@@ -209,8 +222,10 @@ def brute_force(scenario: Scenario, *, objective: str | None = None, catalog: Ca
     objective = objective or scenario.objective
     ev = Evaluator(scenario, catalog)
     space = DesignSpace(scenario, catalog)
-    # a latency optimum reads only times: options are compared on them alone (many fewer survive)
-    options, _ = _space_options(ev, space, latency_only=objective == "latency")
+    # a latency optimum reads only times: options are compared on them alone (many fewer survive); a
+    # request optimum reads the times and each model's prefill
+    options, _ = _space_options(ev, space, latency_only=objective in ("latency", "request"),
+                                prefill=objective == "request")
     best: Evaluation | None = None
     evaluated = 0
     for design in _designs(space, options):
@@ -219,7 +234,7 @@ def brute_force(scenario: Scenario, *, objective: str | None = None, catalog: Ca
         except ScenarioError:
             continue
         evaluated += 1
-        if best is None or e.metrics.objective(objective) < best.metrics.objective(objective):
+        if best is None or _key(e, objective) < _key(best, objective):
             best = e
     if best is None:
         raise ScenarioError("brute force: no feasible design in the space")

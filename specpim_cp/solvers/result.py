@@ -12,7 +12,7 @@ from typing import ClassVar
 from specpim_cp.physics.evaluate import Evaluation
 
 #: Unit of SolveReport.objective and .bound (the evaluator's exact units) and of `objective` in JSON.
-OBJECTIVE_UNITS = {"latency": "ns/token", "energy": "nJ/token", "edp": "ns*nJ/token^2"}
+OBJECTIVE_UNITS = {"latency": "ns/token", "energy": "nJ/token", "edp": "ns*nJ/token^2", "request": "ns/request"}
 #: [OBJ-2r] The default front resolution, in percent of energy per token: a point at least every 0.1% (the
 #: exact front, 0, under dynamic accounting can have hundreds of points closer than that).
 DEFAULT_RESOLUTION_PCT = "0.1"

@@ -20,13 +20,16 @@ def experts_text(m: ModelSpec) -> str:
 
 def models_table(models: Iterable[ModelSpec]) -> str:
     """One row per model: its shape, experts, parameters (active ones of a mixture of experts: the
-    attention, router, shared experts, routed experts a token uses and embeddings) and position limit."""
+    attention, router, shared experts, routed experts a token uses and embeddings), position limit and
+    sliding window."""
     rows = [[m.name, m.family, m.tokenizer, m.layers, m.hidden, m.heads, m.kv_heads, m.head_dim, m.ffn, m.ffn_kind,
              "yes" if m.parallel_block else "no", m.vocab, experts_text(m), f"{m.parameter_count() / 1e9:.2f}",
              f"{m.active_parameter_count() / 1e9:.2f}" if m.is_moe else "-",
-             f"{m.max_position:,}" if m.max_position else "-"] for m in models]
+             f"{m.max_position:,}" if m.max_position else "-",
+             f"{m.sliding_window:,}" if m.sliding_window else "-"] for m in models]
     return table(["model", "family", "tokenizer", "layers", "hidden", "heads", "kv", "head", "ffn", "ffn kind",
-                  "parallel", "vocab", "experts (k of E + shared)", "params (B)", "active (B)", "max position"],
+                  "parallel", "vocab", "experts (k of E + shared)", "params (B)", "active (B)", "max position",
+                  "window"],
                  rows)
 
 

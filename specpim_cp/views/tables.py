@@ -11,7 +11,8 @@ from specpim_cp.problem.scenario import Scenario, scenario_catalog
 from specpim_cp.problem.trees import render_tree
 
 #: Human units of the objectives: (unit, factor from the evaluator's unit); metrics print the same units.
-HUMAN_UNITS = {"latency": ("us/token", 1e-3), "energy": ("mJ/token", 1e-6), "edp": ("us*mJ/token^2", 1e-9)}
+HUMAN_UNITS = {"latency": ("us/token", 1e-3), "energy": ("mJ/token", 1e-6), "edp": ("us*mJ/token^2", 1e-9),
+               "request": ("ms/request", 1e-6)}
 
 
 def human_objective(name: str, value) -> str:
@@ -71,6 +72,14 @@ def format_metrics(m) -> str:
             f"{m.tokens_per_round:.3f} tokens/round")
 
 
+def prefill_line(sc: Scenario, m) -> str:
+    """The prompt's prefill beside the per-token figures (formulations/prefill.md): time to first token,
+    its energy per request, and the request's end-to-end latency (TTFT + generated tokens x latency)."""
+    return (f"prefill: TTFT {m.prefill_ns / 1e6:,.3f} ms | energy {m.prefill_energy_nj / m.batch_size / 1e6:,.3f} "
+            f"mJ/request | request {float(m.request_fraction()) / 1e6:,.3f} ms (TTFT + {sc.generated_tokens} tokens "
+            "x latency)")
+
+
 def host_line(sc: Scenario, ev) -> str:
     """The host, how its kernels were priced (fitted to measurements or a derated roofline), and the user
     catalog files the price used."""
@@ -81,7 +90,7 @@ def host_line(sc: Scenario, ev) -> str:
 def format_evaluation(sc: Scenario, ev) -> str:
     lines = [f"scenario {sc.name}: batch {sc.batch_size}, context {sc.prompt_tokens}+{sc.generated_tokens}",
              host_line(sc, ev), "design:", *design_lines(sc, ev.design), "metrics: " + format_metrics(ev.metrics),
-             *acceptance_notes(sc), "breakdown:"]
+             prefill_line(sc, ev.metrics), *acceptance_notes(sc), "breakdown:"]
     b = ev.breakdown
     rows = []
     for label, mb in b.models():
@@ -137,17 +146,18 @@ def format_baselines(sc: Scenario, results) -> str:
     rows = []
     for r in results:
         if r.evaluation is None:
-            rows.append([r.name, "infeasible", "", "", "", "", r.error])
+            rows.append([r.name, "infeasible", "", "", "", "", "", r.error])
             continue
         m = r.evaluation.metrics
         gam = ",".join(str(d.draft_length) if d.tree is None else f"tree {tree_text(d.tree)}"
                        for d in r.evaluation.design.drafters) or "-"
         rows.append([r.name, m.latency_ns_per_token / 1e3, m.throughput_tokens_per_s, m.energy_pj_per_token / 1e9,
-                     gam, spill_text(r.evaluation.breakdown, short=True) or "-", r.description])
+                     m.prefill_ns / 1e6, gam, spill_text(r.evaluation.breakdown, short=True) or "-", r.description])
     priced = next((r.evaluation for r in results if r.evaluation is not None), None)
     host = "" if priced is None else host_line(sc, priced) + "\n"
     return f"scenario {sc.name} (objective {sc.objective})\n{host}" + table(
-        ["baseline", "us/token", "tokens/s", "mJ/token", "draft len", "spill (moved every pass)", "recipe"], rows)
+        ["baseline", "us/token", "tokens/s", "mJ/token", "TTFT ms", "draft len", "spill (moved every pass)", "recipe"],
+        rows)
 
 
 def _placement_text(md: ModelDesign, share_levels: int) -> str:
@@ -185,7 +195,8 @@ def format_solve(sc: Scenario, res) -> str:
             f"{human_objective(r.objective_name, r.objective)}, bound {bound}, gap {gap}, {r.wall_s:.2f} s, "
             f"{r.iterations} iterations, seed {r.seed}, {r.solver_version}")
     lines = [head, host_line(sc, res.evaluation), "design:", *design_lines(sc, res.design),
-             "metrics: " + format_metrics(res.evaluation.metrics), *acceptance_notes(sc)]
+             "metrics: " + format_metrics(res.evaluation.metrics), prefill_line(sc, res.evaluation.metrics),
+             *acceptance_notes(sc)]
     return "\n".join(lines)
 
 

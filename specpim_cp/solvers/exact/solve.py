@@ -1,4 +1,4 @@
-"""`solve`: the optimum of a scenario's space for latency, energy or EDP, with its proof or gap.
+"""`solve`: the optimum of a scenario's space for latency, energy, EDP or request latency, with its proof or gap.
 
 The pipeline: build the model (guards.py refuses what it cannot hold), start from the best known design
 (starts.py), minimise the ratio by Dinkelbach (ratio.py) or, for EDP, sweep the front's part that can hold
@@ -21,6 +21,7 @@ from specpim_cp.solvers.exact.fronts import epsilon_front
 from specpim_cp.solvers.exact.guards import build_model, check_options
 from specpim_cp.solvers.exact.model import SpecModel
 from specpim_cp.solvers.exact.ratio import RatioObjective, minimize_ratio
+from specpim_cp.solvers.exact.request import solve_request
 from specpim_cp.solvers.exact.session import ProgressHook, SolverOptions, SolveSession
 from specpim_cp.solvers.exact.starts import best_start
 from specpim_cp.solvers.exact.tree_column_set import columns_refusal
@@ -55,6 +56,8 @@ def solve(scenario: Scenario, *, objective: str | None = None, options: SolverOp
     run.on_progress = on_progress
     if objective == "edp":
         return solve_edp(sm, run, scenario, hint, t0)
+    if objective == "request":  # [PRE-5] prefill + G x latency per token, by prefill thresholds
+        return solve_request(sm, run, scenario, hint, t0)
     start = best_start(sm, ev, objective, hint)
     status, design, obj, bound = minimize_ratio(run, RatioObjective(sm, objective), start=start)
     if status == Status.INFEASIBLE:

@@ -139,11 +139,13 @@ def run_heuristic(scenario: Scenario, *, budget: str | Budget = "quick", seed: i
     t0 = time.perf_counter()
     catalog = catalog or scenario_catalog(scenario)
     bud = resolve_budget(budget)
-    search = search_objective or scenario.objective
+    # request latency (formulations/prefill.md) is searched by latency per token, selected by itself
+    search = search_objective or ("latency" if scenario.objective == "request" else scenario.objective)
     select = select_objective or scenario.objective
-    for name, value in (("search_objective", search), ("select_objective", select)):
-        if value not in OBJECTIVES:
-            raise ScenarioError(f"{name}: unknown objective {value!r} (known: {', '.join(OBJECTIVES)})")
+    for name, value, known in (("search_objective", search, OBJECTIVES),
+                               ("select_objective", select, (*OBJECTIVES, "request"))):
+        if value not in known:
+            raise ScenarioError(f"{name}: unknown objective {value!r} (known: {', '.join(known)})")
     if not isinstance(seed, int) or seed < 0:
         raise ScenarioError(f"seed: need a non-negative integer, got {seed!r}")
     if workers < 1:
