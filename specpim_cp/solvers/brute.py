@@ -17,6 +17,7 @@ from dataclasses import dataclass
 from fractions import Fraction
 
 from specpim_cp.catalog import Catalog
+from specpim_cp.catalog.slices import slice_channels
 from specpim_cp.errors import ScenarioError
 from specpim_cp.physics.evaluate import CapacityUse, Evaluation, Evaluator
 from specpim_cp.physics.rounds import drafter_cycle_tokens, tree_pass_tokens, verifier_tokens
@@ -116,9 +117,11 @@ def _space_options(ev: Evaluator, space: DesignSpace, tail: Callable[[int, Model
     kept_all, dropped_all = [], []
     for j, opts in enumerate(space.models):
         draft2s = draft2_models[j - 1] if j else []
-        raw = [((o.draft2,) + o.perf, (o.md, o.draft2))
+        # the class of an option: its draft2 (capacity depends on it) and its channel slice (a shared device
+        # takes every channel exactly once, [EDGE-2]: a smaller slice is no better)
+        raw = [(((o.draft2, slice_channels(o.arch.memory_type)),) + o.perf, (o.md, o.draft2))
                for o in priced_options(ev, opts, j, sorted(tokens[j]), draft2s, MAX_OPTIONS_PER_MODEL, latency_only)]
-        # prune within each draft2 class (capacity depends on it)
+        # prune within each class
         kept = []
         for d2 in {k[0] for k, _ in raw}:
             cls = [(k[1:], v) for k, v in raw if k[0] == d2]

@@ -44,6 +44,7 @@ from specpim_cp.solvers.exact.choice_bounds import (
 )
 from specpim_cp.solvers.exact.energy_bounds import TimePricedEnergy
 from specpim_cp.solvers.exact.prices import PriceTable
+from specpim_cp.solvers.exact.shared_device import add_shared_device
 
 
 def ub(var: cp_model.IntVar) -> int:
@@ -151,6 +152,8 @@ class SpecModel:
             self.assumption_families["ARCH-2 device budget"] = lit
             m.add(sum(a.devices * v for xs in self.x for a, v in xs.items())
                   <= self.scenario.device_budget).only_enforce_if(lit)
+        if self.scenario.shared_device:
+            self.assumption_families["EDGE-2 shared device"] = add_shared_device(m, self.x)
 
     def add_placement(self) -> None:
         """[MAP] MAP-1 one placement per operator; MAP-2 the placement exists on the chosen architecture."""
