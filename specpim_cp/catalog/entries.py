@@ -3,9 +3,11 @@ catalog that holds them with its acceptance rates (loaded and checked by `specpi
 
 from __future__ import annotations
 
+import dataclasses
 from dataclasses import dataclass, field
+from functools import lru_cache
 
-from specpim_cp.catalog.slices import channel_slice, parse_slice
+from specpim_cp.catalog.slices import parse_slice, slice_name
 from specpim_cp.errors import ScenarioError
 
 MIB = 1 << 20
@@ -161,6 +163,13 @@ class MemorySpec:
     @property
     def unit_external_bandwidth_gbps(self) -> float:
         return self.group_external_bandwidth_gbps / self.units_per_group
+
+
+@lru_cache(maxsize=1024)
+def channel_slice(base: MemorySpec, channels: int) -> MemorySpec:
+    """`base` cut to `channels` of its channel groups (a shared device's slice, catalog/slices.py)."""
+    return dataclasses.replace(base, name=slice_name(base.name, channels, base.groups), groups=channels,
+                               label=f"{base.label}: {channels} of {base.groups} channels", slice_of=base.groups)
 
 
 @dataclass(frozen=True)

@@ -2,18 +2,12 @@
 
 A slice is named `BASE[c/C]`: `c` of the `C` channel groups (`groups`) of memory type BASE. It is that
 memory with `groups = c`, so its bandwidth, capacity and PIM units are the slice's share; `slice_of = C`
-records the whole device.
+records the whole device (`entries.channel_slice` builds it, `Catalog.memory` resolves the name).
 """
 
 from __future__ import annotations
 
-import dataclasses
 import re
-from functools import lru_cache
-from typing import TYPE_CHECKING
-
-if TYPE_CHECKING:
-    from specpim_cp.catalog.entries import MemorySpec
 
 _SLICE = re.compile(r"^(?P<base>.+)\[(?P<c>\d+)/(?P<total>\d+)\]$")
 
@@ -32,10 +26,3 @@ def slice_channels(name: str) -> int:
     """Channels of a slice name; 0 for a plain memory name (a model on whole devices)."""
     parsed = parse_slice(name)
     return 0 if parsed is None else parsed[1]
-
-
-@lru_cache(maxsize=1024)
-def channel_slice(base: MemorySpec, channels: int) -> MemorySpec:
-    """`base` cut to `channels` of its channel groups (1 <= channels <= base.groups)."""
-    return dataclasses.replace(base, name=slice_name(base.name, channels, base.groups), groups=channels,
-                               label=f"{base.label}: {channels} of {base.groups} channels", slice_of=base.groups)

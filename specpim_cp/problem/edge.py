@@ -8,14 +8,42 @@ pipelined. These checks need the catalog; the space (problem/space.py) and the e
 
 from __future__ import annotations
 
-from typing import TYPE_CHECKING
+from collections.abc import Sequence
+from typing import Protocol
 
 from specpim_cp.catalog import Catalog, MemorySpec
 from specpim_cp.catalog.slices import parse_slice, slice_name
 from specpim_cp.errors import ScenarioError
 
-if TYPE_CHECKING:
-    from specpim_cp.problem.scenario import ModelEntry, Scenario
+
+class ModelEntry(Protocol):
+    """What these rules read of a scenario's model entry (problem/scenario.py ModelEntry)."""
+
+    model: str
+    devices: int | None
+    channels: int | None
+    weights: str
+
+
+class DrafterEntry(ModelEntry, Protocol):
+    staging: object | None
+
+
+class SpaceFields(Protocol):
+    pipeline: str
+    memory_type: str | None
+
+
+class Scenario(Protocol):
+    """What these rules read of a scenario (problem/scenario.py Scenario, which imports this module)."""
+
+    shared_device: bool
+    device_budget: int | None
+    memory_types: list[str]
+    verifier: ModelEntry
+    drafters: Sequence[DrafterEntry]
+    space: SpaceFields
+
 
 #: Fields this module adds to a scenario, with their defaults: left out of the inputs hash at the default, so
 #: a scenario that does not use them keeps its hash.

@@ -1,8 +1,7 @@
 """CP-SAT model of the whole design space of one scenario (formulations/*.md has the mathematics).
 
-One `add_*` method per constraint family, each carrying the family's ID. Every cost coefficient is an
-integer read from the scenario's `PriceTable` (prices.py, asked of the evaluator once before the first row),
-so the model prices a design with exactly the evaluator's integers.
+One `add_*` method per constraint family, each carrying the family's ID. Every cost coefficient is an integer
+of the scenario's `PriceTable` (prices.py), so the model prices a design with the evaluator's integers.
 
 Decision variables (all Boolean one-hots):
   x[j][a]      model j uses architecture a (memory type, PIM units per group, device count)
@@ -143,7 +142,7 @@ class SpecModel:
         self.add_idle_cut()
 
     def add_architecture(self) -> None:
-        """[ARCH] ARCH-1 exactly one architecture per model; ARCH-2 the device budget."""
+        """[ARCH] ARCH-1 exactly one architecture per model; ARCH-2 the device budget; EDGE-2 a shared device."""
         m = self.m
         for xs in self.x:
             m.add_exactly_one(xs.values())
@@ -152,8 +151,7 @@ class SpecModel:
             self.assumption_families["ARCH-2 device budget"] = lit
             m.add(sum(a.devices * v for xs in self.x for a, v in xs.items())
                   <= self.scenario.device_budget).only_enforce_if(lit)
-        if self.scenario.shared_device:
-            self.assumption_families["EDGE-2 shared device"] = add_shared_device(m, self.x)
+        add_shared_device(self)
 
     def add_placement(self) -> None:
         """[MAP] MAP-1 one placement per operator; MAP-2 the placement exists on the chosen architecture."""

@@ -4,18 +4,33 @@ channel slice of one memory, and the slices take each of its channels exactly on
 from __future__ import annotations
 
 from collections.abc import Sequence
+from typing import Protocol
 
 from ortools.sat.python import cp_model
 
 from specpim_cp.catalog.slices import parse_slice
 from specpim_cp.problem.design import ArchConfig
+from specpim_cp.problem.scenario import Scenario
 
 
-def add_shared_device(m: cp_model.CpModel, x: Sequence[dict[ArchConfig, cp_model.IntVar]]
-                      ) -> cp_model.IntVar:
-    """EDGE-2a every model on slices of the same memory; EDGE-2b their channels sum to the device's.
-    Returns the family's assumption literal."""
+class ArchitectureRows(Protocol):
+    """What this family reads of the model builder (model.py SpecModel, which imports this module)."""
+
+    scenario: Scenario
+    m: cp_model.CpModel
+    x: Sequence[dict[ArchConfig, cp_model.IntVar]]
+    assumption_families: dict[str, cp_model.IntVar]
+
+
+def add_shared_device(sm: ArchitectureRows) -> None:
+    """On a shared device (`scenario.shared_device`): EDGE-2a every model on slices of the same memory,
+    EDGE-2b their channels sum to the device's, under the literal `assume[EDGE-2]` registered in
+    `sm.assumption_families`; nothing otherwise."""
+    if not sm.scenario.shared_device:
+        return
+    m, x = sm.m, sm.x
     lit = m.new_bool_var("assume[EDGE-2]")
+    sm.assumption_families["EDGE-2 shared device"] = lit
     bases: dict[str, int] = {}
     for xs in x:
         for a in xs:
@@ -30,4 +45,3 @@ def add_shared_device(m: cp_model.CpModel, x: Sequence[dict[ArchConfig, cp_model
         used = sum(parse_slice(a.memory_type)[1] * v for xs in x for a, v in xs.items()
                    if parse_slice(a.memory_type)[0] == base)
         m.add(used == total * on_base[0]).only_enforce_if(lit)                                     # EDGE-2b
-    return lit
