@@ -20,7 +20,7 @@ from specpim_cp.problem.space import DesignSpace
 from specpim_cp.solvers.brute import brute_force
 from specpim_cp.solvers.exact import SolverOptions, solve
 
-PHONE = "lpddr5x-pim-phone"
+PHONE = "lpddr5x-phone-pim"
 
 
 def _scenario(**over) -> dict:
@@ -85,6 +85,23 @@ def test_shared_device_slices_and_idle_power():
     assert mem.groups == 3 and mem.slice_of == 4
 
 
+def test_interleaved_device_shares_capacity_and_idle_power():
+    cat = default_catalog()
+    sc = parse_scenario(_scenario(shared_device="interleaved", prompt_tokens=4096, batch_size=2,
+                                  verifier={"model": "qwen2.5-3b"},
+                                  drafters=[{"model": "qwen2.5-1.5b", "acceptance": 0.8}]), cat)
+    space = DesignSpace(sc, cat)
+    assert {a.memory_type for a in space.models[1].archs} == {PHONE}
+    costs = CostModel(sc, cat)
+    assert costs.idle_power_mw(ArchConfig(PHONE, 1, 1)) == cat.host(sc.host).idle_power_mw // 2
+    ev = Evaluator(sc, cat)
+    exact = solve(sc, options=SolverOptions(60, deterministic=True), catalog=cat)
+    caps = [ev.capacity(md) for _, md in exact.design.models()]
+    assert sum(c.pim_need_kib for c in caps) <= caps[0].pim_capacity_kib
+    assert sum(c.normal_need_kib for c in caps) <= caps[0].normal_capacity_kib
+    assert exact.design.verifier.pim_units == exact.design.drafters[0].pim_units
+
+
 def test_designs_take_every_channel_once():
     cat = default_catalog()
     sc = parse_scenario(_scenario(), cat)
@@ -102,7 +119,14 @@ def test_designs_take_every_channel_once():
     ("energy", {}),
     ("latency", {"prompt_tokens": 4096, "batch_size": 2,
                  "verifier": {"model": "qwen2.5-3b", "weights": "int8"}}),  # capacity binds the slices
-    ("edp", {"memory_types": ["lpddr5x-pim-laptop"], "host": "snapdragon-x-elite"}),
+    ("edp", {"memory_types": ["lpddr5x-laptop-pim"], "host": "snapdragon-x-elite"}),
+    ("latency", {"shared_device": "interleaved"}),
+    ("energy", {"shared_device": "interleaved", "drafters": [
+        {"model": "qwen2.5-0.5b", "acceptance": 0.7, "staging": {"draft2": ["ngram"], "max_draft_length": 2}}]}),
+    ("latency", {"shared_device": "interleaved", "prompt_tokens": 4096, "batch_size": 2,  # the joint capacity binds
+                 "verifier": {"model": "qwen2.5-3b"}, "drafters": [{"model": "qwen2.5-1.5b", "acceptance": 0.8}]}),
+    ("latency", {"shared_device": "interleaved", "memory_types": ["lpddr5x-laptop-pim"], "host": "snapdragon-x-elite",
+                 "max_draft_length": 1, "space": {"share_levels": 1, "pim_units": 1}}),
 ])
 def test_shared_device_optimum_equals_brute_force(objective, over):
     """The exact model's EDGE-2 rows and slice architectures give the enumerated optimum: shared channels
@@ -134,6 +158,8 @@ def _cli_error(tmp_path, data: dict, *needles: str) -> None:
       "drafters": [{"model": "qwen2.5-0.5b", "channels": 2}]}, ("channels", "above the 4 channels")),
     ({"shared_device": False, "verifier": {"model": "qwen2.5-1.5b", "devices": 1, "channels": 2},
       "drafters": [{"model": "qwen2.5-0.5b", "devices": 1}]}, ("verifier.channels", "shared_device")),
+    ({"shared_device": "interleaved", "verifier": {"model": "qwen2.5-1.5b", "channels": 2}},
+     ("verifier.channels", "interleaved")),
     ({"device_budget": 2}, ("device_budget", "one device")),
     ({"space": {"pipeline": "on"}}, ("space.pipeline", "time-shares")),
     ({"verifier": {"model": "qwen2.5-1.5b", "devices": 2}}, ("verifier.devices", "one device")),

@@ -29,7 +29,7 @@ from specpim_cp import kernels
 from specpim_cp.catalog import Catalog, HostSpec, MemorySpec, ModelSpec
 from specpim_cp.catalog.precision import DEFAULT_PRECISION, weight_bytes
 from specpim_cp.problem.design import ArchConfig, Placement
-from specpim_cp.problem.edge import QUANTISED_OPS, pim_runs, weight_precisions
+from specpim_cp.problem.edge import QUANTISED_OPS, pim_runs, sharing, weight_precisions
 from specpim_cp.problem.operators import ATTENTION_OPS, PLACEABLE_OPS, OpShape, distinct_experts, op_shapes
 from specpim_cp.problem.scenario import Scenario
 from specpim_cp.problem.space import placement_options
@@ -108,6 +108,7 @@ class CostModel:
         self.memory_model = scenario.assumptions.memory_model
         self.count_idle = scenario.assumptions.energy_accounting == "total"
         self.precisions = weight_precisions(scenario)  # [EDGE-1] per model name
+        self.interleaved = sharing(scenario) == "interleaved"  # [EDGE-3]
         self._op_cache: dict[tuple, OpCost | None] = {}
         self._shapes: dict[str, dict[str, OpShape]] = {}
         self._tensor_bytes: dict[tuple[str, int], TensorBytes] = {}
@@ -198,6 +199,8 @@ class CostModel:
         mem = self.memory(arch)
         if mem.slice_of:
             return self.host.idle_power_mw * mem.groups // mem.slice_of
+        if self.interleaved:  # every model on the whole device: an equal share each
+            return self.host.idle_power_mw // (1 + len(self.scenario.drafters))
         return arch.devices * self.host.idle_power_mw
 
     def draft2_layout(self, arch: ArchConfig) -> str | None:

@@ -37,7 +37,7 @@ class SpaceFields(Protocol):
 class Scenario(Protocol):
     """What these rules read of a scenario (problem/scenario.py Scenario, which imports this module)."""
 
-    shared_device: bool
+    shared_device: bool | str
     device_budget: int | None
     memory_types: list[str]
     verifier: ModelEntry
@@ -63,6 +63,13 @@ def edge_defaults_dropped(data: dict) -> dict:
                    for e in ([entries] if one else entries)]
         out[key] = cleaned[0] if one else cleaned
     return out
+
+
+def sharing(sc: Scenario) -> str | None:
+    """How the models share one device: "channels", "interleaved", or None (each model on its own devices)."""
+    if sc.shared_device is False:
+        return None
+    return "channels" if sc.shared_device is True else str(sc.shared_device)
 
 
 def model_entries(sc: Scenario) -> list[tuple[str, ModelEntry]]:
@@ -97,10 +104,12 @@ def check_edge(sc: Scenario, catalog: Catalog) -> None:
         spec = catalog.models.get(name)
         if precision != "fp16" and spec is not None and spec.is_moe:
             raise ScenarioError(f"weights: '{name}' is a mixture of experts, priced in FP16 only (weights = \"fp16\")")
-    if not sc.shared_device:
+    if sharing(sc) != "channels":
         for where, e in entries:
             if e.channels is not None:
-                raise ScenarioError(f"{where}.channels: a channel slice needs shared_device = true")
+                raise ScenarioError(f"{where}.channels: a channel slice needs shared_device = \"channels\" "
+                                    f"(or true), got {sc.shared_device!r}")
+    if not sc.shared_device:
         return
     if sc.device_budget is not None:
         raise ScenarioError("device_budget: a shared device is one device (leave device_budget out)")
@@ -109,6 +118,8 @@ def check_edge(sc: Scenario, catalog: Catalog) -> None:
     for where, e in entries:
         if e.devices not in (None, 1):
             raise ScenarioError(f"{where}.devices: a shared device is one device, got {e.devices}")
+    if sharing(sc) != "channels":
+        return
     memories = [sc.space.memory_type] if sc.space.memory_type else sc.memory_types
     for m in memories:
         total = catalog.memory(m).groups
@@ -146,8 +157,15 @@ def pim_runs(memory: MemorySpec, precision: str, op: str, engine: str) -> bool:
     return engine != "pim" or op not in QUANTISED_OPS or precision in memory.pim_precisions
 
 
-def shared_device_violations(memory_types: list[str]) -> list[str]:
-    """[EDGE-2] The models' slices lie on one memory and take every channel of it exactly once."""
+def shared_device_violations(sc: Scenario, archs: list[tuple[str, int]]) -> list[str]:
+    """[EDGE-2] The models' (memory type, PIM units): interleaved, one memory and one PIM count for all; by
+    channels, slices of one memory that take every channel of it exactly once."""
+    if sharing(sc) == "interleaved":
+        if len(set(archs)) > 1:
+            return [("design: on an interleaved shared device every model has the device's memory type and "
+                    f"pim_units, got {sorted(set(archs))}")]
+        return []
+    memory_types = [m for m, _ in archs]
     parsed = [parse_slice(m) for m in memory_types]
     if any(p is None for p in parsed):
         return ["design: on a shared device every model takes a channel slice (memory_type NAME[c/C])"]

@@ -138,8 +138,9 @@ class Scenario(StrictModel):
     memory_types: list[str] = Field(default_factory=lambda: ["hbm", "gddr"], min_length=1)
     max_draft_length: int = Field(default=8, ge=1, le=MAX_DRAFT_LENGTH)
     device_budget: int | None = Field(default=None, ge=1)
-    # one device for every model, its channel groups split between them (formulations/edge.md [EDGE-2])
-    shared_device: bool = False
+    # one device for every model (formulations/edge.md [EDGE-2]): true or "channels" (each model on its own
+    # slice of the channels) or "interleaved" (every model over all channels, capacity shared)
+    shared_device: bool | Literal["channels", "interleaved"] = False
     verifier: ModelEntry
     drafters: list[DrafterEntry] = Field(default_factory=list, max_length=MAX_DRAFTERS)
     space: Space = Field(default_factory=Space)

@@ -36,7 +36,13 @@ from specpim_cp.problem.design import (
     SpecChoice,
     Staging,
 )
-from specpim_cp.problem.edge import pim_runs, shared_device_violations, slice_options, weight_precisions
+from specpim_cp.problem.edge import (
+    pim_runs,
+    shared_device_violations,
+    sharing,
+    slice_options,
+    weight_precisions,
+)
 from specpim_cp.problem.mapping_rules import rule_allows
 from specpim_cp.problem.operators import PLACEABLE_OPS
 from specpim_cp.problem.scenario import ModelEntry, Scenario, Space, scenario_catalog
@@ -190,7 +196,7 @@ class DesignSpace:
 
     def model_memory_options(self, j: int) -> tuple[str, ...]:
         """Memory types model j may take: the allowed ones, or on a shared device their channel slices."""
-        if not self.scenario.shared_device:
+        if sharing(self.scenario) != "channels":
             return self.memory_options()
         return tuple(s for m in self.memory_options() for s in slice_options(self.scenario, self.catalog, m, j))
 
@@ -338,7 +344,7 @@ class DesignSpace:
         for opts, (label, md) in zip(self.models, design.models(), strict=True):
             out += self._model_violations(opts, label, md)
         if sc.shared_device:
-            out += shared_device_violations([md.memory_type for _, md in design.models()])
+            out += shared_device_violations(sc, [(md.memory_type, md.pim_units) for _, md in design.models()])
         if sc.device_budget is not None:
             total = sum(md.devices for _, md in design.models())
             if total > sc.device_budget:

@@ -135,6 +135,7 @@ class SpecModel:
             self.pass_time.append(pt)
             self.pass_energy.append(pe)
             self.tree_pass.append(self.add_tree_passes(j))
+        add_shared_device(self)  # EDGE-2 one device's channels and capacity (formulations/edge.md)
         self.add_cycles()
         self.add_round()
         self.add_energy()
@@ -142,7 +143,7 @@ class SpecModel:
         self.add_idle_cut()
 
     def add_architecture(self) -> None:
-        """[ARCH] ARCH-1 exactly one architecture per model; ARCH-2 the device budget; EDGE-2 a shared device."""
+        """[ARCH] ARCH-1 exactly one architecture per model; ARCH-2 the device budget."""
         m = self.m
         for xs in self.x:
             m.add_exactly_one(xs.values())
@@ -151,7 +152,6 @@ class SpecModel:
             self.assumption_families["ARCH-2 device budget"] = lit
             m.add(sum(a.devices * v for xs in self.x for a, v in xs.items())
                   <= self.scenario.device_budget).only_enforce_if(lit)
-        add_shared_device(self)
 
     def add_placement(self) -> None:
         """[MAP] MAP-1 one placement per operator; MAP-2 the placement exists on the chosen architecture."""
