@@ -126,7 +126,7 @@ def test_designs_take_every_channel_once():
     ("latency", {"shared_device": "interleaved", "prompt_tokens": 4096, "batch_size": 2,  # the joint capacity binds
                  "verifier": {"model": "qwen2.5-3b"}, "drafters": [{"model": "qwen2.5-1.5b", "acceptance": 0.8}]}),
     ("latency", {"shared_device": "interleaved", "memory_types": ["lpddr5x-laptop-pim"], "host": "snapdragon-x-elite",
-                 "max_draft_length": 1, "space": {"share_levels": 1, "pim_units": 1}}),
+                 "max_draft_length": 1, "space": {"share_levels": 1, "pim_units": 2}}),
 ])
 def test_shared_device_optimum_equals_brute_force(objective, over):
     """The exact model's EDGE-2 rows and slice architectures give the enumerated optimum: shared channels
