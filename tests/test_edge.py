@@ -180,3 +180,35 @@ def test_defaults_keep_the_inputs_hash():
     assert "channels" not in dumped["drafters"][0]
     changed = parse_scenario({**data, "verifier": {"model": "opt-1.3b", "devices": 1, "weights": "int8"}}, cat)
     assert changed.content_hash() != parse_scenario(data, cat).content_hash()
+
+
+def test_edge_set_loads_and_baselines_run_on_the_shared_device():
+    """Every `edge` scenario loads; on one of each sharing mode the edge baselines give designs of the shared
+    device that the evaluator accepts, none better than the exact optimum."""
+    from specpim_cp.problem.builtin_sets import SET_DESCRIPTIONS, scenario_files
+    from specpim_cp.problem.scenario import load_scenario
+    from specpim_cp.solvers.baselines import run_baselines
+
+    cat = default_catalog()
+    assert "edge" in SET_DESCRIPTIONS
+    files = {p.stem: p for p in scenario_files(["edge"])}
+    assert len(files) >= 10
+    for path in files.values():
+        load_scenario(path, cat)
+    for name in ("phone-qwen2.5-3b-int4-channels", "phone-llama3.2-3b-int4"):
+        sc = load_scenario(files[name], cat)
+        exact = solve(sc, options=SolverOptions(60, deterministic=True), catalog=cat)
+        results = {b.name: b for b in run_baselines(sc, cat)}
+        assert set(results) == {"GPU-AR", "GPU-SI", "FC-offload", "attention-offload"}
+        for b in results.values():
+            assert b.evaluation is not None, (name, b.name, b.error)
+            if b.name != "GPU-AR":
+                Evaluator(sc, cat).check(b.evaluation.design)
+                assert exact.report.objective <= b.evaluation.metrics.objective(sc.objective)
+
+
+def test_edge_validation_rows_hold():
+    from specpim_cp.check.validate_edge import edge_rows
+
+    rows = edge_rows(default_catalog())
+    assert rows and all(r.ok for r in rows), [(r.quantity, r.model, r.measured) for r in rows if not r.ok]
