@@ -15,6 +15,7 @@ from ortools.sat.python import cp_model
 
 from specpim_cp.catalog import Catalog
 from specpim_cp.catalog.slices import parse_slice
+from specpim_cp.errors import ScenarioError
 from specpim_cp.problem.design import ArchConfig, Placement, Staging
 from specpim_cp.problem.edge import sharing
 from specpim_cp.problem.operators import PLACEABLE_OPS
@@ -43,6 +44,9 @@ def add_shared_device(sm: ModelRows) -> None:
     mode = sharing(sm.scenario)
     if mode is None:
         return
+    if mode == "interleaved" and not sm.with_capacity:
+        raise ScenarioError("shared_device: an interleaved shared device shares its capacity between the models, "
+                            "which a workload mix's capacity rows do not; use shared_device = \"channels\"")
     lit = sm.m.new_bool_var("assume[EDGE-2]")
     sm.assumption_families["EDGE-2 shared device"] = lit
     if mode == "channels":
