@@ -208,7 +208,8 @@ def test_edge_set_loads_and_baselines_run_on_the_shared_device():
 
 
 def test_edge_validation_rows_hold():
+    from specpim_cp.check.validate import ValidationRow
     from specpim_cp.check.validate_edge import edge_rows
 
-    rows = edge_rows(default_catalog())
+    rows = edge_rows(default_catalog(), ValidationRow)
     assert rows and all(r.ok for r in rows), [(r.quantity, r.model, r.measured) for r in rows if not r.ok]

@@ -250,7 +250,7 @@ def _monte_carlo_rows(catalog: Catalog) -> list[ValidationRow]:
 def _edge_rows(catalog: Catalog) -> list[ValidationRow]:
     from specpim_cp.check.validate_edge import edge_rows
 
-    return edge_rows(catalog)
+    return edge_rows(catalog, ValidationRow)
 
 
 SECTIONS: tuple[Callable[[Catalog], list[ValidationRow]], ...] = (

@@ -8,9 +8,15 @@ bandwidth), so `snapdragon-x-elite` shares the phone's efficiencies unvalidated.
 
 from __future__ import annotations
 
+from collections.abc import Callable
+from typing import Any
+
 from specpim_cp.catalog import Catalog, ModelSpec
-from specpim_cp.check.validate import ValidationRow
 from specpim_cp.problem.design import ArchConfig
+
+#: The validation table's row type (`validate.ValidationRow`, which imports this module): (area, quantity,
+#: model, measured, tolerance, ok, source) -> a row.
+RowType = Callable[[str, str, str, str, str, bool, str], Any]
 
 #: (label, model, weights, host, memory, prompt, generated, published tokens/s, tolerance, source)
 EDGE_DECODE_POINTS = (
@@ -27,7 +33,7 @@ EDGE_DECODE_POINTS = (
 LPDDR_PIM_SPEEDUP = (2.0, 4.0)
 
 
-def _decode_rows(catalog: Catalog) -> list[ValidationRow]:
+def _decode_rows(catalog: Catalog, row: RowType) -> list:
     from specpim_cp.problem.scenario import parse_scenario
     from specpim_cp.solvers.baselines import gpu_ar
 
@@ -39,7 +45,7 @@ def _decode_rows(catalog: Catalog) -> list[ValidationRow]:
         t = gpu_ar(sc, catalog).metrics.round_time_ns / 1e6
         measured = 1e3 / tokens_per_s
         err = (t - measured) / measured
-        out.append(ValidationRow("edge decode latency", f"NPU-AR per token: {label}",
+        out.append(row("edge decode latency", f"NPU-AR per token: {label}",
                                  f"{t:.2f} ms ({1e3 / t:.1f} tokens/s, {100 * err:+.1f}%)",
                                  f"{measured:.2f} ms ({tokens_per_s:g} tokens/s)", f"+-{100 * tol:.0f}%",
                                  abs(err) <= tol, source))
@@ -71,13 +77,14 @@ def lpddr_pim_speedup(catalog: Catalog, memory: str = "lpddr5x-phone-pim", size:
     return external_ns / pim.time_ns
 
 
-def edge_rows(catalog: Catalog) -> list[ValidationRow]:
+def edge_rows(catalog: Catalog, row: RowType) -> list:
+    """The edge rows, each built by `row` (`validate.ValidationRow`)."""
     speedup = lpddr_pim_speedup(catalog)
     low, high = LPDDR_PIM_SPEEDUP
-    pim = ValidationRow(
+    pim = row(
         "PIM GEMV", "LPDDR5X-PIM what-if (a PIM die on every phone channel), 4096 x 4096 FP16 GEMV: speed-up over "
                     "the channels' external bandwidth", f"{speedup:.2f}x", "more than 2x (LPDDR5-PIM, simulated)",
         f"within {low:g}-{high:g}x", low <= speedup <= high,
         "Samsung, Hot Chips 33 (2021): LPDDR5-PIM more than doubles performance in simulation; the upper end is the "
         "4x internal bandwidth of the what-if die (catalog memories.lpddr5x-phone-pim)")
-    return _decode_rows(catalog) + [pim]
+    return _decode_rows(catalog, row) + [pim]
