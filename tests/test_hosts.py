@@ -38,6 +38,8 @@ NATIVE = {
     "h100-sxm": ("hbm3", 80, 3350.0, 5, kernel_model_label("h100")),
     "h200": ("hbm3e", 141, 4800.0, 6, kernel_model_label("h100")),
     "mi300x": ("hbm3-mi300x", 192, 5300.0, 8, kernel_model_label(ROOFLINE)),
+    "snapdragon-8-gen-3": ("lpddr5x-phone", 12, 68.264, 4, kernel_model_label(ROOFLINE)),
+    "snapdragon-x-elite": ("lpddr5x-laptop", 32, 135.168, 8, kernel_model_label(ROOFLINE)),
 }
 
 

@@ -20,6 +20,7 @@ from importlib import resources
 from pathlib import Path
 
 from specpim_cp.catalog.entries import Catalog, HostSpec, MemorySpec, ModelSpec, NgramSpec
+from specpim_cp.catalog.precision import PRECISIONS
 from specpim_cp.errors import ScenarioError
 from specpim_cp.files import read_table
 
@@ -232,7 +233,7 @@ def _checked_ranges(where: str, values: dict, ranges: dict) -> dict[str, tuple[f
     return out
 
 
-_LOADER_FIELDS = ("name", "source", "sources", "ranges")  # set by the loader, not written in an entry
+_LOADER_FIELDS = ("name", "source", "sources", "ranges", "slice_of")  # set by the loader, not written in an entry
 _TYPE_WORDS = {"int": "an integer", "float": "a number", "bool": "true or false", "str": "a text"}
 
 
@@ -423,10 +424,18 @@ def _shipped(name: str) -> dict:
 
 def _check_memory(m: MemorySpec) -> None:
     where = f"catalog: memories.{m.name}"
+    bad = [p for p in m.pim_precisions if p not in PRECISIONS]
+    if bad or not m.pim_precisions:
+        raise ScenarioError(f"{where}.pim_precisions: a list of {', '.join(PRECISIONS)}, got {shown(list(m.pim_precisions))}")
     if m.pim_arrangement not in ("spread", "packed"):
         raise ScenarioError(f"{where}.pim_arrangement: must be 'spread' or 'packed', got '{m.pim_arrangement}'")
     if m.units_per_group % m.units_per_channel:
         raise ScenarioError(f"{where}.units_per_channel: must divide units_per_group ({m.units_per_group})")
+
+
+def _precision_tuple(v: object) -> tuple:
+    """A memory's `pim_precisions` as given (a TOML list) made hashable; `_check_memory` checks the names."""
+    return tuple(v) if isinstance(v, (list, tuple)) else (v,)
 
 
 def _check_native_memories(hosts: dict[str, HostSpec], memory_names: Iterable[str]) -> None:
@@ -469,7 +478,8 @@ def build_catalog(models: dict, devices: dict, acceptance: dict) -> Catalog:
             e = _resolve_based_on("memories", e, devices, f"memories.{n}")
         values, sources, ranges = _split_sources(e, f"memories.{n}")
         memories[n] = _make(MemorySpec, n, values, f"memories.{n}", sources=sources)
-        memories[n] = dataclasses.replace(memories[n], ranges=_checked_ranges(f"memories.{n}", values, ranges))
+        memories[n] = dataclasses.replace(memories[n], ranges=_checked_ranges(f"memories.{n}", values, ranges),
+                                          pim_precisions=_precision_tuple(memories[n].pim_precisions))
         _check_memory(memories[n])
     if "default" in acceptance and not acceptance.get("source_default"):
         raise ScenarioError("catalog: acceptance default has no source (source_default)")

@@ -3,8 +3,11 @@ catalog that holds them with its acceptance rates (loaded and checked by `specpi
 
 from __future__ import annotations
 
+import dataclasses
 from dataclasses import dataclass, field
+from functools import lru_cache
 
+from specpim_cp.catalog.slices import parse_slice, slice_name
 from specpim_cp.errors import ScenarioError
 
 MIB = 1 << 20
@@ -148,6 +151,11 @@ class MemorySpec:
     what_if: bool = False
     #: False for a memory as sold without PIM units (an H100's HBM3): designs take no PIM units on it
     pim_capable: bool = True
+    #: the weight precisions the PIM units compute on (catalog/precision.py); a model stored in another keeps
+    #: its linear layers on the host (formulations/edge.md [EDGE-1])
+    pim_precisions: tuple[str, ...] = ("fp16",)
+    #: a channel slice of a shared device (catalog/slices.py): the device's channel groups; 0: whole devices
+    slice_of: int = 0
     sources: dict = field(default_factory=dict, compare=False, hash=False)
     ranges: dict = field(default_factory=dict, compare=False, hash=False)
 
@@ -158,6 +166,13 @@ class MemorySpec:
     @property
     def unit_external_bandwidth_gbps(self) -> float:
         return self.group_external_bandwidth_gbps / self.units_per_group
+
+
+@lru_cache(maxsize=1024)
+def channel_slice(base: MemorySpec, channels: int) -> MemorySpec:
+    """`base` cut to `channels` of its channel groups (a shared device's slice, catalog/slices.py)."""
+    return dataclasses.replace(base, name=slice_name(base.name, channels, base.groups), groups=channels,
+                               label=f"{base.label}: {channels} of {base.groups} channels", slice_of=base.groups)
 
 
 @dataclass(frozen=True)
@@ -191,6 +206,11 @@ class Catalog:
 
     def memory(self, name: str, field_name: str = "memory_types") -> MemorySpec:
         if name not in self.memories:
+            parsed = parse_slice(name)
+            if parsed is not None and parsed[0] in self.memories:
+                base = self.memories[parsed[0]]
+                if parsed[2] == base.groups and 1 <= parsed[1] <= base.groups:
+                    return channel_slice(base, parsed[1])
             raise ScenarioError(
                 f"{field_name}: unknown memory type '{name}' (known: {', '.join(sorted(self.memories))})"
             )

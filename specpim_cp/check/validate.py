@@ -247,9 +247,15 @@ def _monte_carlo_rows(catalog: Catalog) -> list[ValidationRow]:
     return out
 
 
+def _edge_rows(catalog: Catalog) -> list[ValidationRow]:
+    from specpim_cp.check.validate_edge import edge_rows
+
+    return edge_rows(catalog, ValidationRow)
+
+
 SECTIONS: tuple[Callable[[Catalog], list[ValidationRow]], ...] = (
     lambda c: _kernel_rows(), lambda c: _allreduce_rows(), _latency_rows, _moe_rows, _power_rows, _pim_rows,
-    _monte_carlo_rows)
+    _edge_rows, _monte_carlo_rows)
 
 
 def validation_rows(catalog: Catalog | None = None) -> list[ValidationRow]:

@@ -27,8 +27,10 @@ from fractions import Fraction
 
 from specpim_cp import kernels
 from specpim_cp.catalog import Catalog, HostSpec, MemorySpec, ModelSpec
+from specpim_cp.catalog.precision import DEFAULT_PRECISION, weight_bytes
 from specpim_cp.problem.context import kv_positions, pass_context
 from specpim_cp.problem.design import ArchConfig, Placement
+from specpim_cp.problem.edge import QUANTISED_OPS, pim_runs, sharing, weight_precisions
 from specpim_cp.problem.operators import ATTENTION_OPS, PLACEABLE_OPS, OpShape, distinct_experts, op_shapes
 from specpim_cp.problem.scenario import Scenario
 from specpim_cp.problem.space import placement_options
@@ -106,6 +108,8 @@ class CostModel:
         self.share_levels = scenario.space.share_levels
         self.memory_model = scenario.assumptions.memory_model
         self.count_idle = scenario.assumptions.energy_accounting == "total"
+        self.precisions = weight_precisions(scenario)  # [EDGE-1] per model name
+        self.interleaved = sharing(scenario) == "interleaved"  # [EDGE-3]
         self._op_cache: dict[tuple, OpCost | None] = {}
         self._shapes: dict[str, dict[str, OpShape]] = {}
         self._tensor_bytes: dict[tuple[str, int], TensorBytes] = {}
@@ -189,8 +193,16 @@ class CostModel:
         return pim, kib - pim
 
     def idle_power_mw(self, arch: ArchConfig) -> int:
-        """Idle power of the model's devices charged for the whole round (0 under dynamic accounting)."""
-        return arch.devices * self.host.idle_power_mw if self.count_idle else 0
+        """Idle power of the model's devices charged for the whole round (0 under dynamic accounting); a
+        channel slice of a shared device carries its share of the one device's idle power ([EDGE-3])."""
+        if not self.count_idle:
+            return 0
+        mem = self.memory(arch)
+        if mem.slice_of:
+            return self.host.idle_power_mw * mem.groups // mem.slice_of
+        if self.interleaved:  # every model on the whole device: an equal share each
+            return self.host.idle_power_mw // (1 + len(self.scenario.drafters))
+        return arch.devices * self.host.idle_power_mw
 
     def draft2_layout(self, arch: ArchConfig) -> str | None:
         """Layout of a draft2 model's tensors on a drafter's devices (it runs on the host): spread when
@@ -230,13 +242,22 @@ class CostModel:
                 op_kib[name] = -(-(model.layers * stored * bpp) // KIB)
             elif s.kind == "fc":
                 layers = 1 if name == "lm_head" else model.layers
-                op_kib[name] = -(-(layers * s.in_features * s.out_features * bpp) // KIB)
+                weights = layers * s.in_features * s.out_features
+                op_kib[name] = -(-self.weight_bytes(model, name, weights) // KIB)
             else:  # K (score) or V (context) cache at the maximum context (at most the window), on every device
                 per_device = self.kv_heads_per_device(model, devices) * model.head_dim
                 kv = model.layers * sc.batch_size * kv_positions(sc, model) * per_device * devices * bpp
                 op_kib[name] = -(-kv // KIB)
         embedding = 0 if model.tied_embeddings else -(-(model.vocab * model.hidden * bpp) // KIB)
         return TensorBytes(op_kib, embedding)
+
+    def weight_bytes(self, model: ModelSpec, op: str, weights: int) -> int:
+        """Bytes of `weights` weights of operator `op`: the model's precision for the decoder's linear layers
+        ([EDGE-1], catalog/precision.py), its bytes_per_param otherwise (LM head, MoE operators)."""
+        precision = self.precisions.get(model.name, DEFAULT_PRECISION)
+        if precision == DEFAULT_PRECISION or op not in QUANTISED_OPS:
+            return weights * model.bytes_per_param
+        return weight_bytes(weights, precision)
 
     # -- operator costs ----------------------------------------------------------------------
     def op_cost(self, model: ModelSpec, op: str, engine: str, share: int, arch: ArchConfig,
@@ -283,6 +304,7 @@ class CostModel:
         e_int = mem.internal_energy_pj_per_bit * BITS_PER_BYTE
         e_chip = self.host.onchip_energy_pj_per_bit * BITS_PER_BYTE
         fc_tokens, touched = tokens, 0.0  # the host kernel's tokens; distinct experts of an expert kernel
+        stream_macs_dev = 0  # a dense FC kernel's weights streamed per pass (its precision may be below FP16)
         if s.kind == "fc" and s.experts:  # [MOE-3] routed experts, each split over the devices like a dense FFN
             in_dev = -(-s.in_features // n) if s.row_parallel else s.in_features
             out_dev = s.out_features if s.row_parallel else -(-s.out_features // n)
@@ -305,9 +327,10 @@ class CostModel:
         elif s.kind == "fc":
             in_dev = -(-s.in_features // n) if s.row_parallel else s.in_features
             out_dev = s.out_features if s.row_parallel else -(-s.out_features // n)
-            weight_bytes_dev = in_dev * out_dev * bpp
+            weight_bytes_dev = self.weight_bytes(model, s.name, in_dev * out_dev)  # [EDGE-1]
             macs_total = tokens * s.in_features * s.out_features
             stream_bytes_dev = tokens * weight_bytes_dev  # PIM: once per token
+            stream_macs_dev = tokens * in_dev * out_dev
             input_bytes_dev, output_bytes_dev = tokens * in_dev * bpp, tokens * out_dev * bpp
             host_bytes_dev = weight_bytes_dev
         else:
@@ -326,6 +349,8 @@ class CostModel:
             if not self.host_layout_allowed(arch, layout):
                 return None
             bw = self.layout_bandwidth_gbps(arch, layout)
+            if s.kind == "fc" and stream_macs_dev:  # [EDGE-1] fewer bytes per weight: the bandwidth term shrinks
+                bw = bw * float(bpp * in_dev * out_dev) / weight_bytes_dev
             if s.kind == "fc" and self.host.kernel_table == kernels.ROOFLINE:  # no measurements: derated roofline
                 h = self.host
                 t_ns = kernels.roofline_linear_ns(
@@ -352,7 +377,10 @@ class CostModel:
             lanes = self.pim_lanes(arch) * frac
             units = mem.groups * arch.pim_units * frac
             t_stream = stream_bytes_dev / (lanes * mem.pim_lane_bandwidth_gbps)
-            t_compute = 2 * stream_bytes_dev / bpp / (lanes * mem.pim_lane_gflops)
+            if stream_macs_dev and not pim_runs(mem, self.precisions.get(model.name, DEFAULT_PRECISION), s.name, engine):
+                return None  # [EDGE-1] the PIM units do not compute at this precision
+            macs_dev = stream_macs_dev or stream_bytes_dev / bpp
+            t_compute = 2 * macs_dev / (lanes * mem.pim_lane_gflops)
             t_broadcast = input_bytes_dev / mem.unit_external_bandwidth_gbps  # every unit gets the input
             t_readback = output_bytes_dev / (units * mem.unit_external_bandwidth_gbps)
             t_ns = mem.pim_mode_switch_ns + max(t_stream, t_compute) / mem.pim_efficiency + t_broadcast + t_readback

@@ -37,6 +37,7 @@ from specpim_cp.physics.rounds import (
     verifier_tokens,
 )
 from specpim_cp.physics.schedule import layer_schedule
+from specpim_cp.physics.shared_device import check_joint_capacity
 from specpim_cp.problem.design import ArchConfig, Design, ModelDesign, Placement
 from specpim_cp.problem.operators import LAYER_OPS, PLACEABLE_OPS, is_chain, layer_order
 from specpim_cp.problem.scenario import Scenario, require_catalog, scenario_catalog
@@ -707,6 +708,7 @@ class Evaluator:
             if not cap.holds:
                 self.check_capacity("verifier" if j == 0 else f"drafters[{j - 1}]", md, cap)
             caps.append(cap)
+        check_joint_capacity(self.scenario, mds, caps)  # [EDGE-2] an interleaved shared device
         stats = round_stats(choice, self.acceptance)
         verify = self.pass_price(design.verifier, verifier_tokens(batch, choice), model_key=keys[0])
         cycles = [self.drafter_cycle(i, md, keys[i + 1]) for i, md in enumerate(drafters)]

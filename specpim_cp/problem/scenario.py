@@ -29,6 +29,7 @@ from specpim_cp.problem.design import (
     MAX_TREE_NODES,
     StrictModel,
 )
+from specpim_cp.problem.edge import check_edge, edge_defaults_dropped
 from specpim_cp.problem.trees import MAX_RANKS, check_positional
 
 
@@ -53,6 +54,10 @@ class ModelEntry(StrictModel):
     model: str
     devices: int | None = None  # None: chosen by the optimizer under `device_budget`
     max_devices: int = Field(default=8, ge=1)
+    # the decoder layers' weight precision (catalog/precision.py: bits per weight with scales)
+    weights: Literal["fp16", "int8", "int4"] = "fp16"
+    # shared_device: the channel groups of the device this model takes (None: chosen by the optimizer)
+    channels: int | None = Field(default=None, ge=1)
 
 
 class TreeSpace(StrictModel):
@@ -134,6 +139,9 @@ class Scenario(StrictModel):
     memory_types: list[str] = Field(default_factory=lambda: ["hbm", "gddr"], min_length=1)
     max_draft_length: int = Field(default=8, ge=1, le=MAX_DRAFT_LENGTH)
     device_budget: int | None = Field(default=None, ge=1)
+    # one device for every model (formulations/edge.md [EDGE-2]): true or "channels" (each model on its own
+    # slice of the channels) or "interleaved" (every model over all channels, capacity shared)
+    shared_device: bool | Literal["channels", "interleaved"] = False
     verifier: ModelEntry
     drafters: list[DrafterEntry] = Field(default_factory=list, max_length=MAX_DRAFTERS)
     space: Space = Field(default_factory=Space)
@@ -175,7 +183,7 @@ class Scenario(StrictModel):
                 raise ValueError(f"{label}.devices: must be one of {DEVICE_COUNTS}, got {e.devices}")
             if e.devices is not None and e.devices > e.max_devices:
                 raise ValueError(f"{label}.max_devices: {e.max_devices} is below its devices ({e.devices})")
-            if e.devices is None and self.device_budget is None:
+            if e.devices is None and self.device_budget is None and not self.shared_device:
                 raise ValueError(f"{label}.devices: required unless the scenario sets device_budget")
         if not self.drafters and self.space.pipeline == "on":
             raise ValueError("space.pipeline: 'on' needs at least one drafter (the pipeline overlaps drafting "
@@ -208,7 +216,7 @@ class Scenario(StrictModel):
     def hash_data(self) -> dict:
         """What identifies the scenario's inputs: its fields, with the content (not the paths) of its
         catalog files, so a changed catalog changes every hash (batch resume re-runs it)."""
-        data = self.model_dump(mode="json", exclude={"catalog"})
+        data = edge_defaults_dropped(self.model_dump(mode="json", exclude={"catalog"}))
         if self.catalog:
             data["catalog_sha256"] = [file_digest(p) for p in self.catalog]
         return data
@@ -301,6 +309,7 @@ def check_scenario(sc: Scenario, catalog: Catalog) -> Scenario:
                 if k not in d.staging.draft2:
                     raise ScenarioError(f"drafters[{i}].staging.acceptance: '{k}' is not one of draft2")
     check_positions(sc, catalog)
+    check_edge(sc, catalog)
     sp = sc.space
     if sp.memory_type is not None and sp.memory_type not in sc.memory_types:
         raise ScenarioError(f"space.memory_type: '{sp.memory_type}' is not in memory_types {sc.memory_types}")

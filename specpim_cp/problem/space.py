@@ -36,6 +36,13 @@ from specpim_cp.problem.design import (
     SpecChoice,
     Staging,
 )
+from specpim_cp.problem.edge import (
+    pim_runs,
+    shared_device_violations,
+    sharing,
+    slice_options,
+    weight_precisions,
+)
 from specpim_cp.problem.mapping_rules import rule_allows
 from specpim_cp.problem.operators import PLACEABLE_OPS
 from specpim_cp.problem.scenario import ModelEntry, Scenario, Space, scenario_catalog
@@ -127,10 +134,11 @@ class DesignSpace:
         self.share_levels = scenario.space.share_levels
         self.rule = scenario.space.mapping
         self.memory_model = scenario.assumptions.memory_model
+        self.precisions = weight_precisions(scenario)
         self.models = [self._model_options(j, label, entry) for j, (label, entry) in enumerate(model_labels(scenario))]
         self.pipeline_options: tuple[bool, ...] = (
-            (False,) if not scenario.drafters else {"free": (False, True), "on": (True,), "off": (False,)}[
-                scenario.space.pipeline])
+            (False,) if not scenario.drafters or scenario.shared_device else {
+                "free": (False, True), "on": (True,), "off": (False,)}[scenario.space.pipeline])
 
     @classmethod
     def free(cls, scenario: Scenario, catalog: Catalog) -> DesignSpace:
@@ -175,6 +183,8 @@ class DesignSpace:
     def device_options(self, index: int) -> tuple[int, ...]:
         """Device counts model `index` (0 = verifier) may take."""
         entry = self.scenario.verifier if index == 0 else self.scenario.drafters[index - 1]
+        if self.scenario.shared_device:  # [EDGE-2] one device, split by channels
+            return (1,)
         if entry.devices is not None:
             return (entry.devices,)
         budget = self.scenario.device_budget or 1
@@ -183,6 +193,12 @@ class DesignSpace:
 
     def memory_options(self) -> tuple[str, ...]:
         return (self.space.memory_type,) if self.space.memory_type else tuple(self.scenario.memory_types)
+
+    def model_memory_options(self, j: int) -> tuple[str, ...]:
+        """Memory types model j may take: the allowed ones, or on a shared device their channel slices."""
+        if sharing(self.scenario) != "channels":
+            return self.memory_options()
+        return tuple(s for m in self.memory_options() for s in slice_options(self.scenario, self.catalog, m, j))
 
     def pim_unit_options(self, memory_type: str) -> tuple[int, ...]:
         if self.space.pim_units is not None:
@@ -292,13 +308,14 @@ class DesignSpace:
     def _model_options(self, j: int, label: str, entry: ModelEntry) -> ModelOptions:
         spec = self.catalog.model(entry.model, f"{label}.model")
         archs, placements = [], {}
-        for mem in self.memory_options():
+        for mem in self.model_memory_options(j):
             memory = self.catalog.memory(mem)
             for k in self.pim_unit_options(mem):
                 for n in self.device_options(j):
                     arch = ArchConfig(mem, k, n)
                     physical = placement_options(memory, arch, self.share_levels, self.memory_model)
-                    per_op = {op: tuple(p for p in physical if rule_allows(self.rule, op, p.engine))
+                    per_op = {op: tuple(p for p in physical if rule_allows(self.rule, op, p.engine)
+                                        and pim_runs(memory, self.precisions[spec.name], op, p.engine))
                               for op in PLACEABLE_OPS}
                     if all(per_op.values()):  # [MAP-2] every operator can run somewhere
                         archs.append(arch)
@@ -326,6 +343,8 @@ class DesignSpace:
                        "(a token tree is drafted with the pipeline off)")
         for opts, (label, md) in zip(self.models, design.models(), strict=True):
             out += self._model_violations(opts, label, md)
+        if sc.shared_device:
+            out += shared_device_violations(sc, [(md.memory_type, md.pim_units) for _, md in design.models()])
         if sc.device_budget is not None:
             total = sum(md.devices for _, md in design.models())
             if total > sc.device_budget:
@@ -396,7 +415,7 @@ class DesignSpace:
         return []
 
     def _arch_violation(self, opts: ModelOptions, where: str, arch: ArchConfig) -> str:
-        mems = self.memory_options()
+        mems = self.model_memory_options(opts.index)
         if arch.memory_type not in mems:
             return f"{where}.memory_type: '{arch.memory_type}' is not allowed ({list(mems)})"
         ks = self.pim_unit_options(arch.memory_type)

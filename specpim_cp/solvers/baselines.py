@@ -42,6 +42,7 @@ from specpim_cp.problem.mapping_rules import fit_layouts, rule_placement
 from specpim_cp.problem.operators import PLACEABLE_OPS
 from specpim_cp.problem.scenario import Scenario, scenario_catalog
 from specpim_cp.problem.space import draft_length_options, model_labels, tree_options
+from specpim_cp.solvers.edge_baselines import EDGE_BASELINES
 
 HALF = "half"
 TREES = "trees"  # a baseline that needs a drafter with token trees
@@ -116,11 +117,13 @@ class RecipeLayout:
     spill: bool = False
 
 
-def best_fixed_recipe(scenario: Scenario, catalog: Catalog, archs: list[ArchConfig], rule: str,
+def best_fixed_recipe(scenario: Scenario, catalog: Catalog, archs: list[ArchConfig], rule: str | list[str],
                       pipeline: bool = False, trees: bool = False, spill: bool = False) -> Evaluation:
     """Best draft lengths (and, with `trees`, token-tree shapes) and host layouts for a fixed architecture
-    and mapping rule (exhaustive, via the evaluator). `spill`: a model whose PIM units cannot hold its
-    PIM-side tensors moves the overflow over the external bus every pass (FC-offload as SpecPIM ran it)."""
+    and mapping rule, or one rule per model (exhaustive, via the evaluator). `spill`: a model whose PIM units
+    cannot hold its PIM-side tensors moves the overflow over the external bus every pass (FC-offload as
+    SpecPIM ran it)."""
+    rules = [rule] * len(archs) if isinstance(rule, str) else rule
     ev = Evaluator(scenario, catalog)
     n = len(scenario.drafters)
     names = [e.model for _, e in model_labels(scenario)]
@@ -132,7 +135,7 @@ def best_fixed_recipe(scenario: Scenario, catalog: Catalog, archs: list[ArchConf
         raise ScenarioError(f"{n_drafts} draft combinations exceed {MAX_RECIPE_DESIGNS} for one baseline; give "
                             "token trees to fewer drafters or lower tree.max_nodes")
     tokens = recipe_pass_tokens(scenario.batch_size, drafts, pipeline)
-    per_model = [recipe_layouts(ev, label, name, a, rule, tokens[j], spill)
+    per_model = [recipe_layouts(ev, label, name, a, rules[j], tokens[j], spill)
                  for j, ((label, _), name, a) in enumerate(zip(model_labels(scenario), names, archs, strict=True))]
     layouts = list(itertools.product(*per_model))
     combos = n_drafts * len(layouts)
@@ -358,6 +361,9 @@ BASELINES = (
 
 def run_baselines(scenario: Scenario, catalog: Catalog | None = None) -> list[BaselineResult]:
     catalog = catalog or scenario_catalog(scenario)
+    if scenario.shared_device:  # one device split by channels (formulations/edge.md)
+        return [_run(name, desc, lambda fn=fn: fn(scenario, catalog, best_fixed_recipe))
+                for name, desc, fn in EDGE_BASELINES if name == "GPU-AR" or scenario.drafters]
     out = []
     for name, desc, fn, needs in BASELINES:
         if needs == TREES:

@@ -22,6 +22,7 @@ from specpim_cp.errors import ScenarioError
 from specpim_cp.physics.evaluate import CapacityUse, Evaluation, Evaluator
 from specpim_cp.physics.rounds import drafter_cycle_tokens, tree_pass_tokens, verifier_tokens
 from specpim_cp.problem.design import ArchConfig, ModelDesign, Staging
+from specpim_cp.problem.edge import sharing
 from specpim_cp.problem.operators import PLACEABLE_OPS
 from specpim_cp.problem.scenario import Scenario, scenario_catalog
 from specpim_cp.problem.space import DesignSpace, ModelOptions
@@ -121,10 +122,14 @@ def _space_options(ev: Evaluator, space: DesignSpace, tail: Callable[[int, Model
     kept_all, dropped_all = [], []
     for j, opts in enumerate(space.models):
         draft2s = draft2_models[j - 1] if j else []
-        raw = [((o.draft2,) + o.perf, (o.md, o.draft2))
+        # the class of an option: its draft2 (capacity depends on it) and, on a shared device, its architecture
+        # (every model's is tied to the others', [EDGE-2]); interleaved, its bytes count against the others'
+        joint = sharing(space.scenario) == "interleaved"
+        raw = [(((o.draft2, o.arch if space.scenario.shared_device else None),)
+                + o.perf + ((o.capacity.pim_need_kib, o.capacity.normal_need_kib) if joint else ()), (o.md, o.draft2))
                for o in priced_options(ev, opts, j, sorted(tokens[j]), draft2s, MAX_OPTIONS_PER_MODEL, latency_only,
                                        prefill)]
-        # prune within each draft2 class (capacity depends on it)
+        # prune within each class
         kept = []
         for d2 in {k[0] for k, _ in raw}:
             cls = [(k[1:], v) for k, v in raw if k[0] == d2]

@@ -1,8 +1,7 @@
 """CP-SAT model of the whole design space of one scenario (formulations/*.md has the mathematics).
 
-One `add_*` method per constraint family, each carrying the family's ID. Every cost coefficient is an
-integer read from the scenario's `PriceTable` (prices.py, asked of the evaluator once before the first row),
-so the model prices a design with exactly the evaluator's integers.
+One `add_*` method per constraint family, each carrying the family's ID. Every cost coefficient is an integer
+of the scenario's `PriceTable` (prices.py), so the model prices a design with the evaluator's integers.
 
 Decision variables (all Boolean one-hots):
   x[j][a]      model j uses architecture a (memory type, PIM units per group, device count)
@@ -44,6 +43,7 @@ from specpim_cp.solvers.exact.choice_bounds import (
 )
 from specpim_cp.solvers.exact.energy_bounds import TimePricedEnergy
 from specpim_cp.solvers.exact.prices import PriceTable
+from specpim_cp.solvers.exact.shared_device import add_shared_device
 
 
 def ub(var: cp_model.IntVar) -> int:
@@ -135,6 +135,7 @@ class SpecModel:
             self.pass_time.append(pt)
             self.pass_energy.append(pe)
             self.tree_pass.append(self.add_tree_passes(j))
+        add_shared_device(self)  # EDGE-2 one device's channels and capacity (formulations/edge.md)
         self.add_cycles()
         self.add_round()
         self.add_energy()

@@ -151,6 +151,9 @@ def run_heuristic(scenario: Scenario, *, budget: str | Budget = "quick", seed: i
     if workers < 1:
         raise ScenarioError(f"workers: need at least 1, got {workers}")
     space = SearchSpace(scenario, catalog)
+    if scenario.shared_device and any(len(ids) > 1 for ids in space.model_archs):
+        raise ScenarioError("heuristic: on a shared device the models' architectures are tied (formulations/edge.md "
+                            "[EDGE-2]), which the genetic search does not keep; solve it exactly")
     pricer = Pricer(space, catalog, search)
     if workers == 1:
         filler = SerialFiller(Filler(space, pricer, bud.mcts_leaves_per_model))

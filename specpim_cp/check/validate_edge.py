@@ -1,0 +1,90 @@
+"""Validation rows for the edge devices (formulations/edge.md): a published on-device decode rate on the phone
+the catalog models, and the LPDDR5X-PIM what-if's GEMV speed-up against Samsung's published LPDDR5-PIM figure.
+
+No row checks the laptop host: no published decode rate on a Snapdragon X Elite was found whose software
+reaches the memory bound (llama.cpp's Adreno OpenCL backend runs a 3B Q4_1 model at about a fifth of the
+bandwidth), so `snapdragon-x-elite` shares the phone's efficiencies unvalidated.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Callable
+from typing import Any
+
+from specpim_cp.catalog import Catalog, ModelSpec
+from specpim_cp.problem.design import ArchConfig
+
+#: The validation table's row type (`validate.ValidationRow`, which imports this module): (area, quantity,
+#: model, measured, tolerance, ok, source) -> a row.
+RowType = Callable[[str, str, str, str, str, bool, str], Any]
+
+#: (label, model, weights, host, memory, prompt, generated, published tokens/s, tolerance, source)
+EDGE_DECODE_POINTS = (
+    (("DeepSeek-R1-Distill-Qwen-1.5B (Qwen2.5-1.5B shape), INT8 weights, Samsung Galaxy S24 Ultra (Snapdragon 8 Gen 3, "
+     "LPDDR5X-8533), batch 1, KV cache 1280"), "qwen2.5-1.5b", "int8", "snapdragon-8-gen-3", "lpddr5x-phone", 1024, 256,
+     26.98, 0.20,
+     ("litert-community/DeepSeek-R1-Distill-Qwen-1.5B model card (Hugging Face; Google AI Edge LiteRT / MediaPipe LLM "
+     "Inference): Samsung S24 Ultra, 1280 KV cache, dynamic_int8 (INT8 weights), GPU decode 26.98 tokens/s (CPU 26.35), "
+     "model file 1,831 MB; its untied LM head is INT8 there, FP16 here (1.78 GB read per token against 1.83 GB)")),
+)
+#: Samsung's LPDDR5-PIM simulation: "more than double performance" on voice recognition, translation and chatbot
+#: workloads (Hot Chips 33, 2021, as reported by Samsung's press release of 24 August 2021); a GEMV is the part PIM
+#: speeds up, so its speed-up is at least that and at most the 4x the PIM die's internal bandwidth allows.
+LPDDR_PIM_SPEEDUP = (2.0, 4.0)
+
+
+def _decode_rows(catalog: Catalog, row: RowType) -> list:
+    from specpim_cp.problem.scenario import parse_scenario
+    from specpim_cp.solvers.baselines import gpu_ar
+
+    out = []
+    for label, model, weights, host, memory, prompt, generated, tokens_per_s, tol, source in EDGE_DECODE_POINTS:
+        sc = parse_scenario({"name": "validate-edge", "batch_size": 1, "prompt_tokens": prompt,
+                             "generated_tokens": generated, "host": host, "memory_types": [memory],
+                             "verifier": {"model": model, "devices": 1, "weights": weights}}, catalog)
+        t = gpu_ar(sc, catalog).metrics.round_time_ns / 1e6
+        measured = 1e3 / tokens_per_s
+        err = (t - measured) / measured
+        out.append(row("edge decode latency", f"NPU-AR per token: {label}",
+                                 f"{t:.2f} ms ({1e3 / t:.1f} tokens/s, {100 * err:+.1f}%)",
+                                 f"{measured:.2f} ms ({tokens_per_s:g} tokens/s)", f"+-{100 * tol:.0f}%",
+                                 abs(err) <= tol, source))
+    return out
+
+
+def _gemv_model(size: int) -> ModelSpec:
+    """A synthetic model whose o_proj is a size x size FP16 GEMV."""
+    return ModelSpec(name=f"gemv-{size}", family="gemv", tokenizer="none", layers=1, hidden=size, heads=size // 128,
+                     kv_heads=size // 128, head_dim=128, ffn=size, ffn_kind="two-matrix", parallel_block=False,
+                     vocab=size, tied_embeddings=True, bytes_per_param=2, nominal_params_b=0.0,
+                     source="synthetic GEMV for validation")
+
+
+def lpddr_pim_speedup(catalog: Catalog, memory: str = "lpddr5x-phone-pim", size: int = 4096) -> float:
+    """A size x size FP16 GEMV on every channel's PIM die against streaming it over the channels' external
+    bandwidth."""
+    from specpim_cp.physics.costs import CostModel
+    from specpim_cp.problem.scenario import parse_scenario
+
+    sc = parse_scenario({"name": "gemv", "batch_size": 1, "prompt_tokens": 1, "generated_tokens": 1,
+                         "host": "snapdragon-8-gen-3", "memory_types": [memory],
+                         "verifier": {"model": "qwen2.5-0.5b", "devices": 1}}, catalog)
+    mem = catalog.memory(memory)
+    pim = CostModel(sc, catalog).op_cost(_gemv_model(size), "o_proj", "pim", sc.space.share_levels,
+                                         ArchConfig(memory, mem.max_pim_units, 1), 1)
+    assert pim is not None
+    external_ns = size * size * 2 / (mem.groups * mem.group_external_bandwidth_gbps)
+    return external_ns / pim.time_ns
+
+
+def edge_rows(catalog: Catalog, row: RowType) -> list:
+    """The edge rows, each built by `row` (`validate.ValidationRow`)."""
+    speedup = lpddr_pim_speedup(catalog)
+    low, high = LPDDR_PIM_SPEEDUP
+    pim = row(
+        "PIM GEMV", "LPDDR5X-PIM what-if (a PIM die on every phone channel), 4096 x 4096 FP16 GEMV: speed-up over "
+                    "the channels' external bandwidth", f"{speedup:.2f}x", "more than 2x (LPDDR5-PIM, simulated)",
+        f"within {low:g}-{high:g}x", low <= speedup <= high,
+        "Samsung, Hot Chips 33 (2021): LPDDR5-PIM more than doubles performance in simulation; the upper end is the "
+        "4x internal bandwidth of the what-if die (catalog memories.lpddr5x-phone-pim)")
+    return _decode_rows(catalog, row) + [pim]

@@ -1,0 +1,114 @@
+"""[EDGE-2] The shared device in the CP-SAT model (formulations/edge.md), under the literal `assume[EDGE-2]`:
+
+- by channels: every model's architecture is a channel slice of one memory (EDGE-2a) and the slices take
+  each of its channels exactly once (EDGE-2b);
+- interleaved: every model has the same architecture (EDGE-2c) and the models' PIM-side and normal-side
+  bytes together fit the device (EDGE-2d), by the same per-tensor coefficients as CAP-1/2.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Sequence
+from typing import Protocol
+
+from ortools.sat.python import cp_model
+
+from specpim_cp.catalog import Catalog
+from specpim_cp.catalog.slices import parse_slice
+from specpim_cp.errors import ScenarioError
+from specpim_cp.problem.design import ArchConfig, Placement, Staging
+from specpim_cp.problem.edge import sharing
+from specpim_cp.problem.operators import PLACEABLE_OPS
+from specpim_cp.problem.scenario import Scenario
+from specpim_cp.solvers.exact.prices import PriceTable
+
+
+class ModelRows(Protocol):
+    """What these rows read of the model builder (model.py SpecModel, which imports this module)."""
+
+    scenario: Scenario
+    catalog: Catalog
+    prices: PriceTable
+    m: cp_model.CpModel
+    x: Sequence[dict[ArchConfig, cp_model.IntVar]]
+    y: Sequence[dict[str, dict[Placement, cp_model.IntVar]]]
+    stage_lit: Sequence[dict[Staging | None, cp_model.IntVar]]
+    assumption_families: dict[str, cp_model.IntVar]
+    with_capacity: bool
+
+    def valid(self, j: int, a: ArchConfig, op: str, p: Placement) -> bool: ...
+
+
+def add_shared_device(sm: ModelRows) -> None:
+    """The EDGE-2 rows of `sm.scenario`'s sharing; nothing when its models have devices of their own."""
+    mode = sharing(sm.scenario)
+    if mode is None:
+        return
+    if mode == "interleaved" and not sm.with_capacity:
+        raise ScenarioError("shared_device: an interleaved shared device shares its capacity between the models, "
+                            "which a workload mix's capacity rows do not; use shared_device = \"channels\"")
+    lit = sm.m.new_bool_var("assume[EDGE-2]")
+    sm.assumption_families["EDGE-2 shared device"] = lit
+    if mode == "channels":
+        _channel_rows(sm, lit)
+    else:
+        _interleaved_rows(sm, lit)
+
+
+def _channel_rows(sm: ModelRows, lit: cp_model.IntVar) -> None:
+    m, x = sm.m, sm.x
+    bases: dict[str, int] = {}
+    for xs in x:
+        for a in xs:
+            parsed = parse_slice(a.memory_type)
+            if parsed is None:
+                raise ValueError(f"shared device: architecture {a.label()} is no channel slice")
+            bases[parsed[0]] = parsed[2]
+    for base, total in bases.items():
+        on_base = [sum(v for a, v in xs.items() if parse_slice(a.memory_type)[0] == base) for xs in x]
+        for j in range(1, len(x)):
+            m.add(on_base[j] == on_base[0]).only_enforce_if(lit)                                   # EDGE-2a
+        used = sum(parse_slice(a.memory_type)[1] * v for xs in x for a, v in xs.items()
+                   if parse_slice(a.memory_type)[0] == base)
+        m.add(used == total * on_base[0]).only_enforce_if(lit)                                     # EDGE-2b
+
+
+def _interleaved_rows(sm: ModelRows, lit: cp_model.IntVar) -> None:
+    m, x = sm.m, sm.x
+    for j in range(1, len(x)):
+        for a, v in x[0].items():
+            m.add(x[j].get(a, 0) == v).only_enforce_if(lit)                                       # EDGE-2c
+    if not sm.with_capacity:
+        return
+    for a, xa in x[0].items():
+        pim, normal = [], []
+        for j in range(len(x)):
+            p_need, n_need = model_need(sm, j, a)
+            pim += p_need
+            normal += n_need
+        pim_cap, normal_cap = sm.prices.models[0].capacity_kib[a]
+        m.add(sum(pim) <= pim_cap).only_enforce_if([xa, lit])                                      # EDGE-2d
+        m.add(sum(normal) <= normal_cap).only_enforce_if([xa, lit])
+
+
+def model_need(sm: ModelRows, j: int, a: ArchConfig) -> tuple[list, list]:
+    """Model j's (PIM-side, normal-side) KiB terms on architecture `a`: CAP-1/2's coefficients on its
+    placement literals and its staging literals (a draft2 model on the drafter's host)."""
+    pm = sm.prices.models[j]
+    pim, normal = [], []
+    if a not in pm.capacity_kib:
+        return pim, normal
+    for op in PLACEABLE_OPS:
+        for p, yp in sm.y[j][op].items():
+            if sm.valid(j, a, op, p):
+                pk, nk = pm.tensor_kib[(a, op, p.layout)]
+                pim.append(pk * yp)
+                normal.append(nk * yp)
+    if j > 0:
+        for st, stage in sm.stage_lit[j - 1].items():
+            if st is not None and st.draft2 in sm.catalog.models:
+                split = pm.draft2_kib[(a, st.draft2)]
+                if split is not None:
+                    pim.append(split[0] * stage)
+                    normal.append(split[1] * stage)
+    return pim, normal
