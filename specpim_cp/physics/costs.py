@@ -27,7 +27,10 @@ from fractions import Fraction
 
 from specpim_cp import kernels
 from specpim_cp.catalog import Catalog, HostSpec, MemorySpec, ModelSpec
+from specpim_cp.catalog.heads import HeadSpec
+from specpim_cp.physics.heads import embedding_rows, embeds, lookup_cost, stored_layers
 from specpim_cp.problem.design import ArchConfig, Placement
+from specpim_cp.problem.heads import head_op_shapes
 from specpim_cp.problem.operators import ATTENTION_OPS, PLACEABLE_OPS, OpShape, distinct_experts, op_shapes
 from specpim_cp.problem.scenario import Scenario
 from specpim_cp.problem.space import placement_options
@@ -189,6 +192,8 @@ class CostModel:
 
     def idle_power_mw(self, arch: ArchConfig) -> int:
         """Idle power of the model's devices charged for the whole round (0 under dynamic accounting)."""
+        if arch.colocated:  # [HEAD-2] a head on the verifier's devices: their idle power is the verifier's
+            return 0
         return arch.devices * self.host.idle_power_mw if self.count_idle else 0
 
     def draft2_layout(self, arch: ArchConfig) -> str | None:
@@ -202,7 +207,7 @@ class CostModel:
     # -- tensors -----------------------------------------------------------------------------
     def shapes(self, model: ModelSpec) -> dict[str, OpShape]:
         if model.name not in self._shapes:
-            self._shapes[model.name] = op_shapes(model)
+            self._shapes[model.name] = head_op_shapes(model) if isinstance(model, HeadSpec) else op_shapes(model)
         return self._shapes[model.name]
 
     @staticmethod
@@ -222,19 +227,20 @@ class CostModel:
         sc = self.scenario
         bpp = model.bytes_per_param
         op_kib: dict[str, int] = {}
+        blocks = stored_layers(model)  # a head's stored blocks ([HEAD-1]); a model's layers
         for name, s in self.shapes(model).items():
+            layers = 1 if name == "lm_head" else blocks
             if s.parts:  # [MOE-4] an MoE FFN stores every expert (and the router on every device)
                 stored = sum(p.in_features * p.out_features * max(1, p.experts) * (devices if p.replicated else 1)
                              for p in s.parts)
-                op_kib[name] = -(-(model.layers * stored * bpp) // KIB)
+                op_kib[name] = -(-(layers * stored * bpp) // KIB)
             elif s.kind == "fc":
-                layers = 1 if name == "lm_head" else model.layers
                 op_kib[name] = -(-(layers * s.in_features * s.out_features * bpp) // KIB)
             else:  # K (score) or V (context) cache at the maximum context, stored on every device
                 per_device = self.kv_heads_per_device(model, devices) * model.head_dim
-                kv = model.layers * sc.batch_size * sc.max_context * per_device * devices * bpp
+                kv = blocks * sc.batch_size * sc.max_context * per_device * devices * bpp
                 op_kib[name] = -(-kv // KIB)
-        embedding = 0 if model.tied_embeddings else -(-(model.vocab * model.hidden * bpp) // KIB)
+        embedding = 0 if model.tied_embeddings else -(-(embedding_rows(model) * model.hidden * bpp) // KIB)
         return TensorBytes(op_kib, embedding)
 
     # -- operator costs ----------------------------------------------------------------------
@@ -248,7 +254,9 @@ class CostModel:
         lay = "pim" if engine == "pim" else layout
         key = (model.name, op, engine, share if engine == "pim" else 0, lay, arch, tokens)
         if key not in self._op_cache:
-            self._op_cache[key] = self._op_cost(model, op, engine, share, arch, tokens, lay)
+            lookup = lookup_cost(model, op, tokens) if isinstance(model, HeadSpec) else None
+            self._op_cache[key] = (self._op_cost(model, op, engine, share, arch, tokens, lay) if lookup is None else
+                                   OpCost(lookup[0], lookup[1], (0, lookup[1], 0, 0, 0)))  # [HEAD-1] host lookup
         return self._op_cache[key]
 
     def placement_cost(self, model: ModelSpec, op: str, p: Placement, arch: ArchConfig, tokens: int) -> OpCost | None:
@@ -276,6 +284,7 @@ class CostModel:
         # a pass's query tokens also attend to the pass's own earlier tokens (a draft chain or tree under
         # its mask): the context grows by the pass's tokens per sequence beyond the first
         ctx = self.scenario.average_context + max(0, tokens // batch - 1)
+        tokens *= s.token_factor  # [HEAD-1] a shared LM head's K inputs per token (Medusa)
         e_ext = mem.external_energy_pj_per_bit * BITS_PER_BYTE  # pJ per byte
         e_int = mem.internal_energy_pj_per_bit * BITS_PER_BYTE
         e_chip = self.host.onchip_energy_pj_per_bit * BITS_PER_BYTE
@@ -393,6 +402,8 @@ class CostModel:
         host kernel, from the channel groups the table sits on (the LM head's layout: tied, or beside it)."""
         key = (model.name, arch, layout, tokens)
         cost = self._embed.get(key)
+        if cost is None and not embeds(model):
+            cost = self._embed[key] = OpCost(0, 0)
         if cost is None:
             mem = self.memory(arch)
             rows = tokens * model.hidden * model.bytes_per_param

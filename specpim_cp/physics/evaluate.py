@@ -26,6 +26,7 @@ from specpim_cp.catalog import Catalog, ModelSpec
 from specpim_cp.errors import ScenarioError
 from specpim_cp.physics import speculation as spec
 from specpim_cp.physics.costs import COMPONENTS, KIB, CostModel, OpCost
+from specpim_cp.physics.heads import merged_needs, shared_tensors, transfer_cost
 from specpim_cp.physics.rounds import (
     Acceptance,
     RoundStats,
@@ -37,6 +38,7 @@ from specpim_cp.physics.rounds import (
 )
 from specpim_cp.physics.schedule import layer_schedule
 from specpim_cp.problem.design import ArchConfig, Design, ModelDesign, Placement
+from specpim_cp.problem.heads import with_heads
 from specpim_cp.problem.operators import LAYER_OPS, PLACEABLE_OPS, is_chain, layer_order
 from specpim_cp.problem.scenario import Scenario, require_catalog, scenario_catalog
 from specpim_cp.problem.space import DesignSpace
@@ -326,6 +328,7 @@ class RoundBreakdown:
     idle_energy_nj: int  # idle power of every device for the round (0 under dynamic accounting)
     verifier_energy_nj: int
     energy_nj_by_component: dict[str, float]  # expected nJ per round, costs.COMPONENTS + "idle"
+    head_transfer_ns: int = 0  # hidden states sent to heads on devices of their own, per round
 
 
 @dataclass(frozen=True)
@@ -384,7 +387,7 @@ class Evaluator:
     def __init__(self, scenario: Scenario, catalog: Catalog | None = None, costs: CostModel | None = None,
                  cache_limit: int = CACHE_LIMIT):
         self.scenario = scenario
-        self.catalog = catalog or scenario_catalog(scenario)
+        self.catalog = with_heads(catalog or scenario_catalog(scenario), scenario)
         require_catalog(scenario, self.catalog)
         self.costs = costs or CostModel(scenario, self.catalog)
         self.space = DesignSpace.free(scenario, self.catalog)
@@ -395,8 +398,8 @@ class Evaluator:
         self._pass_tables: dict[tuple, PassTable] = {}  # by (model, architecture, tokens)
         self._capacity_tables: dict[tuple, CapacityTable] = {}  # by (model, architecture)
         self.acceptance = Acceptance.of(scenario, self.catalog)
-        self._archs: dict[tuple[str, int, int], ArchConfig] = {}  # by (memory type, PIM units, devices)
-        self._idle_mw: dict[tuple[str, int, int], int] = {}
+        self._archs: dict[tuple, ArchConfig] = {}  # by (memory type, PIM units, devices, colocated)
+        self._idle_mw: dict[tuple, int] = {}
 
     def clear_cache(self) -> None:
         """Drop the cached per-model pieces (the cost model's tables are kept)."""
@@ -435,11 +438,12 @@ class Evaluator:
         lookup.)"""
         pl = md.placement
         places = ",".join([f"{pl[op].engine}:{pl[op].share}:{pl[op].layout}" for op in PLACEABLE_OPS])
+        places += ";colocated" if md.colocated else ""
         return (md.model, md.memory_type, md.pim_units, md.devices, places + ";spill" if md.spill else places)
 
     def _arch(self, md: ModelDesign) -> ArchConfig:
         """`md.arch`, one object per architecture (cost-table keys then compare by identity)."""
-        key = (md.memory_type, md.pim_units, md.devices)
+        key = (md.memory_type, md.pim_units, md.devices, md.colocated)
         arch = self._archs.get(key)
         if arch is None:
             arch = self._archs[key] = md.arch
@@ -500,10 +504,14 @@ class Evaluator:
         tab = self._capacity_tables.get(key)
         if tab is None:
             c = self.costs
-            tb = c.tensor_bytes(self.catalog.models[model_name], arch.devices)
+            model = self.catalog.models[model_name]
+            tb = c.tensor_bytes(model, arch.devices)
+            shared = shared_tensors(model, arch.colocated)  # [HEAD-2] read from the verifier, not stored again
             layouts = ("normal", "spread", "pim")
-            ops = tuple({lay: c.split_kib(arch, lay, tb.op_kib[op]) for lay in layouts} for op in PLACEABLE_OPS)
-            embedding = {lay: c.split_kib(arch, lay, tb.embedding_kib) for lay in layouts}
+            ops = tuple({lay: c.split_kib(arch, lay, 0 if op in shared else tb.op_kib[op]) for lay in layouts}
+                        for op in PLACEABLE_OPS)
+            embedding = {lay: c.split_kib(arch, lay, 0 if "embedding" in shared else tb.embedding_kib)
+                         for lay in layouts}
             tab = self._store(self._capacity_tables, key, CapacityTable(ops, embedding, c.capacity_kib(arch), {}))
         return tab
 
@@ -629,7 +637,7 @@ class Evaluator:
     def _drafter_cycle(self, i: int, md: ModelDesign, mkey: tuple) -> DrafterCycle:
         choice = md.choice
         tokens = drafter_cycle_tokens(self.scenario.batch_size, choice)
-        if choice.tree is not None:  # a token tree: one cycle of passes, depth by depth
+        if choice.tree is not None and not self.acceptance.one_pass[i]:  # a token tree: passes, depth by depth
             passes = [self.pass_price(md, t, model_key=mkey) for t in tree_pass_tokens(self.scenario.batch_size, choice)]
             parts = tuple(sum(p.parts_nj[k] for p in passes) for k in range(len(COMPONENTS)))
             return DrafterCycle(sum(p.time_ns for p in passes), sum(parts), parts, tokens)
@@ -645,7 +653,7 @@ class Evaluator:
     def idle_power_mw(self, md: ModelDesign) -> int:
         """Idle power of all the model's devices, mW (charged for the whole round; 0 under dynamic
         energy accounting)."""
-        key = (md.memory_type, md.pim_units, md.devices)
+        key = (md.memory_type, md.pim_units, md.devices, md.colocated)
         mw = self._idle_mw.get(key)
         if mw is None:
             mw = self._idle_mw[key] = self.costs.idle_power_mw(self._arch(md))
@@ -678,23 +686,37 @@ class Evaluator:
         drafters = design.drafters
         mds = [design.verifier, *drafters]
         keys = [self.model_key(md) for md in mds] if model_keys is None else model_keys
-        caps = []
-        for j, (md, key) in enumerate(zip(mds, keys)):
-            cap = self.capacity(md, key)
-            if not cap.holds:
+        caps = [self.capacity(md, key) for md, key in zip(mds, keys)]
+        colocated = [md.colocated for md in mds]
+        if any(colocated):  # [HEAD-2] heads on the verifier's devices share their capacity
+            pim, normal = merged_needs([(c.pim_need_kib, c.normal_need_kib) for c in caps], colocated)
+            caps[0] = CapacityUse(pim, normal, caps[0].pim_capacity_kib, caps[0].normal_capacity_kib, caps[0].spill)
+        for j, (md, cap) in enumerate(zip(mds, caps)):
+            if not cap.holds and not md.colocated:
                 self.check_capacity("verifier" if j == 0 else f"drafters[{j - 1}]", md, cap)
-            caps.append(cap)
         stats = round_stats(choice, self.acceptance)
         verify = self.pass_price(design.verifier, verifier_tokens(batch, choice), model_key=keys[0])
         cycles = [self.drafter_cycle(i, md, keys[i + 1]) for i, md in enumerate(drafters)]
         sync = self.costs.host.sync_latency_ns if drafters else 0
         round_ns = spec.round_time_ns(stats.outcomes, [c.time_ns for c in cycles], verify.time_ns, sync,
                                       choice.pipeline, stats.q)
+        xfer_ns, xfer_nj = self.head_transfer(drafters, stats.tokens_micro)
+        round_ns += xfer_ns
         draft_nj = [drafting_energy_nj(stats, i, cycle.energy_nj) for i, cycle in enumerate(cycles)]
         idle_nj = sum(idle_energy_nj(self.idle_power_mw(md), round_ns) for md in mds)
-        energy_nj = verify.energy_nj + sum(draft_nj) + idle_nj
+        energy_nj = verify.energy_nj + sum(draft_nj) + idle_nj + xfer_nj
         metrics = Metrics(round_ns, stats.tokens_micro, energy_nj, batch)
-        return _Priced(metrics, caps, verify, cycles, stats, sync, draft_nj, idle_nj)
+        return _Priced(metrics, caps, verify, cycles, stats, sync, draft_nj, idle_nj, xfer_ns, xfer_nj)
+
+    def head_transfer(self, drafters: Sequence[ModelDesign], tokens_micro: int) -> tuple[int, int]:
+        """[HEAD-4] (ns, nJ) per round of the hidden states sent to heads on devices of their own."""
+        ns = nj = 0
+        for md in drafters:
+            if not md.colocated:
+                t, e = transfer_cost(self.catalog.models[md.model], self.costs.host, self.scenario.batch_size,
+                                     tokens_micro)
+                ns, nj = ns + t, nj + e
+        return ns, nj
 
     def _model_breakdown(self, md: ModelDesign, cap: CapacityUse, price: PassPrice) -> ModelBreakdown:
         ops = {op: OperatorBreakdown(md.placement[op].engine,
@@ -721,10 +743,11 @@ class Evaluator:
             weight = (stats.rounds_scaled[i] / spec.OUTCOME_SCALE) * (1 + stats.drafter_q[i] / spec.Q_SCALE)
             for k, e in enumerate(cycle.parts_nj):
                 components[k] += weight * e
+        components[COMPONENTS.index("transfer")] += priced.transfer_nj
         by_component = dict(zip(COMPONENTS, components, strict=True))
         by_component["idle"] = float(priced.idle_nj)
         rnd = RoundBreakdown(design.pipeline, verify.time_ns, priced.sync, stats.q / spec.Q_SCALE,
-                             priced.idle_nj, verify.energy_nj, by_component)
+                             priced.idle_nj, verify.energy_nj, by_component, priced.transfer_ns)
         return Breakdown(self._model_breakdown(design.verifier, caps[0], verify), tuple(drafters), rnd)
 
 
@@ -757,6 +780,8 @@ class _Priced(NamedTuple):
     sync: int
     draft_nj: list[int]
     idle_nj: int
+    transfer_ns: int = 0  # [HEAD-4] hidden states to heads on devices of their own, in the round time
+    transfer_nj: int = 0
 
 
 def evaluate(scenario: Scenario, design: Design, catalog: Catalog | None = None) -> Evaluation:

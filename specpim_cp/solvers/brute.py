@@ -24,6 +24,7 @@ from specpim_cp.problem.design import ArchConfig, ModelDesign, Staging
 from specpim_cp.problem.operators import PLACEABLE_OPS
 from specpim_cp.problem.scenario import Scenario, scenario_catalog
 from specpim_cp.problem.space import DesignSpace, ModelOptions
+from specpim_cp.solvers.head_options import colocation_class, colocation_needs
 from specpim_cp.solvers.result import SolveReport, SolveResult, Status, inputs_hash
 
 MAX_OPTIONS_PER_MODEL = 60_000
@@ -62,7 +63,8 @@ def priced_options(ev: Evaluator, opts: ModelOptions, j: int, tokens: Sequence[i
             for d2 in [None, *draft2s]:
                 md = ModelDesign(model=opts.entry.model, memory_type=a.memory_type, pim_units=a.pim_units,
                                  devices=a.devices, placement=pl, draft_length=None if j == 0 else 1,
-                                 staging=None if d2 is None else Staging(draft2=d2, draft_length=1))
+                                 staging=None if d2 is None else Staging(draft2=d2, draft_length=1),
+                                 colocated=a.colocated)
                 cap = ev.capacity(md)
                 if not cap.holds:
                     continue
@@ -116,12 +118,13 @@ def _space_options(ev: Evaluator, space: DesignSpace, tail: Callable[[int, Model
     kept_all, dropped_all = [], []
     for j, opts in enumerate(space.models):
         draft2s = draft2_models[j - 1] if j else []
-        raw = [((o.draft2,) + o.perf, (o.md, o.draft2))
+        # prune within each draft2 class (capacity depends on it) and colocation class (`head_options`)
+        raw = [((o.draft2, colocation_class(space, j, o.md)) + o.perf + colocation_needs(space, j, o.md, o.capacity),
+                (o.md, o.draft2))
                for o in priced_options(ev, opts, j, sorted(tokens[j]), draft2s, MAX_OPTIONS_PER_MODEL, latency_only)]
-        # prune within each draft2 class (capacity depends on it)
         kept = []
-        for d2 in {k[0] for k, _ in raw}:
-            cls = [(k[1:], v) for k, v in raw if k[0] == d2]
+        for key in dict.fromkeys(k[:2] for k, _ in raw):
+            cls = [(k[2:], v) for k, v in raw if k[:2] == key]
             kept += pareto_filter(cls) if tail is None else lexicographic_pareto(cls, lambda v, j=j: tail(j, v[0]))
         kept_all.append(kept)
         ids = {id(v) for v in kept}
