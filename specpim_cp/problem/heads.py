@@ -28,6 +28,8 @@ from specpim_cp.problem.operators import OpShape, op_shapes
 NGRAM_ENTRY = "ngram"
 #: EAGLE-3's reduced draft vocabulary (SafeAILab/EAGLE, `draft_vocab_size` of the released heads).
 EAGLE_DRAFT_VOCAB = 32000
+#: The acceptance family of each head kind (catalog acceptance.toml, "FAMILY>any").
+HEAD_FAMILIES = {"eagle": "eagle3", "mtp": "mtp", "medusa": "medusa", "ngram": "prompt-lookup"}
 #: EAGLE-3's fused verifier layers (low, middle, high).
 EAGLE_FUSED_LAYERS = 3
 
@@ -76,7 +78,7 @@ def derive_head(kind: str, fields: HeadFields | None, verifier: ModelSpec, catal
     f = fields or HeadFields()
     v, h = verifier, verifier.hidden
     name = head_name(kind, v.name)
-    common = {"name": name, "family": kind, "tokenizer": v.tokenizer, "hidden": h, "heads": v.heads,
+    common = {"name": name, "family": HEAD_FAMILIES.get(kind, kind), "tokenizer": v.tokenizer, "hidden": h, "heads": v.heads,
               "kv_heads": v.kv_heads, "head_dim": v.head_dim, "ffn": v.ffn, "ffn_kind": v.ffn_kind,
               "parallel_block": False, "vocab": v.vocab, "tied_embeddings": False,
               "bytes_per_param": v.bytes_per_param, "nominal_params_b": 0.0, "kind": kind, "verifier": v.name,
