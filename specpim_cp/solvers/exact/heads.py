@@ -113,3 +113,9 @@ def add_transfers(sm) -> tuple[list, list]:
 def one_pass(sm, i: int) -> bool:
     """Whether drafter i drafts every position in one pass (Medusa, [HEAD-3])."""
     return bool(getattr(sm.data[i + 1].spec, "one_pass", False))
+
+
+def skips_cut4(sm) -> bool:
+    """CUT-4's time-priced energy envelopes assume devices of one's own and trees drafted depth by depth:
+    a space with a head on the verifier's devices or a one-pass head goes without that optional cut."""
+    return bool(sm.colo) or any(one_pass(sm, i) for i in range(sm.n_drafters))

@@ -513,7 +513,7 @@ class SpecModel:
         E >= sum_c bound_c z_c. A choice already priced up to `limit` is skipped. Returns how many choices
         it raised."""
         lb_t, lb_e = self.choice_bounds
-        if self.colo:  # its device-count envelopes do not know colocated heads' architectures [HEAD-2]
+        if head_rows.skips_cut4(self):  # its envelopes know neither colocated heads nor one-pass trees
             return 0
         new = list(lb_e)
         for k, (c, st) in enumerate(zip(self.choices, self.stats)):
