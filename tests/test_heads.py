@@ -4,15 +4,16 @@ kind (no pipeline with hidden-state heads, Medusa's one pass), Monte Carlo = clo
 
 from __future__ import annotations
 
-import subprocess
-import sys
 from fractions import Fraction
 
 import pytest
+from click.testing import CliRunner
+from helpers import one_line_error
 
 from specpim_cp.catalog import load_catalog
 from specpim_cp.catalog.heads import HeadSpec
 from specpim_cp.check.simulate_design import simulate_design
+from specpim_cp.cli import main
 from specpim_cp.errors import ScenarioError
 from specpim_cp.physics import speculation as spec
 from specpim_cp.physics.evaluate import Evaluator
@@ -209,8 +210,7 @@ def test_a_pipeline_with_a_hidden_state_head_is_refused_by_the_cli(tmp_path):
     path.write_text('name = "p"\nbatch_size = 1\nprompt_tokens = 64\ngenerated_tokens = 64\n'
                     '[verifier]\nmodel = "opt-1.3b"\ndevices = 1\n[[drafters]]\nkind = "eagle"\ndevices = 1\n'
                     '[space]\npipeline = "on"\n')
-    out = subprocess.run([sys.executable, "-m", "specpim_cp.cli", "solve", str(path)], capture_output=True, text=True)
-    assert out.returncode == 2 and len(out.stderr.strip().splitlines()) == 1 and "pipeline" in out.stderr
+    one_line_error(CliRunner().invoke(main, ["solve", str(path)]), "space.pipeline", "drafters[0]")
 
 
 def test_model_drafters_are_unchanged_by_the_kind_field():
