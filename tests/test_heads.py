@@ -4,6 +4,8 @@ kind (no pipeline with hidden-state heads, Medusa's one pass), Monte Carlo = clo
 
 from __future__ import annotations
 
+import json
+import tomllib
 from fractions import Fraction
 
 import pytest
@@ -219,3 +221,48 @@ def test_model_drafters_are_unchanged_by_the_kind_field():
     a = parse_scenario(base)
     b = parse_scenario({**base, "drafters": [{"model": "opt-125m", "devices": 1, "kind": "model"}]})
     assert a == b and a.content_hash() != "" and Fraction(spec.TOKENS_SCALE) > 0
+
+
+HEAD_CONFIGS = {
+    "eagle3": ({"architectures": ["LlamaForCausalLMEagle3"], "hidden_size": 4096, "intermediate_size": 14336,
+                "num_hidden_layers": 1, "draft_vocab_size": 32000, "vocab_size": 128256},
+               ['kind = "eagle"', "draft_vocab = 32000  # draft_vocab_size", "hidden_size = 4096  # hidden_size",
+                "intermediate_size = 14336"]),
+    "eagle31": ({"architectures": ["Eagle3Speculator"], "hidden_size": 2048, "target_hidden_size": 4096,
+                 "draft_vocab_size": 32000, "eagle_config": {"eagle_aux_hidden_state_layer_ids": [2, 16, 29]}},
+                ["hidden_size = 4096  # target_hidden_size", "fused_layers = 3  # eagle_config."]),
+    "deepseek-v3": ({"architectures": ["DeepseekV3ForCausalLM"], "model_type": "deepseek_v3",
+                     "num_nextn_predict_layers": 1, "hidden_size": 7168},
+                    ['kind = "mtp"', "depth = 1  # num_nextn_predict_layers"]),
+    "medusa": ({"architectures": ["MedusaModel"], "medusa_num_heads": 5, "medusa_num_layers": 1},
+               ['kind = "medusa"', "heads = 5  # medusa_num_heads", "layers = 1  # medusa_num_layers"]),
+}
+
+
+@pytest.mark.parametrize("case", sorted(HEAD_CONFIGS))
+def test_import_hf_reads_head_configs_as_a_drafter_entry(tmp_path, case):
+    cfg, needles = HEAD_CONFIGS[case]
+    path = tmp_path / "config.json"
+    path.write_text(json.dumps(cfg))
+    res = CliRunner().invoke(main, ["catalog", "import-hf", str(path)])
+    assert res.exit_code == 0, res.output
+    for n in needles:
+        assert n in res.output, (n, res.output)
+    entry = tomllib.loads(res.output)["drafters"][0]
+    data = head_scenario(entry["kind"])
+    data["drafters"][0]["head"] = entry["head"]
+    if entry["kind"] == "eagle":  # a head built for a 4096-wide verifier
+        data["verifier"]["model"] = "llama-7b"
+        data["drafters"][0]["head"].pop("intermediate_size", None)
+    parse_scenario(data)
+
+
+@pytest.mark.parametrize("cfg,needle", [
+    ({"architectures": ["HydraDraftModel"], "hidden_size": 4096}, "a draft-head config (['HydraDraftModel'])"),
+    ({"architectures": ["LlamaForCausalLMEagle3"], "hidden_size": 4096, "draft_vocab_size": 0}, "draft_vocab_size"),
+    ({"medusa_num_heads": 0}, "medusa_num_heads must be an integer from 1"),
+])
+def test_bad_or_unknown_head_configs_are_one_line(tmp_path, cfg, needle):
+    path = tmp_path / "config.json"
+    path.write_text(json.dumps(cfg))
+    one_line_error(CliRunner().invoke(main, ["catalog", "import-hf", str(path)]), needle)
