@@ -42,7 +42,7 @@ class HeadFields(StrictModel):
     hidden_size: int | None = Field(default=None, ge=1)  # EAGLE-3: the target width it was trained for
     intermediate_size: int | None = Field(default=None, ge=1)  # EAGLE-3: its layer's FFN width (default: verifier's)
     depth: int = Field(default=1, ge=1, le=MAX_DRAFT_LENGTH)  # MTP: D sequential modules
-    heads: int = Field(default=5, ge=1, le=MAX_DRAFT_LENGTH)  # Medusa: K heads
+    heads: int = Field(default=5, ge=1, le=MAX_DRAFT_LENGTH)  # Medusa: K heads (FasterDecoding/Medusa MedusaConfig: 5)
     layers: int = Field(default=1, ge=1, le=4)  # Medusa: residual blocks per head
     lm_head: Literal["own", "shared"] = "own"  # Medusa: K LM heads of its own, or the verifier's
     lookup_ns_per_token: int | None = Field(default=None, ge=1, le=10**7)  # n-gram: host ns per drafted token
