@@ -257,6 +257,10 @@ class Scenario(StrictModel):
         """What identifies the scenario's inputs: its fields, with the content (not the paths) of its
         catalog files, so a changed catalog changes every hash (batch resume re-runs it)."""
         data = self.model_dump(mode="json", exclude={"catalog"})
+        for d in data["drafters"]:  # a drafter model's head fields at their defaults: the hash it always had
+            for key, default in (("kind", "model"), ("placement", "free"), ("head", None)):
+                if d.get(key) == default:
+                    d.pop(key)
         if self.catalog:
             data["catalog_sha256"] = [file_digest(p) for p in self.catalog]
         return data
