@@ -45,7 +45,7 @@ def head_scenario(kind: str, placement: str = "free", objective: str = "latency"
     return {"name": f"head-{kind}-{placement}", "batch_size": 2, "prompt_tokens": 128, "generated_tokens": 64,
             "objective": objective, "host": "a100-80gb", "memory_types": ["hbm"], "max_draft_length": 3,
             "verifier": {"model": "mixtral-8x7b" if moe else "opt-1.3b", "devices": 4 if moe else 1},
-            "drafters": [d], "space": dict(SPACE), **extra}
+            "drafters": [d], "space": dict(SPACE)} | extra
 
 
 CASES = [("eagle", "free", "latency", False), ("eagle", "own", "latency", False),
@@ -266,3 +266,35 @@ def test_bad_or_unknown_head_configs_are_one_line(tmp_path, cfg, needle):
     path = tmp_path / "config.json"
     path.write_text(json.dumps(cfg))
     one_line_error(CliRunner().invoke(main, ["catalog", "import-hf", str(path)]), needle)
+
+
+def wider_spaces() -> dict[str, dict]:
+    """Spaces where the placement meets other decisions: PIM units free (several verifier architectures to
+    sit on), a device budget shared by the verifier and the head, a head beside a drafter model or a lookup."""
+    out = {}
+    d = head_scenario("medusa", tree=True)
+    d["space"].pop("pim_units")
+    d["space"]["mapping"] = "fc-offload"
+    out["medusa-pim-free"] = d
+    d = head_scenario("eagle")
+    d.update(device_budget=3, verifier={"model": "opt-1.3b", "max_devices": 2})
+    d["drafters"][0].pop("devices")
+    d["drafters"][0]["max_devices"] = 2
+    out["eagle-budget"] = d
+    d = head_scenario("ngram", max_draft_length=2)
+    d["drafters"].insert(0, {"model": "opt-125m", "devices": 1, "acceptance": 0.6})
+    out["model-and-ngram"] = d
+    d = head_scenario("eagle", "free", "edp", max_draft_length=2)
+    d["drafters"].append({"kind": "ngram", "acceptance": 0.4})
+    out["eagle-and-ngram"] = d
+    return out
+
+
+@pytest.mark.parametrize("name", sorted(wider_spaces()))
+def test_cp_sat_optimum_equals_brute_force_in_wider_spaces(name):
+    sc = parse_scenario(wider_spaces()[name])
+    exact = solve(sc, options=SolverOptions(60, deterministic=True))
+    assert exact.report.status == "OPTIMAL"
+    assert exact.report.objective == brute_force(sc).report.objective
+    if "budget" in name:
+        assert sum(md.devices for _, md in exact.design.models() if not md.colocated) <= 3
