@@ -298,3 +298,19 @@ def test_cp_sat_optimum_equals_brute_force_in_wider_spaces(name):
     assert exact.report.objective == brute_force(sc).report.objective
     if "budget" in name:
         assert sum(md.devices for _, md in exact.design.models() if not md.colocated) <= 3
+
+
+def test_a_medusa_head_on_the_verifiers_lm_head_stores_only_its_blocks():
+    data = head_scenario("medusa", "free")
+    data["drafters"][0]["head"] = {"heads": 3, "lm_head": "shared"}
+    sc = parse_scenario(data)
+    ev = Evaluator(sc)
+    design = solve(sc, options=SolverOptions(60, deterministic=True)).design
+    head = design.drafters[0]
+    on_v = ev.capacity(head.model_copy(update={"colocated": True}))
+    own = ev.capacity(head.model_copy(update={"colocated": False}))
+    v = ev.catalog.models["opt-1.3b"]
+    blocks_kib = 3 * v.hidden * v.hidden * 2 // 1024
+    assert on_v.pim_need_kib + on_v.normal_need_kib == blocks_kib
+    assert own.pim_need_kib + own.normal_need_kib == blocks_kib + v.hidden * v.vocab * 2 // 1024
+    assert solve(sc, options=SolverOptions(60, deterministic=True)).report.objective == brute_force(sc).report.objective

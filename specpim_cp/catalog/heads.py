@@ -25,7 +25,7 @@ class HeadSpec(ModelSpec):
     verifier: str = ""
     hidden_states: int = 0
     per_token: bool = True
-    shared: tuple[str, ...] = ()  # "embedding", "lm_head"
+    shared: tuple[str, ...] = ()  # "embedding", an operator ("lm_head"), or one kernel of one ("lm_head/medusa_lm")
     stored_layers: int = 0  # blocks stored (MTP: its D modules, one run per draft step); 0: `layers`
     embedding_vocab: int = 0  # rows of the input embedding it reads (the verifier's vocabulary); 0: none
     fuse_in: int = 0  # input width of the projection before its block (EAGLE-3: k x hidden, MTP: 2 x hidden)

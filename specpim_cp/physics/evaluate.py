@@ -26,7 +26,7 @@ from specpim_cp.catalog import Catalog, ModelSpec
 from specpim_cp.errors import ScenarioError
 from specpim_cp.physics import speculation as spec
 from specpim_cp.physics.costs import COMPONENTS, KIB, CostModel, OpCost
-from specpim_cp.physics.heads import merged_needs, shared_tensors, transfer_cost
+from specpim_cp.physics.heads import merged_needs, shared_tensors, stored_kib, transfer_cost
 from specpim_cp.physics.rounds import (
     Acceptance,
     RoundStats,
@@ -508,8 +508,8 @@ class Evaluator:
             tb = c.tensor_bytes(model, arch.devices)
             shared = shared_tensors(model, arch.colocated)  # [HEAD-2] read from the verifier, not stored again
             layouts = ("normal", "spread", "pim")
-            ops = tuple({lay: c.split_kib(arch, lay, 0 if op in shared else tb.op_kib[op]) for lay in layouts}
-                        for op in PLACEABLE_OPS)
+            kib = [stored_kib(model, op, tb.op_kib[op], c.shapes(model), arch.colocated) for op in PLACEABLE_OPS]
+            ops = tuple({lay: c.split_kib(arch, lay, k) for lay in layouts} for k in kib)
             embedding = {lay: c.split_kib(arch, lay, 0 if "embedding" in shared else tb.embedding_kib)
                          for lay in layouts}
             tab = self._store(self._capacity_tables, key, CapacityTable(ops, embedding, c.capacity_kib(arch), {}))

@@ -13,6 +13,7 @@ from specpim_cp.physics import speculation as spec
 
 BITS_PER_BYTE = 8
 PJ_PER_NJ = 1000
+KIB = 1024
 
 
 def lookup_cost(head: HeadSpec, op: str, tokens: int) -> tuple[int, int] | None:
@@ -47,6 +48,21 @@ def shared_tensors(model: ModelSpec, colocated: bool) -> tuple[str, ...]:
     return model.shared if colocated and isinstance(model, HeadSpec) else ()
 
 
+def stored_kib(model: ModelSpec, op: str, kib: int, shapes: dict, colocated: bool) -> int:
+    """KiB operator `op` of `model` stores (`kib`: all its tensor) once the tensors a head on the verifier's
+    devices reads from the verifier are left out [HEAD-2]: the whole operator, or some of its kernels (a
+    Medusa head's LM-head kernel when it uses the verifier's LM head)."""
+    shared = shared_tensors(model, colocated)
+    if op in shared:
+        return 0
+    parts = {name.split("/", 1)[1] for name in shared if name.startswith(op + "/")}
+    if not parts:
+        return kib
+    layers = 1 if op == "lm_head" else stored_layers(model)
+    kept = sum(p.in_features * p.out_features * max(1, p.experts) for p in shapes[op].parts if p.name not in parts)
+    return -(-(layers * kept * model.bytes_per_param) // KIB)
+
+
 def transfer_cost(model: ModelSpec, host: HostSpec, batch: int, tokens_micro: int) -> tuple[int, int]:
     """[HEAD-4] (ns, nJ) per round of moving the verifier's hidden states to a head on devices of its own:
     k hidden states (bytes_per_param each) of every committed token (EAGLE-3, MTP; expected tokens per
@@ -68,5 +84,5 @@ def merged_needs(needs: Sequence[tuple[int, int]], colocated: Sequence[bool]) ->
             sum(n for (_, n), c in zip(needs, colocated) if c) + needs[0][1])
 
 
-__all__ = ["embedding_rows", "embeds", "lookup_cost", "merged_needs", "shared_tensors", "stored_layers",
+__all__ = ["embedding_rows", "embeds", "lookup_cost", "merged_needs", "shared_tensors", "stored_kib", "stored_layers",
            "transfer_cost"]

@@ -102,7 +102,7 @@ def derive_head(kind: str, fields: HeadFields | None, verifier: ModelSpec, catal
                         max_draft=f.depth)
     if kind == "medusa":
         return HeadSpec(**common, layers=0, hidden_states=1, per_token=False,
-                        shared=("lm_head",) if f.lm_head == "shared" else (), medusa_heads=f.heads,
+                        shared=("lm_head/medusa_lm",) if f.lm_head == "shared" else (), medusa_heads=f.heads,
                         medusa_layers=f.layers, own_lm_heads=f.lm_head == "own", max_draft=f.heads, one_pass=True)
     if kind == "ngram":
         ng = catalog.ngrams.get(NGRAM_ENTRY)
