@@ -19,6 +19,7 @@ from dataclasses import dataclass
 from pathlib import Path
 
 from specpim_cp.catalog import ModelSpec, active_text, field_problem, model_shape_problem, shown
+from specpim_cp.catalog.import_head import head_kind, import_head_toml
 from specpim_cp.catalog.tokenizers import tokenizer_for
 from specpim_cp.errors import ScenarioError
 from specpim_cp.files import read_table, toml_string
@@ -351,11 +352,15 @@ def _default_name(path: Path, cfg: dict) -> str:
 
 
 def import_hf_toml(path: str | Path, name: str | None = None, tokenizer: str | None = None) -> tuple[str, str]:
-    """(model name, TOML text of its catalog entry), checked by the catalog loader before it is returned."""
+    """(model name, TOML text of its catalog entry), checked by the catalog loader before it is returned; for a
+    draft head's config, (its kind, a scenario's `[[drafters]]` entry: `import_head.import_head_toml`)."""
     import tomllib
 
     from specpim_cp.catalog import build_catalog
 
+    cfg = read_table(Path(path), "a Hugging Face config.json", syntax="JSON")
+    if head_kind(cfg) is not None:  # a draft head: a scenario's [[drafters]] entry (catalog/import_head.py)
+        return import_head_toml(path, cfg)
     model, notes = import_hf(path, name, tokenizer)
     text = model.to_toml(notes)
     build_catalog(tomllib.loads(text), {}, {})  # the entry loads as written (a bug here is ours, not the user's)

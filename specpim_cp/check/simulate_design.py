@@ -8,7 +8,7 @@ from specpim_cp.catalog import Catalog
 from specpim_cp.check.simulate import SimDrafter, SimulationResult, simulate_rounds
 from specpim_cp.physics import speculation as spec
 from specpim_cp.physics.evaluate import Evaluator
-from specpim_cp.problem.design import Design
+from specpim_cp.problem.design import Design, ModelDesign
 from specpim_cp.problem.scenario import Scenario
 from specpim_cp.problem.trees import TreeDraft
 
@@ -27,6 +27,16 @@ class DesignSimulation:
         return sim
 
 
+def draft_tree(ev: Evaluator, i: int, md: ModelDesign, alpha: float) -> TreeDraft | None:
+    """Drafter i's tree as simulated: its token tree, or a one-pass head's chain as the tree of widths 1 (its
+    cycle time is its whole drafting per round, as a tree's is)."""
+    if md.tree is not None:
+        return TreeDraft(ev.acceptance.tree(i), md.tree)
+    if ev.acceptance.one_pass[i]:
+        return TreeDraft((alpha,), (1,) * md.draft_length)
+    return None
+
+
 def simulate_design(scenario: Scenario, design: Design, rounds: int, seed: int,
                     catalog: Catalog | None = None) -> DesignSimulation:
     ev = Evaluator(scenario, catalog)
@@ -38,10 +48,12 @@ def simulate_design(scenario: Scenario, design: Design, rounds: int, seed: int,
             draft_length=d.draft_length,
             cycle_ns=d.cycle_ns,  # a token tree's: its whole drafting per round
             staging=None if d.staging is None else (d.staging.alpha2, d.staging.draft_length),
-            tree=None if md.tree is None else TreeDraft(ev.acceptance.tree(i), md.tree),
+            tree=draft_tree(ev, i, md, d.alpha),
         )
         for i, (d, md) in enumerate(zip(b.drafters, design.drafters, strict=True))
     ]
-    sim = simulate_rounds(drafters, b.round.verify_ns, b.round.sync_ns, design.pipeline, rounds, seed)
+    # a head's hidden-state transfer: a fixed part of the round, like the sync (its expected value)
+    sync_ns = b.round.sync_ns + b.round.head_transfer_ns
+    sim = simulate_rounds(drafters, b.round.verify_ns, sync_ns, design.pipeline, rounds, seed)
     return DesignSimulation(sim, result.metrics.round_time_ns,
                             result.metrics.tokens_per_round_micro / spec.TOKENS_SCALE)

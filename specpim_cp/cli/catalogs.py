@@ -102,7 +102,8 @@ def catalog_import_hf(config: str, name: str | None, tokenizer: str | None, outp
     gpt2, and the mixtures of experts mixtral (Mixtral), qwen2_moe (Qwen2-MoE) and qwen3_moe (Qwen3-MoE).
 
     Every value carries `source_X` naming the config key it came from; use the file with --catalog or a
-    scenario's `catalog = "FILE"`.
+    scenario's `catalog = "FILE"`. A draft head's config (EAGLE-3 `draft_vocab_size`, DeepSeek-V3
+    `num_nextn_predict_layers`, Medusa `medusa_num_heads`) becomes a scenario's [[drafters]] entry instead.
     """
     from specpim_cp.api import import_hf_toml
 

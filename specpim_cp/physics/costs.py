@@ -27,10 +27,13 @@ from fractions import Fraction
 
 from specpim_cp import kernels
 from specpim_cp.catalog import Catalog, HostSpec, MemorySpec, ModelSpec
+from specpim_cp.catalog.heads import HeadSpec
 from specpim_cp.catalog.precision import DEFAULT_PRECISION, weight_bytes
+from specpim_cp.physics.heads import embedding_rows, embeds, lookup_cost, stored_layers
 from specpim_cp.problem.context import kv_positions, pass_context
 from specpim_cp.problem.design import ArchConfig, Placement
 from specpim_cp.problem.edge import QUANTISED_OPS, pim_runs, sharing, weight_precisions
+from specpim_cp.problem.heads import head_op_shapes
 from specpim_cp.problem.operators import ATTENTION_OPS, PLACEABLE_OPS, OpShape, distinct_experts, op_shapes
 from specpim_cp.problem.scenario import Scenario
 from specpim_cp.problem.space import placement_options
@@ -194,8 +197,9 @@ class CostModel:
 
     def idle_power_mw(self, arch: ArchConfig) -> int:
         """Idle power of the model's devices charged for the whole round (0 under dynamic accounting); a
-        channel slice of a shared device carries its share of the one device's idle power ([EDGE-3])."""
-        if not self.count_idle:
+        channel slice of a shared device carries its share of the one device's idle power ([EDGE-3]); a head on
+        the verifier's devices none: their idle power is the verifier's ([HEAD-2])."""
+        if not self.count_idle or arch.colocated:
             return 0
         mem = self.memory(arch)
         if mem.slice_of:
@@ -215,7 +219,7 @@ class CostModel:
     # -- tensors -----------------------------------------------------------------------------
     def shapes(self, model: ModelSpec) -> dict[str, OpShape]:
         if model.name not in self._shapes:
-            self._shapes[model.name] = op_shapes(model)
+            self._shapes[model.name] = head_op_shapes(model) if isinstance(model, HeadSpec) else op_shapes(model)
         return self._shapes[model.name]
 
     @staticmethod
@@ -235,20 +239,21 @@ class CostModel:
         sc = self.scenario
         bpp = model.bytes_per_param
         op_kib: dict[str, int] = {}
+        blocks = stored_layers(model)  # a head's stored blocks ([HEAD-1]); a model's layers
         for name, s in self.shapes(model).items():
+            layers = 1 if name == "lm_head" else blocks
             if s.parts:  # [MOE-4] an MoE FFN stores every expert (and the router on every device)
                 stored = sum(p.in_features * p.out_features * max(1, p.experts) * (devices if p.replicated else 1)
                              for p in s.parts)
-                op_kib[name] = -(-(model.layers * stored * bpp) // KIB)
+                op_kib[name] = -(-(layers * stored * bpp) // KIB)
             elif s.kind == "fc":
-                layers = 1 if name == "lm_head" else model.layers
                 weights = layers * s.in_features * s.out_features
                 op_kib[name] = -(-self.weight_bytes(model, name, weights) // KIB)
             else:  # K (score) or V (context) cache at the maximum context (at most the window), on every device
                 per_device = self.kv_heads_per_device(model, devices) * model.head_dim
-                kv = model.layers * sc.batch_size * kv_positions(sc, model) * per_device * devices * bpp
+                kv = blocks * sc.batch_size * kv_positions(sc, model) * per_device * devices * bpp
                 op_kib[name] = -(-kv // KIB)
-        embedding = 0 if model.tied_embeddings else -(-(model.vocab * model.hidden * bpp) // KIB)
+        embedding = 0 if model.tied_embeddings else -(-(embedding_rows(model) * model.hidden * bpp) // KIB)
         return TensorBytes(op_kib, embedding)
 
     def weight_bytes(self, model: ModelSpec, op: str, weights: int) -> int:
@@ -272,7 +277,10 @@ class CostModel:
         lay = "pim" if engine == "pim" else layout
         key = (model.name, op, engine, share if engine == "pim" else 0, lay, arch, tokens, context)
         if key not in self._op_cache:
-            self._op_cache[key] = self._op_cost(model, op, engine, share, arch, tokens, lay, context)
+            lookup = lookup_cost(model, op, tokens) if isinstance(model, HeadSpec) else None
+            self._op_cache[key] = (self._op_cost(model, op, engine, share, arch, tokens, lay, context)
+                                   if lookup is None else
+                                   OpCost(lookup[0], lookup[1], (0, lookup[1], 0, 0, 0)))  # [HEAD-1] host lookup
         return self._op_cache[key]
 
     def placement_cost(self, model: ModelSpec, op: str, p: Placement, arch: ArchConfig, tokens: int) -> OpCost | None:
@@ -300,6 +308,7 @@ class CostModel:
         # a pass's query tokens also attend to the pass's own earlier tokens (a draft chain or tree under
         # its mask): the context grows by the pass's tokens per sequence beyond the first, up to the window
         ctx = pass_context(self.scenario, model, tokens // batch) if context is None else context
+        tokens *= s.token_factor  # [HEAD-1] a shared LM head's K inputs per token (Medusa)
         e_ext = mem.external_energy_pj_per_bit * BITS_PER_BYTE  # pJ per byte
         e_int = mem.internal_energy_pj_per_bit * BITS_PER_BYTE
         e_chip = self.host.onchip_energy_pj_per_bit * BITS_PER_BYTE
@@ -424,6 +433,8 @@ class CostModel:
         host kernel, from the channel groups the table sits on (the LM head's layout: tied, or beside it)."""
         key = (model.name, arch, layout, tokens)
         cost = self._embed.get(key)
+        if cost is None and not embeds(model):
+            cost = self._embed[key] = OpCost(0, 0)
         if cost is None:
             mem = self.memory(arch)
             rows = tokens * model.hidden * model.bytes_per_param

@@ -18,7 +18,7 @@ breakdown (`ModelBreakdown.spill_ns`, `CapacityUse.spill_kib`).
 from __future__ import annotations
 
 from collections.abc import Sequence
-from dataclasses import asdict, dataclass, field
+from dataclasses import dataclass, field
 from fractions import Fraction
 from typing import NamedTuple
 
@@ -26,7 +26,18 @@ from specpim_cp.catalog import Catalog, ModelSpec
 from specpim_cp.errors import ScenarioError
 from specpim_cp.physics import speculation as spec
 from specpim_cp.physics.costs import COMPONENTS, KIB, CostModel, OpCost
+from specpim_cp.physics.heads import merged_needs, shared_tensors, stored_kib, transfer_cost
 from specpim_cp.physics.prefill import PrefillModel, PrefillPrice
+from specpim_cp.physics.records import (
+    GIB_IN_KIB,
+    Breakdown,
+    CapacityUse,
+    DrafterBreakdown,
+    ModelBreakdown,
+    OperatorBreakdown,
+    RoundBreakdown,
+    StagingBreakdown,
+)
 from specpim_cp.physics.rounds import (
     Acceptance,
     RoundStats,
@@ -39,11 +50,11 @@ from specpim_cp.physics.rounds import (
 from specpim_cp.physics.schedule import layer_schedule
 from specpim_cp.physics.shared_device import check_joint_capacity
 from specpim_cp.problem.design import ArchConfig, Design, ModelDesign, Placement
+from specpim_cp.problem.heads import with_heads
 from specpim_cp.problem.operators import LAYER_OPS, PLACEABLE_OPS, is_chain, layer_order
 from specpim_cp.problem.scenario import Scenario, require_catalog, scenario_catalog
 from specpim_cp.problem.space import DesignSpace
 
-GIB_IN_KIB = 1 << 20
 LM_HEAD_INDEX = PLACEABLE_OPS.index("lm_head")  # the operator whose layout the input embedding table shares
 CACHE_LIMIT = 50_000  # entries per Evaluator cache (pass prices, model pieces, drafter cycles): ~50 MB
 
@@ -67,42 +78,6 @@ class PassPrice:
     embedding_ns: int
     starts_ns: dict[str, int] = field(default_factory=dict)
     spill_ns: int = 0  # a spilled model's transfers of its PIM overflow (`CostModel.spill_cost`), in time_ns
-
-
-@dataclass(frozen=True)
-class CapacityUse:
-    """Bytes a model keeps in its PIM units and in its normal units, against what each side holds.
-    `spill` (a fixed recipe's spilled model, `ModelDesign.spill`): the PIM-side bytes beyond the PIM
-    units' capacity (`spill_kib`) are kept in the normal units instead, and moved every pass."""
-
-    pim_need_kib: int
-    normal_need_kib: int
-    pim_capacity_kib: int
-    normal_capacity_kib: int
-    spill: bool = False
-
-    @property
-    def spill_kib(self) -> int:
-        """KiB of the PIM side kept in the normal units and moved into the PIM units every pass (0 unless
-        the model spills)."""
-        return max(0, self.pim_need_kib - self.pim_capacity_kib) if self.spill else 0  # SPILL-1
-
-    @property
-    def holds(self) -> bool:
-        """Each side holds what the layouts put there (CAP-1, CAP-2: capacity-checked layouts; a
-        spilled model's normal units hold its PIM overflow too)."""
-        if self.spill:
-            return self.normal_need_kib + self.spill_kib <= self.normal_capacity_kib
-        return self.pim_need_kib <= self.pim_capacity_kib and self.normal_need_kib <= self.normal_capacity_kib
-
-    def overflow(self) -> tuple[str, int, int] | None:
-        """The first side that overflows as (side, need KiB, have KiB), or None when both hold."""
-        spill = self.spill_kib
-        for side, need, have in (("PIM units", self.pim_need_kib - spill, self.pim_capacity_kib),
-                                 ("normal units", self.normal_need_kib + spill, self.normal_capacity_kib)):
-            if need > have:
-                return side, need, have
-        return None
 
 
 class CapacityTable(NamedTuple):
@@ -262,104 +237,6 @@ class Metrics:
 
 
 @dataclass(frozen=True)
-class OperatorBreakdown:
-    engine: str
-    share: int | None  # PIM share (None on the host)
-    layout: str
-    time_ns: int
-    energy_nj: int
-
-
-@dataclass(frozen=True)
-class ModelBreakdown:
-    """One model's pass as priced: the pass the round uses (verification, or the drafter's cycle pass)."""
-
-    model: str
-    memory_type: str
-    pim_units: int
-    devices: int
-    pass_tokens: int
-    pass_time_ns: int
-    pass_energy_nj: int
-    layer_makespan_ns: int
-    allreduce_ns: int
-    embedding_ns: int
-    spill_ns: int  # moving a spilled model's PIM overflow, per pass (0 unless it spills), in pass_time_ns
-    operators: dict[str, OperatorBreakdown]
-    capacity: CapacityUse
-
-    @property
-    def spill_share(self) -> float:
-        """The share of the pass time spent moving the spilled PIM overflow."""
-        return self.spill_ns / self.pass_time_ns if self.pass_time_ns else 0.0
-
-    def as_dict(self) -> dict:
-        out = {k: v for k, v in vars(self).items() if k not in ("operators", "capacity")}
-        out["spill_share_of_pass"] = self.spill_share
-        out["operators"] = {op: asdict(o) for op, o in self.operators.items()}
-        cap = self.capacity
-        out["capacity"] = {"pim_need_gib": cap.pim_need_kib / GIB_IN_KIB,
-                           "normal_need_gib": cap.normal_need_kib / GIB_IN_KIB,
-                           "pim_capacity_gib": cap.pim_capacity_kib / GIB_IN_KIB,
-                           "normal_capacity_gib": cap.normal_capacity_kib / GIB_IN_KIB,
-                           "spill_gib": cap.spill_kib / GIB_IN_KIB}
-        return out
-
-
-@dataclass(frozen=True)
-class StagingBreakdown:
-    draft2: str
-    draft_length: int
-    alpha2: float
-    draft2_step_ns: int
-
-
-@dataclass(frozen=True)
-class DrafterBreakdown(ModelBreakdown):
-    alpha: float
-    draft_length: int
-    cycle_ns: int
-    drafting_energy_nj_per_round: int
-    staging: StagingBreakdown | None
-    tree: tuple[int, ...] | None = None  # a token tree's width profile (draft_length is its depth)
-    tree_vector: tuple[float, ...] | None = None  # its positional acceptance p_1..p_R
-
-    def as_dict(self) -> dict:
-        out = super().as_dict()
-        for k in ("alpha", "draft_length", "cycle_ns", "drafting_energy_nj_per_round"):
-            out[k] = getattr(self, k)
-        out["staging"] = None if self.staging is None else asdict(self.staging)
-        out["tree"] = None if self.tree is None else list(self.tree)
-        out["tree_vector"] = None if self.tree_vector is None else list(self.tree_vector)
-        return out
-
-
-@dataclass(frozen=True)
-class RoundBreakdown:
-    pipeline: bool
-    verify_ns: int
-    sync_ns: int
-    fail_probability: float  # P(a pipelined round fails) (0 without a pipeline)
-    idle_energy_nj: int  # idle power of every device for the round (0 under dynamic accounting)
-    verifier_energy_nj: int
-    energy_nj_by_component: dict[str, float]  # expected nJ per round, costs.COMPONENTS + "idle"
-
-
-@dataclass(frozen=True)
-class Breakdown:
-    verifier: ModelBreakdown
-    drafters: tuple[DrafterBreakdown, ...]
-    round: RoundBreakdown
-
-    def models(self) -> list[tuple[str, ModelBreakdown]]:
-        return [("verifier", self.verifier)] + [(f"drafters[{i}]", d) for i, d in enumerate(self.drafters)]
-
-    def as_dict(self) -> dict:
-        return {"verifier": self.verifier.as_dict(), "drafters": [d.as_dict() for d in self.drafters],
-                "round": asdict(self.round)}
-
-
-@dataclass(frozen=True)
 class Evaluation:
     design: Design
     metrics: Metrics
@@ -407,7 +284,7 @@ class Evaluator:
     def __init__(self, scenario: Scenario, catalog: Catalog | None = None, costs: CostModel | None = None,
                  cache_limit: int = CACHE_LIMIT):
         self.scenario = scenario
-        self.catalog = catalog or scenario_catalog(scenario)
+        self.catalog = with_heads(catalog or scenario_catalog(scenario), scenario)
         require_catalog(scenario, self.catalog)
         self.costs = costs or CostModel(scenario, self.catalog)
         self.space = DesignSpace.free(scenario, self.catalog)
@@ -418,8 +295,8 @@ class Evaluator:
         self._pass_tables: dict[tuple, PassTable] = {}  # by (model, architecture, tokens)
         self._capacity_tables: dict[tuple, CapacityTable] = {}  # by (model, architecture)
         self.acceptance = Acceptance.of(scenario, self.catalog)
-        self._archs: dict[tuple[str, int, int], ArchConfig] = {}  # by (memory type, PIM units, devices)
-        self._idle_mw: dict[tuple[str, int, int], int] = {}
+        self._archs: dict[tuple, ArchConfig] = {}  # by (memory type, PIM units, devices, colocated)
+        self._idle_mw: dict[tuple, int] = {}
         self.prefill = PrefillModel(scenario, self.catalog)
 
     def clear_cache(self) -> None:
@@ -459,11 +336,12 @@ class Evaluator:
         lookup.)"""
         pl = md.placement
         places = ",".join([f"{pl[op].engine}:{pl[op].share}:{pl[op].layout}" for op in PLACEABLE_OPS])
+        places += ";colocated" if md.colocated else ""
         return (md.model, md.memory_type, md.pim_units, md.devices, places + ";spill" if md.spill else places)
 
     def _arch(self, md: ModelDesign) -> ArchConfig:
         """`md.arch`, one object per architecture (cost-table keys then compare by identity)."""
-        key = (md.memory_type, md.pim_units, md.devices)
+        key = (md.memory_type, md.pim_units, md.devices, md.colocated)
         arch = self._archs.get(key)
         if arch is None:
             arch = self._archs[key] = md.arch
@@ -524,10 +402,14 @@ class Evaluator:
         tab = self._capacity_tables.get(key)
         if tab is None:
             c = self.costs
-            tb = c.tensor_bytes(self.catalog.models[model_name], arch.devices)
+            model = self.catalog.models[model_name]
+            tb = c.tensor_bytes(model, arch.devices)
+            shared = shared_tensors(model, arch.colocated)  # [HEAD-2] read from the verifier, not stored again
             layouts = ("normal", "spread", "pim")
-            ops = tuple({lay: c.split_kib(arch, lay, tb.op_kib[op]) for lay in layouts} for op in PLACEABLE_OPS)
-            embedding = {lay: c.split_kib(arch, lay, tb.embedding_kib) for lay in layouts}
+            kib = [stored_kib(model, op, tb.op_kib[op], c.shapes(model), arch.colocated) for op in PLACEABLE_OPS]
+            ops = tuple({lay: c.split_kib(arch, lay, k) for lay in layouts} for k in kib)
+            embedding = {lay: c.split_kib(arch, lay, 0 if "embedding" in shared else tb.embedding_kib)
+                         for lay in layouts}
             tab = self._store(self._capacity_tables, key, CapacityTable(ops, embedding, c.capacity_kib(arch), {}))
         return tab
 
@@ -653,7 +535,7 @@ class Evaluator:
     def _drafter_cycle(self, i: int, md: ModelDesign, mkey: tuple) -> DrafterCycle:
         choice = md.choice
         tokens = drafter_cycle_tokens(self.scenario.batch_size, choice)
-        if choice.tree is not None:  # a token tree: one cycle of passes, depth by depth
+        if choice.tree is not None and not self.acceptance.one_pass[i]:  # a token tree: passes, depth by depth
             passes = [self.pass_price(md, t, model_key=mkey) for t in tree_pass_tokens(self.scenario.batch_size, choice)]
             parts = tuple(sum(p.parts_nj[k] for p in passes) for k in range(len(COMPONENTS)))
             return DrafterCycle(sum(p.time_ns for p in passes), sum(parts), parts, tokens)
@@ -669,7 +551,7 @@ class Evaluator:
     def idle_power_mw(self, md: ModelDesign) -> int:
         """Idle power of all the model's devices, mW (charged for the whole round; 0 under dynamic
         energy accounting)."""
-        key = (md.memory_type, md.pim_units, md.devices)
+        key = (md.memory_type, md.pim_units, md.devices, md.colocated)
         mw = self._idle_mw.get(key)
         if mw is None:
             mw = self._idle_mw[key] = self.costs.idle_power_mw(self._arch(md))
@@ -702,12 +584,14 @@ class Evaluator:
         drafters = design.drafters
         mds = [design.verifier, *drafters]
         keys = [self.model_key(md) for md in mds] if model_keys is None else model_keys
-        caps = []
-        for j, (md, key) in enumerate(zip(mds, keys)):
-            cap = self.capacity(md, key)
-            if not cap.holds:
+        caps = [self.capacity(md, key) for md, key in zip(mds, keys)]
+        colocated = [md.colocated for md in mds]
+        if any(colocated):  # [HEAD-2] heads on the verifier's devices share their capacity
+            pim, normal = merged_needs([(c.pim_need_kib, c.normal_need_kib) for c in caps], colocated)
+            caps[0] = CapacityUse(pim, normal, caps[0].pim_capacity_kib, caps[0].normal_capacity_kib, caps[0].spill)
+        for j, (md, cap) in enumerate(zip(mds, caps)):
+            if not cap.holds and not md.colocated:
                 self.check_capacity("verifier" if j == 0 else f"drafters[{j - 1}]", md, cap)
-            caps.append(cap)
         check_joint_capacity(self.scenario, mds, caps)  # [EDGE-2] an interleaved shared device
         stats = round_stats(choice, self.acceptance)
         verify = self.pass_price(design.verifier, verifier_tokens(batch, choice), model_key=keys[0])
@@ -715,13 +599,25 @@ class Evaluator:
         sync = self.costs.host.sync_latency_ns if drafters else 0
         round_ns = spec.round_time_ns(stats.outcomes, [c.time_ns for c in cycles], verify.time_ns, sync,
                                       choice.pipeline, stats.q)
+        xfer_ns, xfer_nj = self.head_transfer(drafters, stats.tokens_micro)
+        round_ns += xfer_ns
         draft_nj = [drafting_energy_nj(stats, i, cycle.energy_nj) for i, cycle in enumerate(cycles)]
         idle_nj = sum(idle_energy_nj(self.idle_power_mw(md), round_ns) for md in mds)
-        energy_nj = verify.energy_nj + sum(draft_nj) + idle_nj
+        energy_nj = verify.energy_nj + sum(draft_nj) + idle_nj + xfer_nj
         prefill = self.prefill.price(design)
         metrics = Metrics(round_ns, stats.tokens_micro, energy_nj, batch, prefill.ttft_ns, prefill.energy_nj,
                           self.scenario.generated_tokens)
-        return _Priced(metrics, caps, verify, cycles, stats, sync, draft_nj, idle_nj, prefill)
+        return _Priced(metrics, caps, verify, cycles, stats, sync, draft_nj, idle_nj, prefill, xfer_ns, xfer_nj)
+
+    def head_transfer(self, drafters: Sequence[ModelDesign], tokens_micro: int) -> tuple[int, int]:
+        """[HEAD-4] (ns, nJ) per round of the hidden states sent to heads on devices of their own."""
+        ns = nj = 0
+        for md in drafters:
+            if not md.colocated:
+                t, e = transfer_cost(self.catalog.models[md.model], self.costs.host, self.scenario.batch_size,
+                                     tokens_micro)
+                ns, nj = ns + t, nj + e
+        return ns, nj
 
     def _model_breakdown(self, md: ModelDesign, cap: CapacityUse, price: PassPrice) -> ModelBreakdown:
         ops = {op: OperatorBreakdown(md.placement[op].engine,
@@ -748,10 +644,11 @@ class Evaluator:
             weight = (stats.rounds_scaled[i] / spec.OUTCOME_SCALE) * (1 + stats.drafter_q[i] / spec.Q_SCALE)
             for k, e in enumerate(cycle.parts_nj):
                 components[k] += weight * e
+        components[COMPONENTS.index("transfer")] += priced.transfer_nj
         by_component = dict(zip(COMPONENTS, components, strict=True))
         by_component["idle"] = float(priced.idle_nj)
         rnd = RoundBreakdown(design.pipeline, verify.time_ns, priced.sync, stats.q / spec.Q_SCALE,
-                             priced.idle_nj, verify.energy_nj, by_component)
+                             priced.idle_nj, verify.energy_nj, by_component, priced.transfer_ns)
         return Breakdown(self._model_breakdown(design.verifier, caps[0], verify), tuple(drafters), rnd)
 
 
@@ -785,6 +682,8 @@ class _Priced(NamedTuple):
     draft_nj: list[int]
     idle_nj: int
     prefill: PrefillPrice
+    transfer_ns: int = 0  # [HEAD-4] hidden states to heads on devices of their own, in the round time
+    transfer_nj: int = 0
 
 
 def evaluate(scenario: Scenario, design: Design, catalog: Catalog | None = None) -> Evaluation:

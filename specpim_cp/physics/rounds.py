@@ -16,6 +16,7 @@ from specpim_cp.errors import ScenarioError
 from specpim_cp.physics import speculation as spec
 from specpim_cp.physics.costs import CostModel
 from specpim_cp.problem.design import DrafterChoice, SpecChoice
+from specpim_cp.problem.heads import with_heads
 from specpim_cp.problem.operators import PLACEABLE_OPS
 from specpim_cp.problem.scenario import Scenario
 from specpim_cp.problem.space import ModelOptions, drafter_alpha, drafter_tree_vector
@@ -99,6 +100,7 @@ class Acceptance:
     drafters: tuple[float, ...]
     draft2: tuple[dict[str, float], ...]
     trees: tuple[tuple[float, ...] | None, ...] = ()  # per drafter: positional vector of its token trees
+    one_pass: tuple[bool, ...] = ()  # per drafter: its whole draft (chain or tree) from one pass (Medusa)
 
     @property
     def notes(self) -> tuple[str, ...]:
@@ -114,7 +116,7 @@ class Acceptance:
                    for i in range(n))
         alphas = tuple(drafter_acceptance(scenario, catalog, i) for i in range(n))
         trees = tuple(tree_vector(scenario, catalog, i, alphas[i]) for i in range(n))
-        return cls(alphas, d2, trees)
+        return cls(alphas, d2, trees, one_pass_drafters(scenario, catalog))
 
     def tree(self, i: int) -> tuple[float, ...]:
         """Drafter i's positional vector (ScenarioError if it has no token trees)."""
@@ -152,18 +154,27 @@ def round_stats(choice: SpecChoice, acceptance: Acceptance) -> RoundStats:
                    for i, d in enumerate(choice.drafters))
     vectors = tuple(None if d.tree is None else acceptance.tree(i) for i, d in enumerate(choice.drafters))
     # a design without drafters on a scenario with drafters is autoregressive decoding (GPU-AR)
-    return _round_stats(choice, acceptance.drafters[:len(choice.drafters)], alpha2, vectors)
+    n = len(choice.drafters)
+    return _round_stats(choice, acceptance.drafters[:n], alpha2, vectors, acceptance.one_pass[:n])
+
+
+def one_pass_drafters(scenario: Scenario, catalog: Catalog) -> tuple[bool, ...]:
+    """Per drafter: whether one pass drafts all its positions (a Medusa head, [HEAD-3])."""
+    cat = with_heads(catalog, scenario)
+    return tuple(bool(getattr(cat.models.get(d.model), "one_pass", False)) for d in scenario.drafters)
 
 
 @lru_cache(maxsize=1 << 16)
 def _round_stats(choice: SpecChoice, alphas: tuple[float, ...], alpha2: tuple[float | None, ...],
-                 vectors: tuple[tuple[float, ...] | None, ...]) -> RoundStats:
+                 vectors: tuple[tuple[float, ...] | None, ...], one_pass: tuple[bool, ...] = ()) -> RoundStats:
     pipe = choice.pipeline
-    # a token tree is drafted in one cycle (its depth passes, CYC-1); a chain in gamma cycles, or staged
-    dists = tuple(((1, spec.OUTCOME_SCALE),) if d.tree is not None else
+    # a token tree is drafted in one cycle (its depth passes, CYC-1); a chain in gamma cycles, or staged;
+    # a one-pass drafter (Medusa, [HEAD-3]) in one cycle whatever it drafts
+    single = one_pass or (False,) * len(choice.drafters)
+    dists = tuple(((1, spec.OUTCOME_SCALE),) if d.tree is not None or single[i] else
                   ((d.draft_length, spec.OUTCOME_SCALE),) if d.staging is None else
                   spec.staged_rounds_int(a2, d.staging.draft_length, d.draft_length)
-                  for d, a2 in zip(choice.drafters, alpha2, strict=True))
+                  for i, (d, a2) in enumerate(zip(choice.drafters, alpha2, strict=True)))
     if all(v is None for v in vectors):  # chains: the chain formulas
         gammas = choice.gammas
         tokens = spec.expected_tokens_micro(alphas, gammas, pipeline=pipe)  # BONUS-1

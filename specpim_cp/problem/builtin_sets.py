@@ -23,6 +23,8 @@ SET_DESCRIPTIONS: dict[str, str] = {
                          "depth <= 2), GPU-SI and PIM spaces (benchmarks/bench_trees_large.py)",
     "paper-trees-deep": "`paper-trees-large` at depth <= 6 (Sequoia's deep trees): beyond an exact menu, solved by "
                         "refining relaxed tree classes ([TREE-6], benchmarks/bench_trees_large.py)",
+    "heads": "drafter kinds: Llama-3.1-8B/70B with EAGLE-3, MTP on Mixtral (MoE) and Llama-3.1-8B (dense), Medusa, "
+             "prompt lookup; H100/H200 as sold or with HBM3(e)-PIM what-ifs; batch 1-16 (benchmarks/bench_heads.py)",
     "staged": "GPT-2 staged drafting with the pipeline on and off",
     "mix": "workload mixes over the `paper` families (solve-mix)",
     "edge": "on-device speculation on a phone and a laptop (LPDDR5X as sold and with an LPDDR5X-PIM what-if), "

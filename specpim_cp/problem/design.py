@@ -52,9 +52,11 @@ class ArchConfig:
     memory_type: str
     pim_units: int
     devices: int
+    #: a head on the verifier's devices (this architecture is the verifier's; formulations/drafter_kinds.md)
+    colocated: bool = False
 
     def label(self) -> str:
-        return f"{self.memory_type}-k{self.pim_units}-x{self.devices}"
+        return f"{self.memory_type}-k{self.pim_units}-x{self.devices}" + ("-on-verifier" if self.colocated else "")
 
 
 class StrictModel(BaseModel):
@@ -157,12 +159,17 @@ class ModelDesign(StrictModel):
     #: A scenario's own space is capacity-checked and excludes it (`DesignSpace.violations`); left out of
     #: the JSON when false, so a design without it reads and writes as before.
     spill: bool = Field(default=False, strict=True)
+    #: A head on the verifier's devices (its architecture is the verifier's, its tensors share their capacity,
+    #: its devices are not counted again); left out of the JSON when false.
+    colocated: bool = Field(default=False, strict=True)
 
     @model_serializer(mode="wrap")
     def _omit_no_spill(self, handler):
         data = handler(self)
-        if not self.spill and isinstance(data, dict):
-            data.pop("spill", None)
+        if isinstance(data, dict):
+            for flag in ("spill", "colocated"):
+                if not getattr(self, flag):
+                    data.pop(flag, None)
         return data
 
     @field_validator("tree", mode="before")
@@ -189,7 +196,7 @@ class ModelDesign(StrictModel):
 
     @property
     def arch(self) -> ArchConfig:
-        return ArchConfig(self.memory_type, self.pim_units, self.devices)
+        return ArchConfig(self.memory_type, self.pim_units, self.devices, self.colocated)
 
     @property
     def choice(self) -> DrafterChoice | None:
@@ -233,7 +240,8 @@ class Design(StrictModel):
             models.append(ModelDesign(
                 model=name, memory_type=arch.memory_type, pim_units=arch.pim_units, devices=arch.devices,
                 placement=dict(place), draft_length=None if dc is None else dc.draft_length,
-                staging=None if dc is None else dc.staging, tree=None if dc is None else dc.tree))
+                staging=None if dc is None else dc.staging, tree=None if dc is None else dc.tree,
+                colocated=arch.colocated))
         return cls(pipeline=choice.pipeline, verifier=models[0], drafters=models[1:])
 
     def key(self) -> str:

@@ -113,6 +113,10 @@ def check_edge(sc: Scenario, catalog: Catalog) -> None:
         return
     if sc.device_budget is not None:
         raise ScenarioError("device_budget: a shared device is one device (leave device_budget out)")
+    for i, d in enumerate(sc.drafters):
+        if d.kind != "model":
+            raise ScenarioError(f"drafters[{i}].kind: a {d.kind} head on a shared device is not modelled; on one "
+                                "device a head already sits with the verifier (leave shared_device out)")
     if sc.space.pipeline == "on":
         raise ScenarioError("space.pipeline: a shared device time-shares one host, so rounds are not pipelined")
     for where, e in entries:

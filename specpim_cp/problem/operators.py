@@ -47,6 +47,7 @@ class OpShape:
     experts_per_token: int = 0
     replicated: bool = False
     shared_input: bool = False
+    token_factor: int = 1  # inputs per pass token (a Medusa head's K positions through one shared LM head)
 
 
 def op_shapes(model: ModelSpec) -> dict[str, OpShape]:

@@ -30,6 +30,14 @@ from specpim_cp.problem.design import (
     StrictModel,
 )
 from specpim_cp.problem.edge import check_edge, edge_defaults_dropped
+from specpim_cp.problem.heads import (
+    HEAD_KINDS,
+    HeadFields,
+    check_head_entry,
+    head_name,
+    needs_hidden_states,
+    with_heads,
+)
 from specpim_cp.problem.trees import MAX_RANKS, check_positional
 
 
@@ -89,6 +97,21 @@ class DrafterEntry(ModelEntry):
     acceptance: float | None = Field(default=None, ge=0.0, lt=1.0)
     staging: StagingSpace | None = None
     tree: TreeSpace | None = None
+    # a drafter model (a catalog model on devices of its own) or a head derived from the verifier
+    # (formulations/drafter_kinds.md); a head's `model` is named for it (`heads.head_name`)
+    kind: Literal["model", "eagle", "mtp", "medusa", "ngram"] = "model"
+    placement: Literal["free", "verifier", "own"] = "free"  # a head's devices: the verifier's, its own, or chosen
+    head: HeadFields | None = None
+
+    @model_validator(mode="after")
+    def _kind(self) -> DrafterEntry:
+        check_head_entry(self.kind, self.head, self.placement, self.staging is not None, self.tree is not None)
+        return self
+
+    @property
+    def needs_devices(self) -> bool:
+        """Whether it may take devices of its own (a drafter model, or a head not pinned to the verifier's)."""
+        return self.kind != "ngram" and self.placement != "verifier"
 
     @model_validator(mode="after")
     def _tree_acceptance(self) -> DrafterEntry:
@@ -175,9 +198,34 @@ class Scenario(StrictModel):
             raise ValueError(problem)
         return v
 
+    @model_validator(mode="before")
+    @classmethod
+    def _head_names(cls, data):
+        """A head drafter's model is named for its kind and verifier (`heads.head_name`)."""
+        if not isinstance(data, dict) or not isinstance(data.get("drafters"), list):
+            return data
+        verifier = data.get("verifier", {}).get("model") if isinstance(data.get("verifier"), dict) else None
+        drafters = []
+        for i, d in enumerate(data["drafters"]):
+            if isinstance(d, dict) and d.get("kind") in HEAD_KINDS and isinstance(verifier, str):
+                name = head_name(d["kind"], verifier)
+                if d.get("model", name) != name:
+                    raise ValueError(f"drafters[{i}].model: a {d['kind']} head is derived from the verifier; "
+                                     f"leave model out (it is named '{name}')")
+                d = {**d, "model": name}
+            drafters.append(d)
+        return {**data, "drafters": drafters}
+
     @model_validator(mode="after")
     def _devices(self) -> Scenario:
         entries = [("verifier", self.verifier)] + [(f"drafters[{i}]", d) for i, d in enumerate(self.drafters)]
+        heads = [(i, d) for i, d in enumerate(self.drafters) if needs_hidden_states(d.kind)]
+        if heads and self.space.pipeline == "on":
+            i, d = heads[0]
+            raise ValueError(f"space.pipeline: 'on' cannot run drafters[{i}] (a {d.kind} head): it drafts from the "
+                             "verifier's hidden states of the tokens just verified, so it cannot run ahead of "
+                             "verification")
+        entries = [(label, e) for label, e in entries if not isinstance(e, DrafterEntry) or e.needs_devices]
         for label, e in entries:
             if e.devices is not None and e.devices not in DEVICE_COUNTS:
                 raise ValueError(f"{label}.devices: must be one of {DEVICE_COUNTS}, got {e.devices}")
@@ -198,7 +246,8 @@ class Scenario(StrictModel):
                 if not 1 <= g <= self.max_draft_length:
                     raise ValueError(f"space.draft_lengths: {g} is outside 1..max_draft_length")
         if self.device_budget is not None:
-            fixed = sum(e.devices or 1 for _, e in entries)
+            fixed = sum(e.devices or 1 for _, e in entries
+                        if not isinstance(e, DrafterEntry) or e.kind == "model" or e.placement == "own")
             if fixed > self.device_budget:
                 raise ValueError(f"device_budget: {self.device_budget} devices cannot give every model one")
         return self
@@ -217,6 +266,10 @@ class Scenario(StrictModel):
         """What identifies the scenario's inputs: its fields, with the content (not the paths) of its
         catalog files, so a changed catalog changes every hash (batch resume re-runs it)."""
         data = edge_defaults_dropped(self.model_dump(mode="json", exclude={"catalog"}))
+        for d in data["drafters"]:  # a drafter model's head fields at their defaults: the hash it always had
+            for key, default in (("kind", "model"), ("placement", "free"), ("head", None)):
+                if d.get(key) == default:
+                    d.pop(key)
         if self.catalog:
             data["catalog_sha256"] = [file_digest(p) for p in self.catalog]
         return data
@@ -226,8 +279,9 @@ class Scenario(StrictModel):
 
 
 def scenario_catalog(sc: Scenario) -> Catalog:
-    """The catalog `sc` is priced with: the built-in one with its `catalog` files merged in order."""
-    return load_catalog(sc.catalog)
+    """The catalog `sc` is priced with: the built-in one with its `catalog` files merged in order, and its
+    heads (`heads.with_heads`)."""
+    return with_heads(load_catalog(sc.catalog), sc)
 
 
 def require_catalog(sc: Scenario, catalog: Catalog) -> None:
@@ -254,6 +308,8 @@ def check_positions(sc: Scenario, catalog: Catalog) -> None:
     max_position_embeddings; 0: none known): the verifier's and each drafter's (staged drafts included)."""
     models = [("verifier.model", sc.verifier.model)]
     for i, d in enumerate(sc.drafters):
+        if d.kind != "model":
+            continue  # a head has no position limit of its own
         models.append((f"drafters[{i}].model", d.model))
         models += [(f"drafters[{i}].staging.draft2[{j}]", m) for j, m in enumerate(d.staging.draft2 if d.staging
                                                                                    else ()) if m in catalog.models]
@@ -275,7 +331,13 @@ def check_scenario(sc: Scenario, catalog: Catalog) -> Scenario:
         catalog.memory(m)
     v = catalog.model(sc.verifier.model, "verifier.model")
     seen: dict[str, int] = {}
+    with_heads(catalog, sc)  # every head's shape fits its verifier (one line naming the field otherwise)
     for i, d in enumerate(sc.drafters):
+        if d.kind != "model":
+            if d.model in seen:
+                raise ScenarioError(f"drafters[{i}].kind: a second {d.kind} head on one verifier (one per kind)")
+            seen[d.model] = i
+            continue
         dm = catalog.model(d.model, f"drafters[{i}].model")
         if d.model in seen:
             raise ScenarioError(

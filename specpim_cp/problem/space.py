@@ -43,6 +43,14 @@ from specpim_cp.problem.edge import (
     slice_options,
     weight_precisions,
 )
+from specpim_cp.problem.heads import (
+    HeadSpec,
+    arch_on_verifier,
+    arch_own,
+    head_archs,
+    needs_hidden_states,
+    with_heads,
+)
 from specpim_cp.problem.mapping_rules import rule_allows
 from specpim_cp.problem.operators import PLACEABLE_OPS
 from specpim_cp.problem.scenario import ModelEntry, Scenario, Space, scenario_catalog
@@ -128,17 +136,23 @@ class DesignSpace:
         the column solver's real columns ([TREE-6], solvers/exact/tree_column_set.py)."""
         self.scenario = scenario
         self._tree_menus = None if tree_menus is None else tuple(tuple(m) for m in tree_menus)
-        self.catalog = catalog
+        self.catalog = catalog = with_heads(catalog, scenario)
         self.allow_spill = allow_spill  # whether a model may be marked `spill` (fixed recipes only)
         self.space: Space = scenario.space
         self.share_levels = scenario.space.share_levels
         self.rule = scenario.space.mapping
         self.memory_model = scenario.assumptions.memory_model
         self.precisions = weight_precisions(scenario)
-        self.models = [self._model_options(j, label, entry) for j, (label, entry) in enumerate(model_labels(scenario))]
+        self.models: list[ModelOptions] = []
+        for j, (label, entry) in enumerate(model_labels(scenario)):  # a head's options read the verifier's
+            self.models.append(self._model_options(j, label, entry))
+        # one device's NPU is time-shared, and a head that reads the verifier's hidden states drafts after each
+        # verification: no pipeline for either
+        no_pipeline = (not scenario.drafters or bool(scenario.shared_device)
+                       or any(needs_hidden_states(d.kind) for d in scenario.drafters))
         self.pipeline_options: tuple[bool, ...] = (
-            (False,) if not scenario.drafters or scenario.shared_device else {
-                "free": (False, True), "on": (True,), "off": (False,)}[scenario.space.pipeline])
+            (False,) if no_pipeline else {"free": (False, True), "on": (True,), "off": (False,)}[
+                scenario.space.pipeline])
 
     @classmethod
     def free(cls, scenario: Scenario, catalog: Catalog) -> DesignSpace:
@@ -188,7 +202,9 @@ class DesignSpace:
         if entry.devices is not None:
             return (entry.devices,)
         budget = self.scenario.device_budget or 1
-        others = len(self.scenario.drafters)  # every other model needs at least one device
+        # every other model with devices of its own needs at least one
+        others = sum(d.needs_devices for d in self.scenario.drafters) - (index > 0 and entry.needs_devices)
+        others += index > 0
         return tuple(n for n in DEVICE_COUNTS if n <= min(entry.max_devices, budget - others))
 
     def memory_options(self) -> tuple[str, ...]:
@@ -206,7 +222,7 @@ class DesignSpace:
         return tuple(range(self.catalog.memory(memory_type).max_pim_units + 1))
 
     def gamma_options(self, i: int) -> tuple[int, ...]:
-        return draft_length_options(self.scenario, i)
+        return draft_length_options(self.scenario, i, self.models[i + 1].spec if len(self.models) > i + 1 else None)
 
     def staging_options(self, i: int) -> tuple[Staging | None, ...]:
         st = self.scenario.drafters[i].staging
@@ -308,7 +324,10 @@ class DesignSpace:
     def _model_options(self, j: int, label: str, entry: ModelEntry) -> ModelOptions:
         spec = self.catalog.model(entry.model, f"{label}.model")
         archs, placements = [], {}
-        for mem in self.model_memory_options(j):
+        if j and entry.kind != "model":  # a head: the verifier's architectures, devices of its own, or both
+            archs, placements = head_archs(self.models[0], entry, lambda a: placement_options(
+                self.catalog.memory(a.memory_type), a, self.share_levels, self.memory_model))
+        for mem in (self.model_memory_options(j) if not j or entry.needs_devices else ()):
             memory = self.catalog.memory(mem)
             for k in self.pim_unit_options(mem):
                 for n in self.device_options(j):
@@ -345,8 +364,13 @@ class DesignSpace:
             out += self._model_violations(opts, label, md)
         if sc.shared_device:
             out += shared_device_violations(sc, [(md.memory_type, md.pim_units) for _, md in design.models()])
+        v = design.verifier.arch
+        for label, md in design.models():
+            if md.colocated and (md.memory_type, md.pim_units, md.devices) != (v.memory_type, v.pim_units, v.devices):
+                out.append(f"design.{label}: a head on the verifier's devices has the verifier's architecture "
+                           f"({v.label()}), not {md.arch.label()}")
         if sc.device_budget is not None:
-            total = sum(md.devices for _, md in design.models())
+            total = sum(md.devices for _, md in design.models() if not md.colocated)
             if total > sc.device_budget:
                 out.append(f"design: {total} devices exceed device_budget {sc.device_budget}")
         return out
@@ -360,6 +384,11 @@ class DesignSpace:
             out.append(f"{where}.spill: a spilled model (tensors moved over the external bus every pass) is a fixed "
                        "recipe's, outside the scenario's capacity-checked space")
         arch = md.arch
+        if md.colocated and (opts.index == 0 or not arch_on_verifier(self.scenario, opts.index - 1)):
+            return [f"{where}.colocated: only a head with placement 'free' or 'verifier' sits on the verifier's devices"]
+        if not md.colocated and opts.index and not arch_own(self.scenario, opts.index - 1):
+            return [f"{where}.colocated: drafters[{opts.index - 1}] ({md.model}) runs on the verifier's devices "
+                    + "(colocated = true, the verifier's architecture)"]
         if arch not in opts.placements:
             out.append(self._arch_violation(opts, where, arch))
         missing = [op for op in PLACEABLE_OPS if op not in md.placement]
@@ -454,11 +483,19 @@ class DesignSpace:
         return Design.assemble(self.model_names, list(archs), list(placements), choice)
 
 
-def draft_length_options(scenario: Scenario, i: int) -> tuple[int, ...]:
-    """Draft lengths drafter i may take: `[space].draft_lengths[i]`, else 1..max_draft_length."""
+def draft_length_options(scenario: Scenario, i: int, spec: ModelSpec | None = None) -> tuple[int, ...]:
+    """Draft lengths drafter i may take: `[space].draft_lengths[i]`, else 1..max_draft_length; a head with a
+    limit (`HeadSpec.max_draft`: Medusa's K heads, MTP's D modules) drafts at most that many."""
+    top = scenario.max_draft_length
+    if isinstance(spec, HeadSpec) and spec.max_draft:
+        top = min(top, spec.max_draft)
     if scenario.space.draft_lengths is not None:
-        return (scenario.space.draft_lengths[i],)
-    return tuple(range(1, scenario.max_draft_length + 1))
+        g = scenario.space.draft_lengths[i]
+        if g > top:
+            raise ScenarioError(f"space.draft_lengths: {g} for drafters[{i}] exceeds the {top} positions its "
+                                f"{spec.kind} head drafts")
+        return (g,)
+    return tuple(range(1, top + 1))
 
 
 def tree_options(scenario: Scenario, i: int, catalog: Catalog | None = None) -> tuple[tuple[int, ...], ...]:
@@ -472,13 +509,15 @@ def tree_options(scenario: Scenario, i: int, catalog: Catalog | None = None) -> 
     if tree is None or scenario.space.trees == "off":
         return ()
     catalog = catalog or scenario_catalog(scenario)
-    depths = draft_length_options(scenario, i)
+    catalog = with_heads(catalog, scenario)
+    drafter = catalog.model(scenario.drafters[i].model, f"drafters[{i}].model")
+    depths = draft_length_options(scenario, i, drafter)
     p = drafter_tree_vector(scenario, catalog, i)
     assert p is not None
     # [TREE-4] premise: a mixture-of-experts model's prices are not proven monotone in tokens
     rule = Dominance(joint=len(scenario.drafters) > 1,
                      exact_verify=catalog.model(scenario.verifier.model, "verifier.model").is_moe,
-                     exact_passes=catalog.model(scenario.drafters[i].model, f"drafters[{i}].model").is_moe)
+                     exact_passes=drafter.is_moe)
     try:
         return dominant_profiles(p, tree.max_children, depths, tree.max_nodes, rule,
                                  limit=MAX_TREE_PROFILES, work_limit=MAX_TREE_ENUMERATION)
@@ -501,7 +540,7 @@ def drafter_alpha(scenario: Scenario, catalog: Catalog, i: int) -> float:
         return e.acceptance
     if e.tree is not None and e.tree.acceptance_vector is not None:
         return max(e.tree.acceptance_vector)
-    return catalog.default_acceptance(e.model, scenario.verifier.model)
+    return with_heads(catalog, scenario).default_acceptance(e.model, scenario.verifier.model)
 
 
 def drafter_tree_vector(scenario: Scenario, catalog: Catalog, i: int,

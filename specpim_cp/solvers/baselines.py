@@ -21,6 +21,7 @@ formulations/baselines.md has the recipes, their sources and the spill rule.
 
 from __future__ import annotations
 
+import dataclasses
 import itertools
 import math
 from dataclasses import dataclass
@@ -38,6 +39,7 @@ from specpim_cp.problem.design import (
     Placement,
     SpecChoice,
 )
+from specpim_cp.problem.heads import arch_on_verifier
 from specpim_cp.problem.mapping_rules import fit_layouts, rule_placement
 from specpim_cp.problem.operators import PLACEABLE_OPS
 from specpim_cp.problem.scenario import Scenario, scenario_catalog
@@ -127,7 +129,8 @@ def best_fixed_recipe(scenario: Scenario, catalog: Catalog, archs: list[ArchConf
     ev = Evaluator(scenario, catalog)
     n = len(scenario.drafters)
     names = [e.model for _, e in model_labels(scenario)]
-    drafts = [[DrafterChoice(g) for g in draft_length_options(scenario, i)]
+    archs = recipe_archs(scenario, archs)
+    drafts = [[DrafterChoice(g) for g in draft_length_options(scenario, i, ev.catalog.models[names[i + 1]])]
               + ([DrafterChoice(len(w), None, w) for w in tree_options(scenario, i)] if trees else [])
               for i in range(n)]
     n_drafts = math.prod(len(d) for d in drafts)
@@ -165,6 +168,13 @@ def best_fixed_recipe(scenario: Scenario, catalog: Catalog, archs: list[ArchConf
     if best is None:
         raise last_error or ScenarioError("no feasible design")
     return ev.evaluate(best)
+
+
+def recipe_archs(scenario: Scenario, archs: list[ArchConfig]) -> list[ArchConfig]:
+    """A fixed recipe's architectures with every head that may sit on the verifier's devices placed there (as
+    serving engines run EAGLE-3, MTP, Medusa and prompt lookup: formulations/drafter_kinds.md)."""
+    return [dataclasses.replace(archs[0], colocated=True) if j and arch_on_verifier(scenario, j - 1) else a
+            for j, a in enumerate(archs)]
 
 
 def _assemble(names: list[str], archs: list[ArchConfig], chosen: tuple[RecipeLayout, ...],
@@ -209,7 +219,7 @@ def recipe_layouts(ev: Evaluator, label: str, model: str, arch: ArchConfig, rule
         place = dict(base)
         place.update({op: Placement(engine="host", share=0, layout=lay) for op, lay in zip(host_ops, combo)})
         md = ModelDesign(model=model, memory_type=arch.memory_type, pim_units=arch.pim_units, devices=arch.devices,
-                         placement=place)
+                         placement=place, colocated=arch.colocated)
         cap = ev.capacity(md)
         if not cap.holds and spill:
             md = md.model_copy(update={"spill": True})

@@ -26,6 +26,7 @@ from specpim_cp.problem.edge import sharing
 from specpim_cp.problem.operators import PLACEABLE_OPS
 from specpim_cp.problem.scenario import Scenario, scenario_catalog
 from specpim_cp.problem.space import DesignSpace, ModelOptions
+from specpim_cp.solvers.head_options import colocation_class, colocation_needs
 from specpim_cp.solvers.result import SolveReport, SolveResult, Status, inputs_hash
 
 MAX_OPTIONS_PER_MODEL = 60_000
@@ -66,7 +67,8 @@ def priced_options(ev: Evaluator, opts: ModelOptions, j: int, tokens: Sequence[i
             for d2 in [None, *draft2s]:
                 md = ModelDesign(model=opts.entry.model, memory_type=a.memory_type, pim_units=a.pim_units,
                                  devices=a.devices, placement=pl, draft_length=None if j == 0 else 1,
-                                 staging=None if d2 is None else Staging(draft2=d2, draft_length=1))
+                                 staging=None if d2 is None else Staging(draft2=d2, draft_length=1),
+                                 colocated=a.colocated)
                 cap = ev.capacity(md)
                 if not cap.holds:
                     continue
@@ -122,17 +124,19 @@ def _space_options(ev: Evaluator, space: DesignSpace, tail: Callable[[int, Model
     kept_all, dropped_all = [], []
     for j, opts in enumerate(space.models):
         draft2s = draft2_models[j - 1] if j else []
-        # the class of an option: its draft2 (capacity depends on it) and, on a shared device, its architecture
-        # (every model's is tied to the others', [EDGE-2]); interleaved, its bytes count against the others'
+        # prune within each class: its draft2 (capacity depends on it), its colocation class (`head_options`)
+        # and, on a shared device, its architecture (every model's is tied to the others', [EDGE-2]);
+        # interleaved, its bytes count against the others'
         joint = sharing(space.scenario) == "interleaved"
-        raw = [(((o.draft2, o.arch if space.scenario.shared_device else None),)
-                + o.perf + ((o.capacity.pim_need_kib, o.capacity.normal_need_kib) if joint else ()), (o.md, o.draft2))
+        raw = [((o.draft2, (colocation_class(space, j, o.md), o.arch if space.scenario.shared_device else None))
+                + o.perf + colocation_needs(space, j, o.md, o.capacity)
+                + ((o.capacity.pim_need_kib, o.capacity.normal_need_kib) if joint else ()),
+                (o.md, o.draft2))
                for o in priced_options(ev, opts, j, sorted(tokens[j]), draft2s, MAX_OPTIONS_PER_MODEL, latency_only,
                                        prefill)]
-        # prune within each class
         kept = []
-        for d2 in {k[0] for k, _ in raw}:
-            cls = [(k[1:], v) for k, v in raw if k[0] == d2]
+        for key in dict.fromkeys(k[:2] for k, _ in raw):
+            cls = [(k[2:], v) for k, v in raw if k[:2] == key]
             kept += pareto_filter(cls) if tail is None else lexicographic_pareto(cls, lambda v, j=j: tail(j, v[0]))
         kept_all.append(kept)
         ids = {id(v) for v in kept}

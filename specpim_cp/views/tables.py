@@ -59,7 +59,8 @@ def design_lines(sc: Scenario, design: Design) -> list[str]:
             extra += ", spills what its PIM units cannot hold (moved every pass)"
         what_if = md.pim_units and scenario_catalog(sc).memory(md.memory_type).what_if
         arch = f"{md.memory_type} k={md.pim_units}" + (" (what-if PIM units)" if what_if else "")
-        out.append(f"  {label:12s} {md.model:12s} {md.devices} x {arch}{extra}; "
+        where = "on the verifier's devices " if md.colocated else f"{md.devices} x "
+        out.append(f"  {label:12s} {md.model:12s} {where}{arch}{extra}; "
                    f"{placement_summary(md, sc.space.share_levels)}")
     if design.drafters:
         out.append(f"  pipeline: {'on' if design.pipeline else 'off'}")

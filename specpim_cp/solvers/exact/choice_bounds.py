@@ -62,7 +62,7 @@ def min_pass_bounds(prices: PriceTable, d: ModelOptions, j: int, tokens: set[int
     per architecture and token count (`SpecModel._bound_cuts`)."""
     out: dict[int, dict[int, tuple[int, int, int]]] = {}
     for a in d.archs:
-        row = out.setdefault(a.devices, {})
+        row = out.setdefault(0 if a.colocated else a.devices, {})  # a head on the verifier's adds none
         power = prices.models[j].idle_power_mw[a]
         for t in tokens:
             cur = row.get(t)
@@ -94,14 +94,15 @@ def min_draft2_steps(prices: PriceTable, d: ModelOptions, i: int, stagings: Iter
 
 
 def choice_device_bounds(c: SpecChoice, st: RoundStats, tuples: Sequence[tuple[int, ...]], per_n, d2_min, b: int,
-                  sync: int) -> list[tuple[int, int] | None]:
+                  sync: int, one_pass: Sequence[bool] = ()) -> list[tuple[int, int] | None]:
     """CUT-3's (round time, energy per round) bound of choice c on each tuple of device counts in `tuples`
     (None where a staged drafter's draft2 model runs on none of the counts' architectures). What depends on
     the choice alone (its passes' token counts, the round formula's argument checks) is read once."""
     v_tokens = pass_tokens(b, c, 0)
     drafting = []  # per drafter: (its pass tokens, its tree's depth passes or None, staging)
     for i, dc in enumerate(c.drafters):
-        drafting.append((pass_tokens(b, c, i + 1), tree_pass_tokens(b, dc) if dc.tree is not None else None,
+        tree = dc.tree is not None and not (one_pass and one_pass[i])  # a one-pass head: its cycle pass
+        drafting.append((pass_tokens(b, c, i + 1), tree_pass_tokens(b, dc) if tree else None,
                          dc.staging))
     out: list[tuple[int, int] | None] = []
     checked = False

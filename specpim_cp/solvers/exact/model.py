@@ -7,8 +7,8 @@ Decision variables (all Boolean one-hots):
   x[j][a]      model j uses architecture a (memory type, PIM units per group, device count)
   y[j][o][p]   operator o of model j takes placement p (host with a tensor layout, or PIM on a share)
   z[c]         speculation choice c (draft and staging of every drafter, pipeline on/off)
-Derived integers: operator, all-reduce and embedding durations and energies, one layer's schedule, pass
-times and energies, drafter cycles, drafting phases per outcome, round time T (ns), energy per round (nJ).
+Derived integers: operator, all-reduce and embedding durations and energies, one layer's schedule, pass times
+and energies, drafter cycles, drafting phases per outcome, round time T (ns), energy per round (nJ).
 
 Families: ARCH add_architecture, MAP add_placement, SPEC add_speculation_choice, DUR add_durations,
 SCH add_layer_schedule, CAP add_capacity, PASS add_passes, CUT add_cuts, CYC add_cycles, RND add_round,
@@ -35,6 +35,7 @@ from specpim_cp.problem.design import ArchConfig, Design, DrafterChoice, Placeme
 from specpim_cp.problem.operators import LAYER_OPS, PLACEABLE_OPS, is_chain, layer_graph, layer_order
 from specpim_cp.problem.scenario import Scenario
 from specpim_cp.problem.space import DesignSpace, ModelOptions
+from specpim_cp.solvers.exact import heads as head_rows
 from specpim_cp.solvers.exact.choice_bounds import (
     choice_device_bounds,
     min_draft2_steps,
@@ -43,19 +44,8 @@ from specpim_cp.solvers.exact.choice_bounds import (
 )
 from specpim_cp.solvers.exact.energy_bounds import TimePricedEnergy
 from specpim_cp.solvers.exact.prices import PriceTable
+from specpim_cp.solvers.exact.rows import add_ceil, ub
 from specpim_cp.solvers.exact.shared_device import add_shared_device
-
-
-def ub(var: cp_model.IntVar) -> int:
-    """Upper bound of a variable's domain (positive index: negative indexing is broken in 9.15, G1)."""
-    dom = list(var.proto.domain)
-    return dom[len(dom) - 1]
-
-
-def add_ceil(m: cp_model.CpModel, target, numerator, denominator: int, enforce) -> None:
-    """target == ceil(numerator / denominator), enforced: two-sided rows leave no slack to shave."""
-    m.add(denominator * target >= numerator).only_enforce_if(enforce)
-    m.add(denominator * target <= numerator + denominator - 1).only_enforce_if(enforce)
 
 
 @dataclass(frozen=True)
@@ -124,6 +114,7 @@ class SpecModel:
         self._layout_lits: dict[tuple[int, str, str], cp_model.IntVar] = {}
         if self.shared_x is None:
             self.add_architecture()
+        self.colo = head_rows.add_colocation(self)  # [HEAD-2]
         self.add_placement()
         self.add_speculation_choice()
         self.pass_time, self.pass_energy = [], []
@@ -137,6 +128,7 @@ class SpecModel:
             self.tree_pass.append(self.add_tree_passes(j))
         add_shared_device(self)  # EDGE-2 one device's channels and capacity (formulations/edge.md)
         self.add_cycles()
+        self.head_transfer = head_rows.add_transfers(self)  # [HEAD-4]
         self.add_round()
         self.add_energy()
         self.add_choice_cuts()
@@ -150,7 +142,7 @@ class SpecModel:
         if self.scenario.device_budget is not None:
             lit = m.new_bool_var("assume[ARCH-2]")
             self.assumption_families["ARCH-2 device budget"] = lit
-            m.add(sum(a.devices * v for xs in self.x for a, v in xs.items())
+            m.add(sum(head_rows.budget_devices(a) * v for xs in self.x for a, v in xs.items())
                   <= self.scenario.device_budget).only_enforce_if(lit)
 
     def add_placement(self) -> None:
@@ -219,7 +211,7 @@ class SpecModel:
     def _tree_tokens(self, j: int) -> list[int]:
         """Token counts of model j's tree-drafting passes over every speculation choice (none for the
         verifier and for drafters without trees)."""
-        if j == 0:
+        if j == 0 or head_rows.one_pass(self, j - 1):  # a one-pass head's tree: its cycle pass [HEAD-3]
             return []
         b = self.scenario.batch_size
         return sorted({t for c in self.choices if c.drafters[j - 1].tree is not None
@@ -325,8 +317,11 @@ class SpecModel:
         pm = self.prices.models[j]
         cap_lit = m.new_bool_var(f"assume[CAP][{j}]")
         self.assumption_families[f"CAP capacity of {d.label} ({model.name})"] = cap_lit
+        heads_pim, heads_normal = head_rows.colocated_needs(self) if j == 0 else ([], [])  # [HEAD-2]
         for a, xa in self.x[j].items():
-            pim_need, normal_need = [], []
+            if a.colocated:  # [HEAD-2] counted in the verifier's rows
+                continue
+            pim_need, normal_need = list(heads_pim), list(heads_normal)
             for op in PLACEABLE_OPS:
                 for p, yp in self.y[j][op].items():
                     if self.valid(j, a, op, p):
@@ -490,6 +485,7 @@ class SpecModel:
         budget = self.scenario.device_budget
         counts = [sorted(pn) for pn in per_n]
         tuples = [t for t in itertools.product(*counts) if budget is None or sum(t) <= budget]
+        single = [head_rows.one_pass(self, i) for i in range(self.n_drafters)]
         d2_min = [min_draft2_steps(self.prices, self.data[i + 1], i, self.stage_lit[i]) for i in range(self.n_drafters)]
         lb_t, lb_e = [], []
         self.device_bounds: list[list[tuple[tuple[int, ...], int, int]]] = []  # per choice: (devices, ns, nJ)
@@ -499,7 +495,7 @@ class SpecModel:
         for c, st in zip(self.choices, self.stats):
             best_t = best_e = None
             self.device_bounds.append([])
-            for tup, bound in zip(tuples, choice_device_bounds(c, st, tuples, per_n, d2_min, b, sync)):
+            for tup, bound in zip(tuples, choice_device_bounds(c, st, tuples, per_n, d2_min, b, sync, single)):
                 if bound is None:
                     continue
                 self.device_bounds[-1].append((tup, *bound))
@@ -518,6 +514,8 @@ class SpecModel:
         E >= sum_c bound_c z_c. A choice already priced up to `limit` is skipped. Returns how many choices
         it raised."""
         lb_t, lb_e = self.choice_bounds
+        if head_rows.skips_cut4(self):  # its envelopes know neither colocated heads nor one-pass trees
+            return 0
         new = list(lb_e)
         for k, (c, st) in enumerate(zip(self.choices, self.stats)):
             cut = limit * st.tokens_micro
@@ -622,8 +620,9 @@ class SpecModel:
                         m.add_bool_or([~xa, ~self.stage_lit[i][st]])
                     else:
                         steps[(st, a)] = step
+            single = head_rows.one_pass(self, i)  # [HEAD-3] a Medusa head: its tree from its one cycle pass
             trees = {tree: [self.tree_pass[j][t] for t in tree_pass_tokens(b, DrafterChoice(len(tree), None, tree))]
-                     for (_, tree) in self.draft_lit[i] if tree is not None}
+                     for (_, tree) in self.draft_lit[i] if tree is not None and not single}
             extra_t = max((st.draft_length * v.time_ns for (st, _), v in steps.items()), default=0)
             extra_e = max((st.draft_length * v.energy_nj for (st, _), v in steps.items()), default=0)
             ct_ub = max([ub(self.pass_time[j]) + extra_t] + [sum(ub(p[0]) for p in ps) for ps in trees.values()])
@@ -631,7 +630,7 @@ class SpecModel:
             ct = m.new_int_var(0, ct_ub, f"cycle_ns[{i}]")
             ce = m.new_int_var(0, ce_ub, f"cycle_nj[{i}]")
             for (st, tree), lit in self.draft_lit[i].items():
-                if tree is not None:
+                if tree is not None and not single:
                     m.add(ct == sum(p[0] for p in trees[tree])).only_enforce_if(lit)
                     self._energy_row(ce == sum(p[1] for p in trees[tree]), lit)
                     continue
@@ -658,7 +657,7 @@ class SpecModel:
         max_r = max((r for st in self.stats for rs, _ in st.outcomes for r in rs), default=0)
         d_ub = max_r * max((ub(ct) for ct in self.cycle_t), default=0)
         r_ub = d_ub + ub(V)
-        self.T = m.new_int_var(0, r_ub + sync, "round_ns")
+        self.T = m.new_int_var(0, r_ub + sync + sum(ub(t) for t in self.head_transfer[0]), "round_ns")
         D = [m.new_int_var(0, d_ub, f"D[{k}]") for k in range(n_slots)]
         MX = [m.new_int_var(0, r_ub, f"maxDV[{k}]") for k in range(n_slots)]
         R = [m.new_int_var(0, r_ub, f"R[{k}]") for k in range(n_slots)]
@@ -675,8 +674,8 @@ class SpecModel:
                     add_ceil(m, R[k], (spec.Q_SCALE - st.q) * MX[k] + st.q * (D[k] + V), spec.Q_SCALE, z)
                 else:
                     m.add(R[k] == D[k] + V).only_enforce_if(z)
-            add_ceil(m, self.T - sync, sum(prob * R[k] for k, (_rs, prob) in enumerate(st.outcomes)),  # RND-3
-                     spec.OUTCOME_SCALE, z)
+            add_ceil(m, self.T - sync - sum(self.head_transfer[0]),  # RND-3, with [HEAD-4]'s transfers
+                     sum(prob * R[k] for k, (_rs, prob) in enumerate(st.outcomes)), spec.OUTCOME_SCALE, z)
 
     def add_energy(self) -> None:
         """[EN] EN-1 drafting energy per round (+ wasted optimistic drafts); EN-2 idle energy of every
@@ -705,6 +704,7 @@ class SpecModel:
             m.add(1000 * idle >= min(power.values()) * self.T)
             self.idle_parts.append((j, idle, power))
             parts.append(idle)
+        parts += self.head_transfer[1]  # [HEAD-4]
         self.energy = m.new_int_var(0, sum(ub(p) for p in parts), "energy_nj")
         m.add(self.energy == sum(parts))
         self.energy_rows.extend(range(first_row, len(m.proto.constraints)))
@@ -757,8 +757,9 @@ class SpecModel:
         in PLACEABLE_OPS order its placement's index in `places(j, op)`; last the speculation choice's
         index in `choices`. The order keys' values fix every decision literal, so one design attains
         them."""
-        pim = tuple((a.pim_units * a.devices, v) for xs in self.x for a, v in xs.items() if a.pim_units)
-        devices = tuple((a.devices, v) for xs in self.x for a, v in xs.items())
+        n = head_rows.budget_devices  # a head on the verifier's devices adds none [HEAD-2]
+        pim = tuple((a.pim_units * n(a), v) for xs in self.x for a, v in xs.items() if a.pim_units * n(a))
+        devices = tuple((n(a), v) for xs in self.x for a, v in xs.items() if n(a))
         keys = [TieKey("pim_units", "pim_units", pim, 1 + sum(max(a.pim_units * a.devices for a in xs)
                                                               for xs in self.x)),
                 TieKey("devices", "devices", devices, 1 + sum(max(a.devices for a in xs) for xs in self.x))]

@@ -60,6 +60,8 @@ def columns_refusal(scenario: Scenario, catalog: Catalog, objective: str) -> str
     no mixture-of-experts model (the [TREE-4] premise), a latency or energy objective."""
     if len(scenario.drafters) != 1 or scenario.drafters[0].tree is None or scenario.space.trees == "off":
         return "it covers one drafter with token trees"
+    if scenario.drafters[0].kind != "model":  # a head's rounds follow its kind (formulations/drafter_kinds.md)
+        return f"it covers drafter models, not a {scenario.drafters[0].kind} head"
     if any(catalog.model(e.model, "model").is_moe for e in (scenario.verifier, scenario.drafters[0])):
         return "a mixture-of-experts model's prices are not proven monotone in tokens ([TREE-4])"
     if objective not in ("latency", "energy"):
