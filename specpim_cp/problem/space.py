@@ -14,6 +14,8 @@ drops those restrictions (share levels are kept: they define the placements), wh
 evaluator accepts (baselines and fixed recipes live outside a restricted space). Only the free space
 admits a model marked `spill` (a fixed recipe that moves what does not fit over the external bus every
 pass, `ModelDesign.spill`): a scenario's own space, which every optimizer searches, is capacity-checked.
+A space with drafters also offers not speculating (`NO_SPEC`, a design with no drafters): the verifier
+alone, on up to the whole device budget (formulations/speculation_rounds.md [NOSPEC]).
 """
 
 from __future__ import annotations
@@ -29,6 +31,7 @@ from specpim_cp.catalog import Catalog, MemorySpec, ModelSpec
 from specpim_cp.errors import ScenarioError
 from specpim_cp.problem.design import (
     DEVICE_COUNTS,
+    NO_SPEC,
     ArchConfig,
     Design,
     DrafterChoice,
@@ -116,10 +119,13 @@ class DesignSpace:
     """Options, membership and construction of a scenario's designs (see the module docstring)."""
 
     def __init__(self, scenario: Scenario, catalog: Catalog, allow_spill: bool = False,
-                 tree_menus: Sequence[tuple[tuple[int, ...], ...]] | None = None):
+                 tree_menus: Sequence[tuple[tuple[int, ...], ...]] | None = None, no_spec: bool = True):
         """`tree_menus`: per drafter, the tree profiles to offer instead of its exact menu (`tree_options`);
-        the column solver's real columns ([TREE-6], solvers/exact/tree_column_set.py)."""
+        the column solver's real columns ([TREE-6], solvers/exact/tree_column_set.py). `no_spec=False`
+        leaves out not speculating (a workload mix shares its drafters' hardware across cells)."""
         self.scenario = scenario
+        #: [NOSPEC] whether the space holds the verifier decoding alone (a choice and a design like any other)
+        self.offers_no_spec = no_spec and bool(scenario.drafters)
         self._tree_menus = None if tree_menus is None else tuple(tuple(m) for m in tree_menus)
         self.catalog = catalog
         self.allow_spill = allow_spill  # whether a model may be marked `spill` (fixed recipes only)
@@ -178,8 +184,16 @@ class DesignSpace:
         if entry.devices is not None:
             return (entry.devices,)
         budget = self.scenario.device_budget or 1
-        others = len(self.scenario.drafters)  # every other model needs at least one device
+        # every other model needs at least one device, except that the verifier alone ([NOSPEC]) may take them
+        others = 0 if index == 0 and self.offers_no_spec else len(self.scenario.drafters)
         return tuple(n for n in DEVICE_COUNTS if n <= min(entry.max_devices, budget - others))
+
+    def alone_only(self, index: int, arch: ArchConfig) -> bool:
+        """Whether model `index` may take `arch` only when not speculating: a verifier on the devices the
+        drafters would have had (more than the budget leaves after one device per drafter) [NOSPEC-2]."""
+        budget = self.scenario.device_budget
+        return (index == 0 and self.offers_no_spec and budget is not None
+                and arch.devices > budget - len(self.scenario.drafters))
 
     def memory_options(self) -> tuple[str, ...]:
         return (self.space.memory_type,) if self.space.memory_type else tuple(self.scenario.memory_types)
@@ -216,7 +230,7 @@ class DesignSpace:
                 total += math.prod(sum(1 for d in opts if d.tree is None) for opts in self.drafter_options)
             else:
                 total += math.prod(len(opts) for opts in self.drafter_options)
-        return total
+        return total + self.offers_no_spec
 
     def device_tuple_count(self) -> int:
         """How many tuples of device counts (one per model) the device budget admits (at most 4^5)."""
@@ -258,6 +272,8 @@ class DesignSpace:
                 choice = SpecChoice(tuple(combo), pipeline)
                 if self.choice_allowed(choice):
                     yield choice
+        if self.offers_no_spec:  # [NOSPEC-1] last, so the speculating choices keep their indices
+            yield NO_SPEC
 
     @staticmethod
     def choice_allowed(choice: SpecChoice) -> bool:
@@ -314,9 +330,12 @@ class DesignSpace:
     def violations(self, design: Design) -> list[str]:
         """Every rule `design` breaks, one line each naming the design field (empty: it is in the space)."""
         sc = self.scenario
+        if not design.drafters and self.offers_no_spec:
+            return self._no_spec_violations(design)
         if len(design.drafters) != self.n_drafters:
             n = len(design.drafters)
-            return [f"design.drafters: the scenario has {self.n_drafters} drafters, the design {n}"]
+            alone = " (or none: the verifier alone, no speculation)" if self.offers_no_spec else ""
+            return [f"design.drafters: the scenario has {self.n_drafters} drafters{alone}, the design {n}"]
         out = []
         if design.pipeline not in self.pipeline_options:
             out.append("design.pipeline: a pipeline needs at least one drafter" if not sc.drafters else
@@ -330,6 +349,15 @@ class DesignSpace:
             total = sum(md.devices for _, md in design.models())
             if total > sc.device_budget:
                 out.append(f"design: {total} devices exceed device_budget {sc.device_budget}")
+        return out
+
+    def _no_spec_violations(self, design: Design) -> list[str]:
+        """[NOSPEC] The verifier alone: its part as in any design, no pipeline, its devices within the budget."""
+        out = ["design.pipeline: a pipeline needs a drafter (this design does not speculate)"] if design.pipeline else []
+        out += self._model_violations(self.models[0], "verifier", design.verifier)
+        budget = self.scenario.device_budget
+        if budget is not None and design.verifier.devices > budget:
+            out.append(f"design: {design.verifier.devices} devices exceed device_budget {budget}")
         return out
 
     def _model_violations(self, opts: ModelOptions, label: str, md) -> list[str]:

@@ -1,0 +1,74 @@
+"""[NOSPEC] Not speculating as a decision of the exact model (formulations/speculation_rounds.md [NOSPEC]).
+
+The verifier decoding alone is one more speculation choice, `NO_SPEC` (a SpecChoice without drafters), with
+its own literal z_0 among the z's: SPEC-1 (one choice), the Dinkelbach rows (OBJ-1, its D = one token per
+sequence) and the tie-break treat it like any other. These functions write the rows that differ when z_0 = 1:
+every drafter is absent (no architecture, no placement, no energy), the verifier may take the drafters'
+devices, and the round has no sync. `SpecModel` calls them at the families they amend.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Sequence
+
+from ortools.sat.python import cp_model
+
+from specpim_cp.problem.design import SpecChoice
+from specpim_cp.solvers.exact.choice_bounds import choice_device_bounds
+
+
+def no_spec_literal(choices: Sequence[SpecChoice], z: Sequence[cp_model.IntVar]) -> cp_model.IntVar | None:
+    """z_0: the literal of the choice without drafters, None when the space does not offer it."""
+    return next((lit for c, lit in zip(choices, z) if not c.speculates), None)
+
+
+def add_one_or_absent(m: cp_model.CpModel, lits, j: int, no_spec: cp_model.IntVar | None) -> None:
+    """ARCH-1 / MAP-1 amended by NOSPEC-1: exactly one of `lits` for the verifier, and for a drafter exactly
+    one when speculating and none when not (sum = 1 - z_0)."""
+    if j == 0 or no_spec is None:
+        m.add_exactly_one(lits)
+    else:
+        m.add(sum(lits) + no_spec == 1)
+
+
+def add_alone_devices(sm) -> None:
+    """NOSPEC-2: a verifier architecture on more devices than the budget leaves after one device per drafter
+    is taken only when not speculating (ARCH-2 implies it; stated so it holds with ARCH-2 switched off)."""
+    if sm.no_spec is None:
+        return
+    for a, xa in sm.x[0].items():
+        if sm.space.alone_only(0, a):
+            sm.m.add_implication(xa, sm.no_spec)
+
+
+def round_floor_sync(sm) -> int | cp_model.LinearExpr:
+    """RND-4's sync term: the host's sync latency when speculating, 0 for the verifier alone (NOSPEC-3)."""
+    sync = sm.prices.round_sync_ns
+    return sync if sm.no_spec is None else sync - sync * sm.no_spec
+
+
+def choice_sync(sm, c: SpecChoice) -> int:
+    """RND-3's sync of choice c: none for the verifier alone (NOSPEC-3, as the evaluator prices it)."""
+    return sm.prices.round_sync_ns if c.speculates else 0
+
+
+def add_absent_energy(sm, j: int, idle: cp_model.IntVar) -> None:
+    """NOSPEC-4: an absent drafter's idle energy is 0 (it has no devices); an energy row (`drop_energy_rows`)."""
+    if j > 0 and sm.no_spec is not None:
+        sm.energy_rows.append(sm.m.add(idle == 0).only_enforce_if(sm.no_spec).index)
+
+
+def present(sm, j: int) -> list[cp_model.IntVar]:
+    """The enforcement literals of a row that holds only while model j has devices: none for the verifier
+    (always), [~z_0] for a drafter when the space offers not speculating."""
+    if j == 0 or sm.no_spec is None:
+        return []
+    return [~sm.no_spec]
+
+
+def no_spec_bounds(sm, c: SpecChoice, st, per_n: list, b: int) -> list[tuple[tuple[int, ...], int, int]]:
+    """CUT-3 of the verifier alone: per verifier device count n, (n,) with its round-time and energy bounds
+    (the drafters take no device, the round no sync)."""
+    tuples = [(n,) for n in sorted(per_n[0])]
+    bounds = choice_device_bounds(c, st, tuples, per_n[:1], [], b, 0)
+    return [(tup, *bound) for tup, bound in zip(tuples, bounds) if bound is not None]
