@@ -55,7 +55,7 @@ def best_choice_for(sm: SpecModel, ev: Evaluator, objective: str, start: Evaluat
     places = [md.placement for _, md in d.models()]
     best, best_value = d, start.metrics.objective(objective)
     for k, c in enumerate(sm.choices):
-        if k in exclude:
+        if k in exclude or (c.speculates and len(archs) < sm.space.n_models):  # a start alone has no drafters
             continue
         cand = sm.space.build(archs, places, c)
         try:
