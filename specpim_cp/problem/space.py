@@ -125,7 +125,7 @@ class DesignSpace:
         leaves out not speculating (a workload mix shares its drafters' hardware across cells)."""
         self.scenario = scenario
         #: [NOSPEC] whether the space holds the verifier decoding alone (a choice and a design like any other)
-        self.offers_no_spec = no_spec and bool(scenario.drafters)
+        self.offers_no_spec = no_spec and bool(scenario.drafters) and scenario.space.speculation == "free"
         self._tree_menus = None if tree_menus is None else tuple(tuple(m) for m in tree_menus)
         self.catalog = catalog
         self.allow_spill = allow_spill  # whether a model may be marked `spill` (fixed recipes only)

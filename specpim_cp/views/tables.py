@@ -186,7 +186,26 @@ def format_solve(sc: Scenario, res) -> str:
             f"{r.iterations} iterations, seed {r.seed}, {r.solver_version}")
     lines = [head, host_line(sc, res.evaluation), "design:", *design_lines(sc, res.design),
              "metrics: " + format_metrics(res.evaluation.metrics), *acceptance_notes(sc)]
-    return "\n".join(lines)
+    note = speculation_line(r.extra.get("no_speculation"))
+    return "\n".join(lines + ([note] if note else []))
+
+
+def speculation_line(note: dict | None) -> str | None:
+    """One line on the optimum against not speculating ([NOSPEC]): which wins and by how much."""
+    if not note:
+        return None
+    name = note["objective"]
+    what = {"latency": "faster", "energy": "more energy-efficient", "edp": "better in EDP"}[name]
+    if note["other"] is None:
+        side = "speculating" if note["optimum_speculates"] else "the verifier alone"
+        return f"no speculation: {side} is the only side of the space with a design ({note['error']})"
+    other = human_objective(name, note["other"])
+    status = "" if note["other_status"] == "OPTIMAL" else f", {note['other_status']}"
+    if note["optimum_speculates"]:
+        return (f"speculation: {note['margin_pct']:.3g}% {what} than the verifier alone ({other}{status}; no "
+                "speculation is in the space and loses here)")
+    return (f"no speculation: the verifier alone beats every drafter here by {note['margin_pct']:.3g}% "
+            f"(the best speculating design: {other}{status})")
 
 
 def acceptance_notes(sc: Scenario) -> list[str]:

@@ -154,14 +154,14 @@ def run_heuristic(scenario: Scenario, *, budget: str | Budget = "quick", seed: i
         raise ScenarioError(f"seed: need a non-negative integer, got {seed!r}")
     if workers < 1:
         raise ScenarioError(f"workers: need at least 1, got {workers}")
+    space = SearchSpace(scenario, catalog)
     alone = None
-    if scenario.drafters:  # [NOSPEC] the verifier alone, searched first on the scenario without drafters
+    if space.design_space.offers_no_spec:  # [NOSPEC] the verifier alone, searched on the scenario without drafters
         share = None if time_limit_s is None else time_limit_s * ALONE_SHARE
         alone = run_heuristic(scenario.model_copy(update={"drafters": []}), budget=bud, seed=seed,
                               search_objective=search, select_objective=select, catalog=catalog,
                               time_limit_s=share, workers=workers, polish=polish, warm_start=warm_start, clock=clock)
         time_limit_s = None if time_limit_s is None else time_limit_s - share
-    space = SearchSpace(scenario, catalog)
     pricer = Pricer(space, catalog, search)
     if workers == 1:
         filler = SerialFiller(Filler(space, pricer, bud.mcts_leaves_per_model))
@@ -212,7 +212,7 @@ def run_heuristic(scenario: Scenario, *, budget: str | Budget = "quick", seed: i
         "history": explorer.thinned_history(),
         "visited_hash": _visited_hash(explorer.visited),
         "stopped_by": explorer.stopped_by,
-        "no_speculation": None if alone is None else {
+        "verifier_alone": None if alone is None else {
             "objective": float(alone.report.objective), "chosen": not design.drafters,
             "evaluations": alone.report.extra["evaluations"]},
     }
