@@ -137,17 +137,24 @@ def format_baselines(sc: Scenario, results) -> str:
     rows = []
     for r in results:
         if r.evaluation is None:
-            rows.append([r.name, "infeasible", "", "", "", "", r.error])
+            rows.append([r.name, "infeasible", "", "", "", "", "", r.error])
             continue
         m = r.evaluation.metrics
         gam = ",".join(str(d.draft_length) if d.tree is None else f"tree {tree_text(d.tree)}"
                        for d in r.evaluation.design.drafters) or "-"
-        rows.append([r.name, m.latency_ns_per_token / 1e3, m.throughput_tokens_per_s, m.energy_pj_per_token / 1e9,
-                     gam, spill_text(r.evaluation.breakdown, short=True) or "-", r.description])
+        rows.append([r.name, devices_text(r.evaluation.design), m.latency_ns_per_token / 1e3,
+                     m.throughput_tokens_per_s, m.energy_pj_per_token / 1e9, gam, spill_text(r.evaluation.breakdown, short=True) or "-", r.description])
     priced = next((r.evaluation for r in results if r.evaluation is not None), None)
     host = "" if priced is None else host_line(sc, priced) + "\n"
     return f"scenario {sc.name} (objective {sc.objective})\n{host}" + table(
-        ["baseline", "us/token", "tokens/s", "mJ/token", "draft len", "spill (moved every pass)", "recipe"], rows)
+        ["baseline", "devices", "us/token", "tokens/s", "mJ/token", "draft len", "spill (moved every pass)", "recipe"],
+        rows)
+
+
+def devices_text(design: Design) -> str:
+    """The devices a design uses: their total, and per model when there are several (`4 (2+1+1)`)."""
+    counts = [md.devices for _, md in design.models()]
+    return str(counts[0]) if len(counts) == 1 else f"{sum(counts)} ({'+'.join(map(str, counts))})"
 
 
 def _placement_text(md: ModelDesign, share_levels: int) -> str:
