@@ -100,7 +100,9 @@ def solve(scenario: Scenario, options: SolveOptions | None = None) -> SolveResul
 
 def with_speculation_note(scenario: Scenario, res: SolveResult, options: SolveOptions, catalog) -> SolveResult:
     """`res` with `report.extra["no_speculation"]`: the optimum against the other side of [NOSPEC] (the verifier
-    alone, or the best speculating design), solved with the same options, no hint and no progress hooks."""
+    alone, or the best speculating design), solved with the same options, no hint and no progress hooks; and
+    `report.extra["acceptance"]`: each drafter's acceptance rate and where it came from."""
+    from specpim_cp.problem.space import acceptance_origin
     from specpim_cp.solvers.alone import speculation_note
 
     quiet = replace(options, hint=None, on_progress=None, on_warm_start=None, catalog=catalog)
@@ -118,6 +120,8 @@ def with_speculation_note(scenario: Scenario, res: SolveResult, options: SolveOp
     note = speculation_note(scenario, res, other)
     if note is not None:
         res.report.extra["no_speculation"] = note
+    res.report.extra["acceptance"] = [acceptance_origin(scenario, catalog, i).as_dict()
+                                      for i in range(len(scenario.drafters))]
     return res
 
 

@@ -513,6 +513,37 @@ def drafter_alpha(scenario: Scenario, catalog: Catalog, i: int) -> float:
     return catalog.default_acceptance(e.model, scenario.verifier.model)
 
 
+@dataclass(frozen=True)
+class AcceptanceOrigin:
+    """Where drafter i's acceptance rate comes from: `origin` is "scenario" (its acceptance), "tree vector"
+    (rank 1 of its tree's acceptance_vector), "pair", "family" (the catalog's entry for the drafter-verifier
+    pair or their families) or "default"; `entry` the field or acceptance.toml entry, `source` its source."""
+
+    drafter: str
+    alpha: float
+    origin: str
+    entry: str
+    source: str
+
+    def as_dict(self) -> dict:
+        return {"drafter": self.drafter, "acceptance": self.alpha, "origin": self.origin, "entry": self.entry,
+                "source": self.source}
+
+
+def acceptance_origin(scenario: Scenario, catalog: Catalog, i: int) -> AcceptanceOrigin:
+    """`drafter_alpha` with where it came from (the order `drafter_alpha` reads them in)."""
+    e = scenario.drafters[i]
+    alpha = drafter_alpha(scenario, catalog, i)
+    if e.acceptance is not None:
+        return AcceptanceOrigin(e.model, alpha, "scenario", f"drafters[{i}].acceptance", "the scenario")
+    if e.tree is not None and e.tree.acceptance_vector is not None:
+        return AcceptanceOrigin(e.model, alpha, "tree vector", f"drafters[{i}].tree.acceptance_vector",
+                                "the scenario (rank 1 of the vector)")
+    entry = catalog.acceptance_entry(e.model, scenario.verifier.model)
+    origin = "default" if entry == "default" else "pair" if entry.startswith("pairs.") else "family"
+    return AcceptanceOrigin(e.model, alpha, origin, entry, catalog.acceptance_sources.get(entry, "(none given)"))
+
+
 def drafter_tree_vector(scenario: Scenario, catalog: Catalog, i: int,
                         alpha: float | None = None) -> RankedVector | None:
     """Drafter i's positional acceptance vector p_1..p_R (R = tree.max_children; None without a [tree]

@@ -194,7 +194,17 @@ def format_solve(sc: Scenario, res) -> str:
     lines = [head, host_line(sc, res.evaluation), "design:", *design_lines(sc, res.design),
              "metrics: " + format_metrics(res.evaluation.metrics), *acceptance_notes(sc)]
     note = speculation_line(r.extra.get("no_speculation"))
-    return "\n".join(lines + ([note] if note else []))
+    return "\n".join(lines + acceptance_lines(r.extra.get("acceptance")) + ([note] if note else []))
+
+
+def acceptance_lines(origins: list[dict] | None) -> list[str]:
+    """One line per drafter: the acceptance rate it gets and where it came from (the scenario, or the
+    catalog's acceptance.toml entry with its source: a pair, a family fallback or the default)."""
+    words = {"scenario": "set by the scenario", "tree vector": "set by the scenario",
+             "pair": "the catalog's entry for this pair", "family": "the catalog's family fallback",
+             "default": "the catalog's default (no pair or family entry)"}
+    return [f"acceptance: drafters[{i}] ({o['drafter']}) {o['acceptance']:g}, {words[o['origin']]} "
+            f"({o['entry']}; source: {o['source']})" for i, o in enumerate(origins or [])]
 
 
 def speculation_line(note: dict | None) -> str | None:
