@@ -562,8 +562,8 @@ class SpecModel:
         for j, idle, power in self.idle_parts:
             p_min = min(power.values())
             self._energy_row(1000 * idle >= p_min * self.T + t_min * sum((p - p_min) * self.x[j][a]
-                                                                         for a, p in power.items() if p > p_min),
-                             nospec.present(self, j))
+                                                                         for a, p in power.items() if p > p_min)
+                             - nospec.idle_relief(self, j, p_min))
 
     def _min_pass_bounds(self, j: int) -> dict[int, dict[int, tuple[int, int, int]]]:
         """`choice_bounds.min_pass_bounds` of model j over its pass token counts, at CUT-1's bounds."""
@@ -705,7 +705,7 @@ class SpecModel:
             idle = m.new_int_var(0, -(-max(power.values()) * ub(self.T) // 1000), f"idle_nj[{j}]")
             for a, xa in self.x[j].items():
                 add_ceil(m, idle, power[a] * self.T, 1000, xa)
-            m.add(1000 * idle >= min(power.values()) * self.T).only_enforce_if(nospec.present(self, j))
+            m.add(1000 * idle >= min(power.values()) * self.T - nospec.idle_relief(self, j, min(power.values())))
             nospec.add_absent_energy(self, j, idle)
             self.idle_parts.append((j, idle, power))
             parts.append(idle)

@@ -9,6 +9,7 @@ devices, and the round has no sync. `SpecModel` calls them at the families they 
 
 from __future__ import annotations
 
+import math
 from collections.abc import Sequence
 
 from ortools.sat.python import cp_model
@@ -58,12 +59,20 @@ def add_absent_energy(sm, j: int, idle: cp_model.IntVar) -> None:
         sm.energy_rows.append(sm.m.add(idle == 0).only_enforce_if(sm.no_spec).index)
 
 
-def present(sm, j: int) -> list[cp_model.IntVar]:
-    """The enforcement literals of a row that holds only while model j has devices: none for the verifier
-    (always), [~z_0] for a drafter when the space offers not speculating."""
+def idle_relief(sm, j: int, power_mw: int) -> int | cp_model.LinearExpr:
+    """NOSPEC-4's term of EN-2's idle floor and EN-4's cut of model j, 1000 I_j >= P T + ... - relief: 0 for
+    the verifier, P x ub(V) x z_0 for a drafter (when not speculating T = V <= ub(V), so the row asks
+    nothing of its idle energy, which is 0). A linear row rather than one enforced on not z_0, so the LP
+    relaxation keeps the floor (CP-SAT leaves most enforced rows out of it)."""
     if j == 0 or sm.no_spec is None:
-        return []
-    return [~sm.no_spec]
+        return 0
+    return power_mw * ub_of(sm.pass_time[0]) * sm.no_spec
+
+
+def ub_of(var: cp_model.IntVar) -> int:
+    """Upper bound of a variable's domain."""
+    dom = list(var.proto.domain)
+    return dom[len(dom) - 1]
 
 
 def no_spec_bounds(sm, c: SpecChoice, st, per_n: list, b: int) -> list[tuple[tuple[int, ...], int, int]]:
@@ -72,3 +81,41 @@ def no_spec_bounds(sm, c: SpecChoice, st, per_n: list, b: int) -> list[tuple[tup
     tuples = [(n,) for n in sorted(per_n[0])]
     bounds = choice_device_bounds(c, st, tuples, per_n[:1], [], b, 0)
     return [(tup, *bound) for tup, bound in zip(tuples, bounds) if bound is not None]
+
+
+def settle(sm, run) -> list:
+    """NOSPEC-6: the verifier alone's least round time and least energy per round, each minimised on a clone
+    with z_0 = 1 (its tokens per round are the constant 10⁶, so each is a plain minimisation, and the drafters
+    vanish in presolve), raise its CUT-3 bounds to the proven values (CP-SAT's bound when the time runs out):
+    CUT-1's pass bound ignores capacity and can be several times below the verifier's real pass, which leaves
+    z_0 alive in every Dinkelbach step and canonical level. Returns the designs found (a start for the
+    search); with no design of the verifier alone at all, z_0 = 0."""
+    if sm.no_spec is None:
+        return []
+    k = next(i for i, c in enumerate(sm.choices) if not c.speculates)
+    bounds = [list(sm.choice_bounds[0]), list(sm.choice_bounds[1])]
+    found = []
+    stage = run.stage
+    for level, var in ((0, sm.T), (1, sm.energy)):
+        model = sm.m.clone()
+        sm.enforce_families(model)
+        model.add(model.get_bool_var_from_proto_index(sm.no_spec.index) == 1)
+        if level == 0:
+            sm.drop_energy_rows(model)
+        model.minimize(model.get_int_var_from_proto_index(var.index))
+        run.stage = f"no speculation: least {'round time' if level == 0 else 'energy'}"
+        try:
+            solved = run.solve(model)
+        finally:
+            run.stage = stage
+        if solved.status == "INFEASIBLE":
+            sm.m.add(sm.no_spec == 0)
+            return []
+        if solved.status not in ("OPTIMAL", "FEASIBLE"):
+            continue
+        bounds[level][k] = max(bounds[level][k], math.floor(solved.solver.best_objective_bound))
+        found.append(sm.decode(solved.solver.boolean_value))
+    sm.m.add(sm.T >= bounds[0][k] * sm.no_spec)
+    sm.energy_rows.append(sm.m.add(sm.energy >= bounds[1][k] * sm.no_spec).index)
+    sm.choice_bounds = (tuple(bounds[0]), tuple(bounds[1]))
+    return found

@@ -26,7 +26,8 @@ def best_known(sm: SpecModel, ev: Evaluator, objective: str, hint: Design | None
 
     candidates = [hint] if hint is not None else []
     candidates += [b.evaluation.design for b in run_baselines(baselines_of, sm.catalog)
-                   if b.evaluation is not None and len(b.evaluation.design.drafters) == sm.n_drafters]
+                   if b.evaluation is not None and (len(b.evaluation.design.drafters) == sm.n_drafters
+                                                    or (not b.evaluation.design.drafters and sm.no_spec is not None))]
     best = None
     for d in candidates:
         try:
