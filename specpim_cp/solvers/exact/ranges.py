@@ -27,6 +27,7 @@ from specpim_cp.problem.design import Design
 from specpim_cp.problem.operators import PLACEABLE_OPS
 from specpim_cp.problem.scenario import Scenario, scenario_catalog
 from specpim_cp.problem.space import model_labels
+from specpim_cp.solvers.exact import no_spec
 from specpim_cp.solvers.exact.guards import ModelMismatch, build_model
 from specpim_cp.solvers.exact.model import SpecModel
 from specpim_cp.solvers.exact.ratio import ENERGY_LINEARIZATION, RatioRow, add_ratio_rows
@@ -329,6 +330,7 @@ def decision_ranges(scenario: Scenario, *, within_pct: Fraction | int = 1, objec
         raise ScenarioError(f"optimum: solved for {res.report.objective_name}, ranges asked for {objective}")
     sm = build_model(scenario, catalog, Evaluator(scenario, catalog))
     run = SolveSession(sm, opts)
+    no_spec.settle(sm, run)  # [NOSPEC-6] the verifier alone's proven bounds
     if objective == "energy":  # the energy rows stay: CP-SAT's LP stalls on them (objectives.md, 'Scaled rows')
         run.linearization = ENERGY_LINEARIZATION
     row, limit = tolerance_row(sm, objective, res.evaluation, within)
