@@ -119,13 +119,13 @@ class DesignSpace:
     """Options, membership and construction of a scenario's designs (see the module docstring)."""
 
     def __init__(self, scenario: Scenario, catalog: Catalog, allow_spill: bool = False,
-                 tree_menus: Sequence[tuple[tuple[int, ...], ...]] | None = None, no_spec: bool = True):
+                 tree_menus: Sequence[tuple[tuple[int, ...], ...]] | None = None):
         """`tree_menus`: per drafter, the tree profiles to offer instead of its exact menu (`tree_options`);
-        the column solver's real columns ([TREE-6], solvers/exact/tree_column_set.py). `no_spec=False`
-        leaves out not speculating (a workload mix shares its drafters' hardware across cells)."""
+        the column solver's real columns ([TREE-6], solvers/exact/tree_column_set.py)."""
         self.scenario = scenario
-        #: [NOSPEC] whether the space holds the verifier decoding alone (a choice and a design like any other)
-        self.offers_no_spec = no_spec and bool(scenario.drafters) and scenario.space.speculation == "free"
+        #: [NOSPEC] whether the space holds the verifier decoding alone (a choice and a design like any other);
+        #: `[space] speculation = "on"` leaves it out (so does a workload mix's every cell)
+        self.offers_no_spec = bool(scenario.drafters) and scenario.space.speculation == "free"
         self._tree_menus = None if tree_menus is None else tuple(tuple(m) for m in tree_menus)
         self.catalog = catalog
         self.allow_spill = allow_spill  # whether a model may be marked `spill` (fixed recipes only)
