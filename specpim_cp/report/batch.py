@@ -127,6 +127,12 @@ def speedup_notes(groups: Sequence[ScenarioResults]) -> list[str]:
     if variants:
         lines.append(f"{', '.join(variants)}: in the latency and energy tables, not a recipe of either PIM "
                      "comparison.")
+    alone = [s.name for s in groups if (r := s.solved("exact")) is not None and r.design is not None
+             and not r.design.get("drafters") and (g := s.solved("GPU-SI")) is not None and g.design is not None
+             and g.design.get("drafters")]
+    if alone:  # [NOSPEC] formulations/speculation_rounds.md
+        lines.append(f"No speculation: the verifier alone is the exact optimum of {', '.join(alone)} (it beats "
+                     "every drafter there).")
     return lines
 
 

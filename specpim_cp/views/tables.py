@@ -62,6 +62,8 @@ def design_lines(sc: Scenario, design: Design) -> list[str]:
                    f"{placement_summary(md, sc.space.share_levels)}")
     if design.drafters:
         out.append(f"  pipeline: {'on' if design.pipeline else 'off'}")
+    elif sc.drafters:  # [NOSPEC] a design of a scenario with drafters that uses none
+        out.append("  no speculation: the verifier decodes alone, one token per pass (no drafter used)")
     return out
 
 
@@ -181,7 +183,9 @@ def design_summary(sc: Scenario, design: Design) -> str:
         elif md.draft_length is not None:
             s += f" g={md.draft_length}" + (f"/{md.staging.draft2}:{md.staging.draft_length}" if md.staging else "")
         parts.append(s)
-    return " | ".join(parts) + (f" | pipeline={'on' if design.pipeline else 'off'}" if design.drafters else "")
+    tail = (f" | pipeline={'on' if design.pipeline else 'off'}" if design.drafters else
+            " | no speculation" if sc.drafters else "")
+    return " | ".join(parts) + tail
 
 
 def format_solve(sc: Scenario, res) -> str:
