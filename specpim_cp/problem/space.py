@@ -353,7 +353,8 @@ class DesignSpace:
 
     def _no_spec_violations(self, design: Design) -> list[str]:
         """[NOSPEC] The verifier alone: its part as in any design, no pipeline, its devices within the budget."""
-        out = ["design.pipeline: a pipeline needs a drafter (this design does not speculate)"] if design.pipeline else []
+        out = (["design.pipeline: a pipeline needs a drafter (this design does not speculate)"]
+               if design.pipeline else [])
         out += self._model_violations(self.models[0], "verifier", design.verifier)
         budget = self.scenario.device_budget
         if budget is not None and design.verifier.devices > budget:

@@ -145,7 +145,8 @@ def format_baselines(sc: Scenario, results) -> str:
         gam = ",".join(str(d.draft_length) if d.tree is None else f"tree {tree_text(d.tree)}"
                        for d in r.evaluation.design.drafters) or "-"
         rows.append([r.name, devices_text(r.evaluation.design), m.latency_ns_per_token / 1e3,
-                     m.throughput_tokens_per_s, m.energy_pj_per_token / 1e9, gam, spill_text(r.evaluation.breakdown, short=True) or "-", r.description])
+                     m.throughput_tokens_per_s, m.energy_pj_per_token / 1e9, gam,
+                     spill_text(r.evaluation.breakdown, short=True) or "-", r.description])
     priced = next((r.evaluation for r in results if r.evaluation is not None), None)
     host = "" if priced is None else host_line(sc, priced) + "\n"
     return f"scenario {sc.name} (objective {sc.objective})\n{host}" + table(

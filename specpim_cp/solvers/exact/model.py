@@ -14,8 +14,9 @@ times and energies, drafter cycles, drafting phases per outcome, round time T (n
 
 Families: ARCH add_architecture, MAP add_placement, SPEC add_speculation_choice, DUR add_durations,
 SCH add_layer_schedule, CAP add_capacity, PASS add_passes, CUT add_cuts, CYC add_cycles, RND add_round,
-EN add_energy; NOSPEC (no_spec.py) amends ARCH, MAP, CUT-3, RND and EN for the verifier alone. The canonical optimum's integer levels (OBJ-3) are keys over the decision literals,
-`tie_break_keys`, whose rows `add_tie_break` adds to the clones canonical.py solves.
+EN add_energy; NOSPEC (no_spec.py) amends ARCH, MAP, CUT-3, RND and EN for the verifier alone. The
+canonical optimum's integer levels (OBJ-3) are keys over the decision literals, `tie_break_keys`, whose rows
+`add_tie_break` adds to the clones canonical.py solves.
 """
 
 from __future__ import annotations
@@ -524,7 +525,8 @@ class SpecModel:
         for k, (c, st) in enumerate(zip(self.choices, self.stats)):
             cut = limit * st.tokens_micro
             done = self._cut4_done.get(k)
-            if not c.speculates or lb_e[k] > cut or (choices is not None and k not in choices) or (done is not None and done >= limit):
+            if (not c.speculates or lb_e[k] > cut or (choices is not None and k not in choices)
+                    or (done is not None and done >= limit)):
                 continue
             self._cut4_done[k] = limit
             if self._priced is None:  # its pass envelopes serve every later call
