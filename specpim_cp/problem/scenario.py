@@ -104,7 +104,8 @@ class Space(StrictModel):
     draft_lengths: list[int] | None = None
     staging: Literal["free", "off"] = "free"
     trees: Literal["free", "off"] = "free"  # "off": chains only, also for drafters with a [tree] table
-    # "on": every design uses its drafters (the verifier alone, formulations/speculation_rounds.md [NOSPEC], left out)
+    # "on": every design uses its drafters (the verifier alone, formulations/speculation_rounds.md [NOSPEC], left
+    # out; pipeline = "on" leaves it out too)
     speculation: Literal["free", "on"] = "free"
     share_levels: int = Field(default=4, ge=1, le=MAX_SHARE_LEVELS)
 

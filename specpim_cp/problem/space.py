@@ -124,8 +124,10 @@ class DesignSpace:
         the column solver's real columns ([TREE-6], solvers/exact/tree_column_set.py)."""
         self.scenario = scenario
         #: [NOSPEC] whether the space holds the verifier decoding alone (a choice and a design like any other);
-        #: `[space] speculation = "on"` leaves it out (so does a workload mix's every cell)
-        self.offers_no_spec = bool(scenario.drafters) and scenario.space.speculation == "free"
+        #: `[space] speculation = "on"` leaves it out (so does a workload mix's every cell), and so does
+        #: `pipeline = "on"` (every design pipelines its drafters)
+        self.offers_no_spec = (bool(scenario.drafters) and scenario.space.speculation == "free"
+                               and scenario.space.pipeline != "on")
         self._tree_menus = None if tree_menus is None else tuple(tuple(m) for m in tree_menus)
         self.catalog = catalog
         self.allow_spill = allow_spill  # whether a model may be marked `spill` (fixed recipes only)

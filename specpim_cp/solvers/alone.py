@@ -33,8 +33,8 @@ def speculation_note(scenario: Scenario, result: SolveResult,
     """The optimum's comparison with the other side (None for a scenario without drafters or a space that
     excludes not speculating): `solve` solves the other side (the best speculating design when the optimum is
     the verifier alone, else the verifier alone), with the options the optimum was solved with."""
-    if not scenario.drafters or scenario.space.speculation != "free":
-        return None
+    if not scenario.drafters or scenario.space.speculation != "free" or scenario.space.pipeline == "on":
+        return None  # the space holds no design without drafters (`DesignSpace.offers_no_spec`)
     speculates = bool(result.design.drafters)
     try:
         other = solve(alone_scenario(scenario) if speculates else speculating_scenario(scenario))
