@@ -525,8 +525,10 @@ class SpecModel:
         for k, (c, st) in enumerate(zip(self.choices, self.stats)):
             cut = limit * st.tokens_micro
             done = self._cut4_done.get(k)
-            if (not c.speculates or lb_e[k] > cut or (choices is not None and k not in choices)
-                    or (done is not None and done >= limit)):
+            if not c.speculates:  # [NOSPEC] the verifier alone keeps its bounds (NOSPEC-5/6), none per architecture
+                self.arch_energy_bounds.setdefault(k, {})
+                continue
+            if lb_e[k] > cut or (choices is not None and k not in choices) or (done is not None and done >= limit):
                 continue
             self._cut4_done[k] = limit
             if self._priced is None:  # its pass envelopes serve every later call

@@ -89,7 +89,7 @@ def settle(sm, run) -> list:
     vanish in presolve), raise its CUT-3 bounds to the proven values (CP-SAT's bound when the time runs out):
     CUT-1's pass bound ignores capacity and can be several times below the verifier's real pass, which leaves
     z_0 alive in every Dinkelbach step and canonical level. Returns the designs found (a start for the
-    search); with no design of the verifier alone at all, z_0 = 0."""
+    search). An INFEASIBLE answer changes nothing (the Dinkelbach steps settle it with their ladder)."""
     if sm.no_spec is None:
         return []
     k = next(i for i, c in enumerate(sm.choices) if not c.speculates)
@@ -108,11 +108,8 @@ def settle(sm, run) -> list:
             solved = run.solve(model)
         finally:
             run.stage = stage
-        if solved.status == "INFEASIBLE":
-            sm.m.add(sm.no_spec == 0)
-            return []
-        if solved.status not in ("OPTIMAL", "FEASIBLE"):
-            continue
+        if solved.status not in ("OPTIMAL", "FEASIBLE"):  # INFEASIBLE is left to the search itself: an
+            continue  # answer the ladder does not re-check is no proof (objectives.md, 'A CP-SAT 9.15 fault')
         bounds[level][k] = max(bounds[level][k], math.floor(solved.solver.best_objective_bound))
         found.append(sm.decode(solved.solver.boolean_value))
     sm.m.add(sm.T >= bounds[0][k] * sm.no_spec)
