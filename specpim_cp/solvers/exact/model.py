@@ -525,8 +525,9 @@ class SpecModel:
         for k, (c, st) in enumerate(zip(self.choices, self.stats)):
             cut = limit * st.tokens_micro
             done = self._cut4_done.get(k)
-            if not c.speculates:  # [NOSPEC] the verifier alone keeps its bounds (NOSPEC-5/6), none per architecture
-                self.arch_energy_bounds.setdefault(k, {})
+            if not c.speculates:  # [NOSPEC] the verifier alone keeps its bounds (NOSPEC-5/6), per architecture CUT-1's
+                b = self.scenario.batch_size
+                self.arch_energy_bounds.setdefault(k, nospec.arch_energy_bounds(self, *self._bound_cuts(0, [b])))
                 continue
             if lb_e[k] > cut or (choices is not None and k not in choices) or (done is not None and done >= limit):
                 continue

@@ -83,6 +83,15 @@ def no_spec_bounds(sm, c: SpecChoice, st, per_n: list, b: int) -> list[tuple[tup
     return [(tup, *bound) for tup, bound in zip(tuples, bounds) if bound is not None]
 
 
+def arch_energy_bounds(sm, pt_cut: dict, pe_cut: dict) -> dict:
+    """NOSPEC-5 per verifier architecture a (CUT-4's `arch_energy_bounds` of the verifier alone): its energy
+    per round is at least CUT-1's pass energy bound at b tokens plus its idle power over CUT-1's pass time
+    bound (the round is the pass; no drafter idles). `pt_cut`, `pe_cut`: CUT-1's bounds at b tokens."""
+    b = sm.scenario.batch_size
+    power = sm.prices.models[0].idle_power_mw
+    return {(0, a): pe_cut[a][b] + power[a] * pt_cut[a][b] // 1000 for a in sm.data[0].archs}
+
+
 def settle(sm, run) -> list:
     """NOSPEC-6: the verifier alone's least round time and least energy per round, each minimised on a clone
     with z_0 = 1 (its tokens per round are the constant 10⁶, so each is a plain minimisation, and the drafters
