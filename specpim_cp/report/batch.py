@@ -90,6 +90,21 @@ def latency_energy_tables(groups: Sequence[ScenarioResults]) -> list[Table]:
             ("Energy per generated token (mJ; batch total / tokens)", ["scenario", *methods], en)]
 
 
+def devices_table(groups: Sequence[ScenarioResults]) -> Table:
+    """The devices each method's design uses, beside the latency and energy tables (a baseline without
+    drafters, GPU-AR, takes the whole device budget: formulations/baselines.md)."""
+    methods = compared_methods(groups)
+    rows = [[s.name, *(design_devices(s.solved(m)) for m in methods)] for s in groups]
+    return ("Devices each design uses (every model's; '-': no design)", ["scenario", *methods], rows)
+
+
+def design_devices(r) -> str:
+    """The devices of a record's design, over its verifier and drafters ('-' without a design)."""
+    if r is None or r.design is None:
+        return "-"
+    return str(sum(md["devices"] for md in [r.design["verifier"], *r.design.get("drafters", [])]))
+
+
 SPEEDUP_TITLE = f"Exact design vs baselines (factors: baseline / exact per token; per scenario also in {COMPARISONS_CSV})"
 SPEEDUP_HEADERS = ["scenario", "exact status", "proven gap", "speedup vs GPU-SI", f"speedup vs {BEST_RECIPE}",
                    f"speedup vs {PAPER}", "best PIM recipe", "energy eff. vs GPU-SI", f"energy eff. vs {BEST_RECIPE}",
@@ -529,7 +544,7 @@ def build_report(out: str | Path, plots: bool = True) -> Report:
         return build_grid_report(out, records, plots)
     files = write_derived_files(out, records)
     groups = group([r for r in records if r.method != "mix"])  # workload mixes: report/mix.py
-    tables = [*latency_energy_tables(groups), speedup_table(groups)] if groups else []
+    tables = [*latency_energy_tables(groups), devices_table(groups), speedup_table(groups)] if groups else []
     notes = {SPEEDUP_TITLE: speedup_notes(groups)} if groups else {}
     if groups:
         write_atomic(out / COMPARISONS_CSV, comparisons_csv(compare_all(groups)))
