@@ -106,8 +106,8 @@ def design_changes(prev: Design | None, cur: Design | None) -> list[str]:
     if prev is None or cur is None:
         return []
     out = []
-    gp = [draft_text(d) for d in prev.drafters]
-    gc = [draft_text(d) for d in cur.drafters]
+    gp = [draft_text(d) for d in prev.drafters] or ["none"]  # none: the verifier alone ([NOSPEC])
+    gc = [draft_text(d) for d in cur.drafters] or ["none"]
     if gp != gc:
         out.append(f"draft {','.join(gp)}->{','.join(gc)}")
     if prev.pipeline != cur.pipeline:

@@ -249,6 +249,7 @@ class DesignSpace:
         n = self.choice_count()
         sizes = " x ".join(f"{len(o):,}" for o in self.drafter_options)
         modes = " and ".join("on" if p else "off" for p in self.pipeline_options)
+        modes += "; and not speculating" if self.offers_no_spec else ""
         shrink = "lower max_draft_length or tree.max_nodes, give fewer drafters a tree"
         if n > MAX_SPEC_CHOICES:
             raise ChoiceSpaceTooLarge(
