@@ -123,6 +123,6 @@ def test_gpu_si_gain_follows_the_acceptance_range():
     res = sensitivity(sc, default_catalog(), options=SolverOptions(10.0, deterministic=True), only="acceptance")
     (row,) = res.rows
     assert row.low.gpu_si_speedup < res.nominal_gpu_si_speedup < row.high.gpu_si_speedup
-    # never slower at the low end (the nominal optimum is the verifier alone, [NOSPEC], which a drafter's lower
-    # acceptance cannot slow), faster at the high end (speculating wins there)
-    assert row.low.relative >= 0 > row.high.relative
+    # never slower at the low end, never faster at the high end: here the verifier alone ([NOSPEC]) is the
+    # optimum over the whole range (no drafter's acceptance changes its latency), so both are 0
+    assert row.low.relative >= 0 >= row.high.relative
