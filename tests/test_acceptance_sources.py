@@ -124,4 +124,6 @@ def test_gpu_si_gain_follows_the_acceptance_range():
     res = sensitivity(sc, default_catalog(), options=SolverOptions(10.0, deterministic=True), only="acceptance")
     (row,) = res.rows
     assert row.low.gpu_si_speedup < res.nominal_gpu_si_speedup < row.high.gpu_si_speedup
-    assert row.low.relative > 0 > row.high.relative  # the optimum is slower at the low end, faster at the high
+    # never slower at the low end, never faster at the high end: here the verifier alone ([NOSPEC]) is the
+    # optimum over the whole range (no drafter's acceptance changes its latency), so both are 0
+    assert row.low.relative >= 0 >= row.high.relative

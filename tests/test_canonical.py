@@ -93,6 +93,8 @@ def lex_key(space: DesignSpace, objective: str, e: Evaluation) -> tuple:
     """(ratio levels..., PIM units, devices, order) of a design: what the canonical optimum minimises."""
     key = part_key(space)
     parts = [key(j, md) for j, (_, md) in enumerate(e.design.models())]
+    # a drafter absent from a design that does not speculate: no PIM units, no devices, index 0 everywhere
+    parts += [(0,) * (3 + len(PLACEABLE_OPS))] * (space.n_models - len(parts))
     ratios = tuple(e.metrics.objective(name) for name in RATIO_LEVELS[objective])
     order = [x for p in parts for x in p[2:]] + [space.choice_list.index(e.design.choice)]
     return ratios + (sum(p[0] for p in parts), sum(p[1] for p in parts), order)
@@ -110,6 +112,8 @@ def oracle(sc: Scenario) -> tuple[Evaluation, tuple, list[bool]]:
     ev = Evaluator(sc, catalog)
     parts = [md for _, md in best.design.models()]
     for j, dropped in enumerate(enum.dropped):  # the designs one dropped option away from the minimum
+        if j >= len(parts):  # the minimum does not speculate: a drafter's options change nothing
+            continue
         staging = best.design.choice.drafters[j - 1].staging if j else None
         for md, draft2 in dropped:
             if draft2 != (staging.draft2 if staging else None):

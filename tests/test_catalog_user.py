@@ -197,7 +197,8 @@ def test_user_catalog_end_to_end(user_dir):
     assert first["catalog_files"] == files
     assert first["host_kernel_model"] == "fitted to Vidur a100 measurements"
     models = [first["design"]["verifier"], *first["design"]["drafters"]]
-    assert [m["model"] for m in models] == ["tiny-llama-verifier", "tiny-llama-drafter"]
+    # the verifier alone when it beats the drafter ([NOSPEC]), else both
+    assert [m["model"] for m in models] == ["tiny-llama-verifier", "tiny-llama-drafter"][:len(models)]
     assert {m["memory_type"] for m in models} == {"aim-x16"}
     assert all(m["pim_units"] <= 4 for m in models)
 

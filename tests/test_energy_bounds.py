@@ -120,7 +120,7 @@ def test_envelope_is_the_least_fitting_placement():
     sm = build_model(sc, catalog, Evaluator(sc, catalog))
     pm = sm.prices.models[0]
     for a in sm.data[0].archs[:6]:
-        t = min(pm.tokens)
+        t = min(t for t in pm.tokens if t > sc.batch_size)  # a verification pass CUT-4 prices (not the verifier alone's)
         env = PassEnvelope(sm, 0, a, t)
         ops = list(PLACEABLE_OPS)
         opts = [sm.data[0].allowed(a, op) for op in ops]

@@ -115,7 +115,8 @@ def test_restricted_spaces_never_beat_the_free_space(example_solutions):
     for step, restricted in ladder_scenarios(sc):
         r = solve(restricted, options=SolverOptions(60, deterministic=True))
         assert r.report.objective >= free.report.objective, step
-    fixed = sc.model_copy(update={"space": sc.space.model_copy(update={"draft_lengths": [5], "pipeline": "off"})})
+    fixed = sc.model_copy(update={"space": sc.space.model_copy(update={"draft_lengths": [5], "pipeline": "off",
+                                                                       "speculation": "on"})})
     r = solve(fixed, options=SolverOptions(60, deterministic=True))
     assert r.design.drafters[0].draft_length == 5 and not r.design.pipeline
     assert r.report.objective >= free.report.objective

@@ -38,7 +38,9 @@ CASES = [
 def value_of(design, model: str, decision: str):
     """A decision's value in a design, written independently of `ranges.model_decisions`."""
     if model == "design":
-        return design.pipeline
+        return bool(design.drafters) if decision == "speculation" else design.pipeline
+    if model != "verifier" and not design.drafters:  # the verifier alone: a drafter has no part, no draft
+        return 0 if decision == "draft_nodes" else "none"
     part = design.verifier if model == "verifier" else design.drafters[int(model[9:-1])]
     if decision.startswith("engine["):
         return part.placement[decision[7:-1]].engine

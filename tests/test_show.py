@@ -44,7 +44,11 @@ def cases() -> dict[str, tuple[Scenario, Design]]:
     out = {}
     for name in ("gpt2-staged", "opt-13b", "palm-8b"):  # palm: a parallel block with concurrent PIM shares
         sc = _example(name)
-        out[name] = (sc, solve(sc, options=SolverOptions(deterministic=True)).design)
+        speculating = sc.model_copy(update={"space": sc.space.model_copy(update={"speculation": "on"})})
+        out[name] = (sc, solve(speculating, options=SolverOptions(deterministic=True)).design)
+    sc = _example("opt-13b")  # its optimum is the verifier alone ([NOSPEC]): a round of one pass, no drafter
+    out["opt-13b-alone"] = (sc, solve(sc, options=SolverOptions(deterministic=True)).design)
+    assert not out["opt-13b-alone"][1].drafters
     sc = _example("llama-13b")
     out["llama-13b"] = (sc, baselines.attention_offload(sc).design)  # host reads contend with PIM
     sc = _example("llama-32.5b-three-drafters")
@@ -65,7 +69,7 @@ def cases() -> dict[str, tuple[Scenario, Design]]:
 
 
 ALL = ("gpt2-staged", "opt-13b", "palm-8b", "llama-13b", "llama-32.5b-three-drafters", "three-drafters-pipelined",
-       "staged", "staged-pipelined", "tree", "tree-pipelined", "autoregressive")
+       "staged", "staged-pipelined", "tree", "tree-pipelined", "autoregressive", "opt-13b-alone")
 DRAWN = ("gpt2-staged", "opt-13b", "palm-8b", "llama-13b", "llama-32.5b-three-drafters", "staged-pipelined",
          "tree-pipelined")
 

@@ -3,7 +3,7 @@
 
 from __future__ import annotations
 
-from dataclasses import dataclass
+from dataclasses import dataclass, replace
 from pathlib import Path
 from typing import Any
 
@@ -86,14 +86,43 @@ def solve(scenario: Scenario, options: SolveOptions | None = None) -> SolveResul
         if options.hint is not None:
             raise ScenarioError(f"{options.hint_label}: brute force enumerates every design; a hint is for "
                                 "--method cp-sat")
-        return brute_force(scenario, objective=options.objective, catalog=catalog)
+        return with_speculation_note(scenario, brute_force(scenario, objective=options.objective, catalog=catalog),
+                                     options, catalog)
     if options.method != "cp-sat":
         raise ScenarioError(f"method: cp-sat or brute-force, got {options.method!r}")
     from specpim_cp.solvers.exact import solve as cp_solve
 
     hint = warm_start(scenario, options, catalog)
-    return cp_solve(scenario, objective=options.objective, options=options.solver_options(), hint=hint,
-                    catalog=catalog, on_progress=options.on_progress)
+    res = cp_solve(scenario, objective=options.objective, options=options.solver_options(), hint=hint,
+                   catalog=catalog, on_progress=options.on_progress)
+    return with_speculation_note(scenario, res, options, catalog)
+
+
+def with_speculation_note(scenario: Scenario, res: SolveResult, options: SolveOptions, catalog) -> SolveResult:
+    """`res` with `report.extra["no_speculation"]`: the optimum against the other side of [NOSPEC] (the verifier
+    alone, or the best speculating design), solved with the same options, no hint and no progress hooks; and
+    `report.extra["acceptance"]`: each drafter's acceptance rate and where it came from."""
+    from specpim_cp.problem.space import acceptance_origin
+    from specpim_cp.solvers.alone import speculation_note
+
+    quiet = replace(options, hint=None, on_progress=None, on_warm_start=None, catalog=catalog)
+
+    def other(sc: Scenario) -> SolveResult:
+        if options.method == "brute-force":
+            from specpim_cp.solvers.brute import brute_force
+
+            return brute_force(sc, objective=options.objective, catalog=catalog)
+        from specpim_cp.solvers.exact import solve as cp_solve
+
+        return cp_solve(sc, objective=options.objective, options=quiet.solver_options(),
+                        hint=warm_start(sc, quiet, catalog), catalog=catalog)
+
+    note = speculation_note(scenario, res, other)
+    if note is not None:
+        res.report.extra["no_speculation"] = note
+    res.report.extra["acceptance"] = [acceptance_origin(scenario, catalog, i).as_dict()
+                                      for i in range(len(scenario.drafters))]
+    return res
 
 
 def no_fit_detail(scenario: Scenario, catalog=None) -> str:

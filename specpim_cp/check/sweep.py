@@ -106,8 +106,8 @@ def design_changes(prev: Design | None, cur: Design | None) -> list[str]:
     if prev is None or cur is None:
         return []
     out = []
-    gp = [draft_text(d) for d in prev.drafters]
-    gc = [draft_text(d) for d in cur.drafters]
+    gp = [draft_text(d) for d in prev.drafters] or ["none"]  # none: the verifier alone ([NOSPEC])
+    gc = [draft_text(d) for d in cur.drafters] or ["none"]
     if gp != gc:
         out.append(f"draft {','.join(gp)}->{','.join(gc)}")
     if prev.pipeline != cur.pipeline:
@@ -210,9 +210,10 @@ def plot_sweep(result: SweepResult, path: Path) -> Path:
     ax.set_ylabel("optimal latency per token (us)")
     ax.grid(alpha=0.3)
     twin = ax.twinx()
-    models = [d.model for d in pts[0].design.drafters] if pts else []
-    for i, model in enumerate(models):
-        twin.step([p.acceptance for p in pts], [_draft_tokens(p.design.drafters[i]) for p in pts], where="post",
+    models = next(([d.model for d in p.design.drafters] for p in pts if p.design.drafters), [])
+    for i, model in enumerate(models):  # 0 draft tokens where the optimum does not speculate ([NOSPEC])
+        twin.step([p.acceptance for p in pts],
+                  [_draft_tokens(p.design.drafters[i]) if p.design.drafters else 0 for p in pts], where="post",
                   linestyle="--", linewidth=1, label=f"draft tokens, {model}")
     twin.set_ylabel("optimal draft tokens (chain length or tree nodes)")
     twin.set_ylim(0, max([_draft_tokens(d) for p in pts for d in p.design.drafters] + [1]) + 1)

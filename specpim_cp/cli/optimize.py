@@ -247,7 +247,14 @@ def compare(scenario, budget, time_limit, seed, catalog_files) -> None:
     """Exact optimum (with proof) vs the heuristic (gap, time) vs the baselines, side by side."""
     from specpim_cp.api import CompareOptions
     from specpim_cp.api import compare as run
-    from specpim_cp.views.tables import HUMAN_UNITS, design_lines, host_line, human_objective, table
+    from specpim_cp.views.tables import (
+        HUMAN_UNITS,
+        design_lines,
+        devices_text,
+        host_line,
+        human_objective,
+        table,
+    )
 
     bud = _budget(budget)
     sc, cat = load_with_catalog(scenario, catalog_files)
@@ -267,13 +274,13 @@ def compare(scenario, budget, time_limit, seed, catalog_files) -> None:
     for name, res, wall in (("exact (CP-SAT)", exact.evaluation, exact.report.wall_s),
                             ("heuristic (GA+MCTS)", heur.evaluation, heur.report.wall_s)):
         v = res.metrics.objective(obj)
-        rows.append([name, float(v) * factor, f"{100 * float((v - opt) / opt):.3f}", res.metrics.prefill_ns / 1e6,
-                     f"{wall:.2f}"])
+        rows.append([name, devices_text(res.design), float(v) * factor, f"{100 * float((v - opt) / opt):.3f}",
+                     res.metrics.prefill_ns / 1e6, f"{wall:.2f}"])
     for b in both.baselines:
         if b.evaluation is not None:
             v = b.evaluation.metrics.objective(obj)
-            rows.append([b.name, float(v) * factor, f"{100 * float((v - opt) / opt):.1f}",
-                         b.evaluation.metrics.prefill_ns / 1e6, ""])
+            rows.append([b.name, devices_text(b.evaluation.design), float(v) * factor,
+                         f"{100 * float((v - opt) / opt):.1f}", b.evaluation.metrics.prefill_ns / 1e6, ""])
     status = exact.report.status
     proof = ("proven optimal (objective = bound)" if status == "OPTIMAL"
              else f"{status}, bound {human_objective(obj, exact.report.bound or 0)}, "
@@ -283,7 +290,7 @@ def compare(scenario, budget, time_limit, seed, catalog_files) -> None:
                f"{heur.report.extra.get('evaluations', '?')} evaluations, best found after "
                f"{ttb if ttb is None else round(ttb, 2)} s")
     click.echo(host_line(sc, exact.evaluation))
-    click.echo(table(["method", f"{obj} ({unit})", "above optimum (%)", "TTFT (ms)", "wall (s)"], rows))
+    click.echo(table(["method", "devices", f"{obj} ({unit})", "above optimum (%)", "TTFT (ms)", "wall (s)"], rows))
     click.echo("exact design:")
     click.echo("\n".join(design_lines(sc, exact.design)))
     click.echo("heuristic design:")

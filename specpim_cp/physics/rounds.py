@@ -8,7 +8,7 @@ tokens does this pass process" and "what does this choice yield per round" have 
 from __future__ import annotations
 
 from collections.abc import Sequence
-from dataclasses import dataclass
+from dataclasses import dataclass, replace
 from functools import lru_cache
 
 from specpim_cp.catalog import Catalog
@@ -153,9 +153,14 @@ def round_stats(choice: SpecChoice, acceptance: Acceptance) -> RoundStats:
     alpha2 = tuple(None if d.staging is None else acceptance.alpha2(i, d.staging.draft2)
                    for i, d in enumerate(choice.drafters))
     vectors = tuple(None if d.tree is None else acceptance.tree(i) for i, d in enumerate(choice.drafters))
-    # a design without drafters on a scenario with drafters is autoregressive decoding (GPU-AR)
+    # a design without drafters on a scenario with drafters is autoregressive decoding (GPU-AR, [NOSPEC]):
+    # every drafter runs no cycle and wastes nothing (its per-drafter entries are 0)
     n = len(choice.drafters)
-    return _round_stats(choice, acceptance.drafters[:n], alpha2, vectors, acceptance.one_pass[:n])
+    stats = _round_stats(choice, acceptance.drafters[:n], alpha2, vectors, acceptance.one_pass[:n])
+    if not choice.drafters and acceptance.drafters:
+        zeros = (0,) * len(acceptance.drafters)
+        stats = replace(stats, rounds_scaled=zeros, drafter_q=zeros)
+    return stats
 
 
 def one_pass_drafters(scenario: Scenario, catalog: Catalog) -> tuple[bool, ...]:

@@ -6,6 +6,8 @@ the memory type and the PIM units per model, i.e. it is the full optimum. A step
 the scenario itself leaves free (a scenario with the pipeline off keeps it off in every step), and
 staging stays as the scenario allows it in every step. Step 2 does not contain step 1 (PIM units are
 fixed to half), so its factor over GPU-SI can be below 1; every later step contains the one before.
+Steps 1-4 speculate (`[space] speculation = "on"`: they are speculative recipes); the last one is the
+scenario's own space, the verifier alone included ([NOSPEC], formulations/speculation_rounds.md).
 """
 
 from __future__ import annotations
@@ -29,12 +31,16 @@ def ladder_scenarios(scenario: Scenario, catalog: Catalog | None = None) -> list
     half = catalog.memory(mem).max_pim_units // 2
     base = scenario.space.model_dump()
     steps = {
-        "GPU-SI": {"memory_type": mem, "pim_units": 0, "mapping": "host-only", "pipeline": "off"},
+        "GPU-SI": {"memory_type": mem, "pim_units": 0, "mapping": "host-only", "pipeline": "off",
+                   "speculation": "on"},
         "+attention offload": {"memory_type": mem, "pim_units": half, "mapping": "attention-offload",
-                               "pipeline": "off"},
-        "+free mapping": {"memory_type": mem, "pim_units": half, "mapping": "free", "pipeline": "off"},
-        "+pipeline": {"memory_type": mem, "pim_units": half, "mapping": "free", "pipeline": "free"},
-        "+free architecture": {"memory_type": None, "pim_units": None, "mapping": "free", "pipeline": "free"},
+                               "pipeline": "off", "speculation": "on"},
+        "+free mapping": {"memory_type": mem, "pim_units": half, "mapping": "free", "pipeline": "off",
+                          "speculation": "on"},
+        "+pipeline": {"memory_type": mem, "pim_units": half, "mapping": "free", "pipeline": "free",
+                      "speculation": "on"},
+        "+free architecture": {"memory_type": None, "pim_units": None, "mapping": "free", "pipeline": "free",
+                               "speculation": base["speculation"]},
     }
     # a step only restricts what the scenario leaves free: the scenario's own restrictions win
     own = {k: v for k, v in base.items() if k in ("memory_type", "pim_units") and v is not None}

@@ -140,6 +140,17 @@ class SpecChoice:
     def staging(self) -> tuple[Staging | None, ...]:
         return tuple(d.staging for d in self.drafters)
 
+    @property
+    def speculates(self) -> bool:
+        """False for the verifier decoding alone (`NO_SPEC`: no drafter used, one token per pass)."""
+        return bool(self.drafters)
+
+
+#: Not speculating: the verifier decodes alone, one token per sequence per pass, no drafter on any device.
+#: A design of it lists no drafters (`"drafters": []`); every scenario with drafters offers it
+#: (formulations/speculation_rounds.md [NOSPEC]).
+NO_SPEC = SpecChoice((), False)
+
 
 class ModelDesign(StrictModel):
     """One model's part of a design. Drafters carry their DrafterChoice fields."""
@@ -234,6 +245,8 @@ class Design(StrictModel):
     def assemble(cls, model_names: list[str], archs: list[ArchConfig], placements: list[dict[str, Placement]],
                  choice: SpecChoice) -> Design:
         """A design from its parts: per model (verifier first) name, architecture and placement."""
+        if not choice.speculates:  # [NOSPEC] the verifier alone: the drafters' parts are left out
+            model_names, archs, placements = model_names[:1], archs[:1], placements[:1]
         models = []
         for j, (name, arch, place) in enumerate(zip(model_names, archs, placements, strict=True)):
             dc = choice.drafters[j - 1] if j else None

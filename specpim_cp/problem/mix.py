@@ -296,6 +296,8 @@ def build_mix(name: str, description: str, base: Scenario, table: MixTable, cata
         for d in data["drafters"]:
             if d["model"] in rates:
                 d["acceptance"] = rates[d["model"]]
+        # the cells share the drafters' hardware: a mix's designs all speculate (formulations/mix.md)
+        data["space"]["speculation"] = "on"
         try:
             sc = parse_scenario(data, catalog)
         except ScenarioError as exc:

@@ -113,6 +113,12 @@ class DrafterEntry(ModelEntry):
         """Whether it may take devices of its own (a drafter model, or a head not pinned to the verifier's)."""
         return self.kind != "ngram" and self.placement != "verifier"
 
+    @property
+    def owns_devices(self) -> bool:
+        """Whether it takes at least one device of its own when speculating (a drafter model, or a head pinned
+        to devices of its own; a head free to sit with the verifier may take none)."""
+        return self.kind == "model" or (self.kind != "ngram" and self.placement == "own")
+
     @model_validator(mode="after")
     def _tree_acceptance(self) -> DrafterEntry:
         v = None if self.tree is None else self.tree.acceptance_vector
@@ -132,6 +138,9 @@ class Space(StrictModel):
     draft_lengths: list[int] | None = None
     staging: Literal["free", "off"] = "free"
     trees: Literal["free", "off"] = "free"  # "off": chains only, also for drafters with a [tree] table
+    # "on": every design uses its drafters (the verifier alone, formulations/speculation_rounds.md [NOSPEC], left
+    # out; pipeline = "on" leaves it out too)
+    speculation: Literal["free", "on"] = "free"
     share_levels: int = Field(default=4, ge=1, le=MAX_SHARE_LEVELS)
 
 

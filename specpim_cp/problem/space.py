@@ -14,6 +14,8 @@ drops those restrictions (share levels are kept: they define the placements), wh
 evaluator accepts (baselines and fixed recipes live outside a restricted space). Only the free space
 admits a model marked `spill` (a fixed recipe that moves what does not fit over the external bus every
 pass, `ModelDesign.spill`): a scenario's own space, which every optimizer searches, is capacity-checked.
+A space with drafters also offers not speculating (`NO_SPEC`, a design with no drafters): the verifier
+alone, on up to the whole device budget (formulations/speculation_rounds.md [NOSPEC]).
 """
 
 from __future__ import annotations
@@ -29,6 +31,7 @@ from specpim_cp.catalog import Catalog, MemorySpec, ModelSpec
 from specpim_cp.errors import ScenarioError
 from specpim_cp.problem.design import (
     DEVICE_COUNTS,
+    NO_SPEC,
     ArchConfig,
     Design,
     DrafterChoice,
@@ -135,6 +138,11 @@ class DesignSpace:
         """`tree_menus`: per drafter, the tree profiles to offer instead of its exact menu (`tree_options`);
         the column solver's real columns ([TREE-6], solvers/exact/tree_column_set.py)."""
         self.scenario = scenario
+        #: [NOSPEC] whether the space holds the verifier decoding alone (a choice and a design like any other);
+        #: `[space] speculation = "on"` leaves it out (so does a workload mix's every cell), and so does
+        #: `pipeline = "on"` (every design pipelines its drafters)
+        self.offers_no_spec = (bool(scenario.drafters) and scenario.space.speculation == "free"
+                               and scenario.space.pipeline != "on")
         self._tree_menus = None if tree_menus is None else tuple(tuple(m) for m in tree_menus)
         self.catalog = catalog = with_heads(catalog, scenario)
         self.allow_spill = allow_spill  # whether a model may be marked `spill` (fixed recipes only)
@@ -202,10 +210,22 @@ class DesignSpace:
         if entry.devices is not None:
             return (entry.devices,)
         budget = self.scenario.device_budget or 1
-        # every other model with devices of its own needs at least one
-        others = sum(d.needs_devices for d in self.scenario.drafters) - (index > 0 and entry.needs_devices)
-        others += index > 0
+        # every other model with devices of its own needs at least one, except that the verifier alone
+        # ([NOSPEC]) may take them
+        others = (0 if index == 0 and self.offers_no_spec else
+                  self.drafter_devices_floor() - (index > 0 and entry.owns_devices) + (index > 0))
         return tuple(n for n in DEVICE_COUNTS if n <= min(entry.max_devices, budget - others))
+
+    def alone_only(self, index: int, arch: ArchConfig) -> bool:
+        """Whether model `index` may take `arch` only when not speculating: a verifier on the devices the
+        drafters would have had (more than the budget leaves after one device per drafter) [NOSPEC-2]."""
+        budget = self.scenario.device_budget
+        return (index == 0 and self.offers_no_spec and budget is not None
+                and arch.devices > budget - self.drafter_devices_floor())
+
+    def drafter_devices_floor(self) -> int:
+        """Devices the drafters take at least when speculating: one per drafter that owns devices."""
+        return sum(d.owns_devices for d in self.scenario.drafters)
 
     def memory_options(self) -> tuple[str, ...]:
         return (self.space.memory_type,) if self.space.memory_type else tuple(self.scenario.memory_types)
@@ -248,7 +268,7 @@ class DesignSpace:
                 total += math.prod(sum(1 for d in opts if d.tree is None) for opts in self.drafter_options)
             else:
                 total += math.prod(len(opts) for opts in self.drafter_options)
-        return total
+        return total + self.offers_no_spec
 
     def device_tuple_count(self) -> int:
         """How many tuples of device counts (one per model) the device budget admits (at most 4^5)."""
@@ -265,6 +285,7 @@ class DesignSpace:
         n = self.choice_count()
         sizes = " x ".join(f"{len(o):,}" for o in self.drafter_options)
         modes = " and ".join("on" if p else "off" for p in self.pipeline_options)
+        modes += "; and not speculating" if self.offers_no_spec else ""
         shrink = "lower max_draft_length or tree.max_nodes, give fewer drafters a tree"
         if n > MAX_SPEC_CHOICES:
             raise ChoiceSpaceTooLarge(
@@ -290,6 +311,8 @@ class DesignSpace:
                 choice = SpecChoice(tuple(combo), pipeline)
                 if self.choice_allowed(choice):
                     yield choice
+        if self.offers_no_spec:  # [NOSPEC-1] last, so the speculating choices keep their indices
+            yield NO_SPEC
 
     @staticmethod
     def choice_allowed(choice: SpecChoice) -> bool:
@@ -350,9 +373,12 @@ class DesignSpace:
     def violations(self, design: Design) -> list[str]:
         """Every rule `design` breaks, one line each naming the design field (empty: it is in the space)."""
         sc = self.scenario
+        if not design.drafters and self.offers_no_spec:
+            return self._no_spec_violations(design)
         if len(design.drafters) != self.n_drafters:
             n = len(design.drafters)
-            return [f"design.drafters: the scenario has {self.n_drafters} drafters, the design {n}"]
+            alone = " (or none: the verifier alone, no speculation)" if self.offers_no_spec else ""
+            return [f"design.drafters: the scenario has {self.n_drafters} drafters{alone}, the design {n}"]
         out = []
         if design.pipeline not in self.pipeline_options:
             out.append("design.pipeline: a pipeline needs at least one drafter" if not sc.drafters else
@@ -373,6 +399,16 @@ class DesignSpace:
             total = sum(md.devices for _, md in design.models() if not md.colocated)
             if total > sc.device_budget:
                 out.append(f"design: {total} devices exceed device_budget {sc.device_budget}")
+        return out
+
+    def _no_spec_violations(self, design: Design) -> list[str]:
+        """[NOSPEC] The verifier alone: its part as in any design, no pipeline, its devices within the budget."""
+        out = (["design.pipeline: a pipeline needs a drafter (this design does not speculate)"]
+               if design.pipeline else [])
+        out += self._model_violations(self.models[0], "verifier", design.verifier)
+        budget = self.scenario.device_budget
+        if budget is not None and design.verifier.devices > budget:
+            out.append(f"design: {design.verifier.devices} devices exceed device_budget {budget}")
         return out
 
     def _model_violations(self, opts: ModelOptions, label: str, md) -> list[str]:
@@ -541,6 +577,37 @@ def drafter_alpha(scenario: Scenario, catalog: Catalog, i: int) -> float:
     if e.tree is not None and e.tree.acceptance_vector is not None:
         return max(e.tree.acceptance_vector)
     return with_heads(catalog, scenario).default_acceptance(e.model, scenario.verifier.model)
+
+
+@dataclass(frozen=True)
+class AcceptanceOrigin:
+    """Where drafter i's acceptance rate comes from: `origin` is "scenario" (its acceptance), "tree vector"
+    (rank 1 of its tree's acceptance_vector), "pair", "family" (the catalog's entry for the drafter-verifier
+    pair or their families) or "default"; `entry` the field or acceptance.toml entry, `source` its source."""
+
+    drafter: str
+    alpha: float
+    origin: str
+    entry: str
+    source: str
+
+    def as_dict(self) -> dict:
+        return {"drafter": self.drafter, "acceptance": self.alpha, "origin": self.origin, "entry": self.entry,
+                "source": self.source}
+
+
+def acceptance_origin(scenario: Scenario, catalog: Catalog, i: int) -> AcceptanceOrigin:
+    """`drafter_alpha` with where it came from (the order `drafter_alpha` reads them in)."""
+    e = scenario.drafters[i]
+    alpha = drafter_alpha(scenario, catalog, i)
+    if e.acceptance is not None:
+        return AcceptanceOrigin(e.model, alpha, "scenario", f"drafters[{i}].acceptance", "the scenario")
+    if e.tree is not None and e.tree.acceptance_vector is not None:
+        return AcceptanceOrigin(e.model, alpha, "tree vector", f"drafters[{i}].tree.acceptance_vector",
+                                "the scenario (rank 1 of the vector)")
+    entry = catalog.acceptance_entry(e.model, scenario.verifier.model)
+    origin = "default" if entry == "default" else "pair" if entry.startswith("pairs.") else "family"
+    return AcceptanceOrigin(e.model, alpha, origin, entry, catalog.acceptance_sources.get(entry, "(none given)"))
 
 
 def drafter_tree_vector(scenario: Scenario, catalog: Catalog, i: int,

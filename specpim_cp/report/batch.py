@@ -97,6 +97,23 @@ def prefill_table(groups: Sequence[ScenarioResults]) -> Table:
     return ("Time to first token (ms; the prompt's prefill, before decoding)", ["scenario", *methods], rows)
 
 
+def devices_table(groups: Sequence[ScenarioResults]) -> Table:
+    """The devices each method's design uses, beside the latency and energy tables (a baseline without
+    drafters, GPU-AR, takes the whole device budget: formulations/baselines.md)."""
+    methods = compared_methods(groups)
+    rows = [[s.name, *(design_devices(s.solved(m)) for m in methods)] for s in groups]
+    return ("Devices each design uses (every model's; '-': no design)", ["scenario", *methods], rows)
+
+
+def design_devices(r) -> str:
+    """The devices of a record's design, over its verifier and drafters ('-' without a design; a head on the
+    verifier's devices adds none)."""
+    if r is None or r.design is None:
+        return "-"
+    mds = [r.design["verifier"], *r.design.get("drafters", [])]
+    return str(sum(md["devices"] for md in mds if not md.get("colocated")))
+
+
 SPEEDUP_TITLE = f"Exact design vs baselines (factors: baseline / exact per token; per scenario also in {COMPARISONS_CSV})"
 SPEEDUP_HEADERS = ["scenario", "exact status", "proven gap", "speedup vs GPU-SI", f"speedup vs {BEST_RECIPE}",
                    f"speedup vs {PAPER}", "best PIM recipe", "energy eff. vs GPU-SI", f"energy eff. vs {BEST_RECIPE}",
@@ -134,6 +151,12 @@ def speedup_notes(groups: Sequence[ScenarioResults]) -> list[str]:
     if variants:
         lines.append(f"{', '.join(variants)}: in the latency and energy tables, not a recipe of either PIM "
                      "comparison.")
+    alone = [s.name for s in groups if (r := s.solved("exact")) is not None and r.design is not None
+             and not r.design.get("drafters") and (g := s.solved("GPU-SI")) is not None and g.design is not None
+             and g.design.get("drafters")]
+    if alone:  # [NOSPEC] formulations/speculation_rounds.md
+        lines.append(f"No speculation: the verifier alone is the exact optimum of {', '.join(alone)} (it beats "
+                     "every drafter there).")
     return lines
 
 
@@ -530,7 +553,8 @@ def build_report(out: str | Path, plots: bool = True) -> Report:
         return build_grid_report(out, records, plots)
     files = write_derived_files(out, records)
     groups = group([r for r in records if r.method != "mix"])  # workload mixes: report/mix.py
-    tables = [*latency_energy_tables(groups), prefill_table(groups), speedup_table(groups)] if groups else []
+    tables = ([*latency_energy_tables(groups), devices_table(groups), prefill_table(groups), speedup_table(groups)]
+              if groups else [])
     notes = {SPEEDUP_TITLE: speedup_notes(groups)} if groups else {}
     if groups:
         write_atomic(out / COMPARISONS_CSV, comparisons_csv(compare_all(groups)))

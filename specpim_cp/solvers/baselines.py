@@ -59,13 +59,18 @@ class BaselineResult:
     evaluation: Evaluation | None
     error: str | None = None
 
+    @property
+    def devices(self) -> int | None:
+        """Devices the baseline's design uses, over every model (None when infeasible)."""
+        return None if self.evaluation is None else sum(md.devices for _, md in self.evaluation.design.models())
+
     def as_dict(self) -> dict:
         if self.evaluation is None:
             return {"name": self.name, "description": self.description, "design": None, "metrics": None,
-                    "error": self.error}
+                    "devices": None, "error": self.error}
         ev = self.evaluation.as_dict()
         design = ev.pop("design")
-        return {"name": self.name, "description": self.description, "design": design,
+        return {"name": self.name, "description": self.description, "design": design, "devices": self.devices,
                 "host_kernel_model": ev.pop("host_kernel_model"), "catalog_files": ev.pop("catalog_files"),
                 "spill": [s.as_dict() for s in spills(self.evaluation)], "metrics": ev}
 
@@ -96,13 +101,15 @@ def spills(evaluation: Evaluation) -> list[Spill]:
 
 
 def baseline_devices(scenario: Scenario) -> list[int]:
-    """Scenario's fixed device counts; under a budget, one per drafter and the rest for the verifier."""
+    """Scenario's fixed device counts; under a budget, one per drafter (or its fixed count) and the most the
+    rest allows for the verifier (up to its max_devices). A baseline without drafters is priced on the
+    scenario without them, so its verifier takes the whole budget (fair GPU-AR, formulations/baselines.md)."""
     entries = model_labels(scenario)
     if all(e.devices is not None for _, e in entries):
         return [e.devices for _, e in entries]
     budget = scenario.device_budget or len(entries)
     fixed = [e.devices or 1 for _, e in entries]
-    rest = budget - sum(fixed[1:])
+    rest = min(budget - sum(fixed[1:]), scenario.verifier.max_devices)
     fixed[0] = scenario.verifier.devices or max(n for n in DEVICE_COUNTS if n <= max(1, rest))
     return fixed
 
@@ -270,7 +277,7 @@ def _run(name: str, description: str, fn) -> BaselineResult:
 def gpu_ar(scenario: Scenario, catalog: Catalog | None = None) -> Evaluation:
     catalog = catalog or scenario_catalog(scenario)
     ar = scenario.model_copy(update={"drafters": []})
-    dev = baseline_devices(scenario)[0]
+    dev = baseline_devices(ar)[0]  # no drafter: the verifier takes every device the budget allows
     mem = _memory(scenario, "hbm")
     return best_fixed_recipe(ar, catalog, [ArchConfig(mem, 0, dev)], "host-only")
 

@@ -5,8 +5,9 @@ option of the same model is at least as good in every quantity the round can dep
 pass energy at every token count the model may run, draft2 step cost, idle power, device count); an
 option whose tensors do not fit its devices (by their layouts) is dropped. Every objective (latency, energy, EDP per token) is non-decreasing in each of
 those quantities, so the pruning cannot lose the optimum (request latency also reads each model's prefill,
-which its vector then holds). The surviving options are combined with
-every speculation choice and each complete design is priced by the evaluator.
+which its vector then holds). The surviving options are combined with every speculation choice and each
+complete design is priced by the evaluator; the verifier's options alone make the designs that do not
+speculate ([NOSPEC]).
 """
 
 from __future__ import annotations
@@ -156,17 +157,23 @@ def lexicographic_pareto(items: list[tuple[tuple, object]], tail: Callable[[obje
 
 
 def _designs(space: DesignSpace, options: list[list[tuple[ModelDesign, str | None]]]):
-    """Every design of the options' combinations with every speculation choice (draft2 classes matched)."""
+    """Every design of the options' combinations with every speculation choice (draft2 classes matched),
+    and the verifier alone on each of its options ([NOSPEC]: the drafters' options play no part)."""
+    alone = [c for c in space.choice_list if not c.speculates]
     n_designs = 1
     for o in options:
         n_designs *= max(1, len(o))
-    n_designs *= len(space.choice_list)
+    n_designs *= len(space.choice_list) - len(alone)
+    n_designs += len(alone) * len(options[0])
     if n_designs > MAX_DESIGNS:
         raise ScenarioError(f"brute force: {n_designs} designs after pruning exceed {MAX_DESIGNS}; restrict the space")
+    for c in alone:
+        for md, _ in options[0]:
+            yield space.build([md.arch], [md.placement], c)
     for combo in itertools.product(*options):
         for c in space.choice_list:
             # a drafter option was priced for one draft2 class (None = unstaged)
-            if any(combo[i + 1][1] != (None if dc.staging is None else dc.staging.draft2)
+            if not c.speculates or any(combo[i + 1][1] != (None if dc.staging is None else dc.staging.draft2)
                    for i, dc in enumerate(c.drafters)):
                 continue
             yield space.build([md.arch for md, _ in combo], [md.placement for md, _ in combo], c)

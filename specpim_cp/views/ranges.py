@@ -8,7 +8,7 @@ from specpim_cp.views.tables import human_objective, table
 #: How decisions read in tables.
 DECISION_WORDS = {"memory_type": "memory", "pim_units": "PIM units", "devices": "devices",
                   "draft_length": "draft length", "draft_shape": "draft shape", "draft_nodes": "draft nodes",
-                  "staging": "staging", "pipeline": "pipeline"}
+                  "staging": "staging", "pipeline": "pipeline", "speculation": "speculation"}
 
 
 def decision_word(name: str) -> str:

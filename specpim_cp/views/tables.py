@@ -64,6 +64,8 @@ def design_lines(sc: Scenario, design: Design) -> list[str]:
                    f"{placement_summary(md, sc.space.share_levels)}")
     if design.drafters:
         out.append(f"  pipeline: {'on' if design.pipeline else 'off'}")
+    elif sc.drafters:  # [NOSPEC] a design of a scenario with drafters that uses none
+        out.append("  no speculation: the verifier decodes alone, one token per pass (no drafter used)")
     return out
 
 
@@ -152,13 +154,21 @@ def format_baselines(sc: Scenario, results) -> str:
         m = r.evaluation.metrics
         gam = ",".join(str(d.draft_length) if d.tree is None else f"tree {tree_text(d.tree)}"
                        for d in r.evaluation.design.drafters) or "-"
-        rows.append([r.name, m.latency_ns_per_token / 1e3, m.throughput_tokens_per_s, m.energy_pj_per_token / 1e9,
-                     m.prefill_ns / 1e6, gam, spill_text(r.evaluation.breakdown, short=True) or "-", r.description])
+        rows.append([r.name, devices_text(r.evaluation.design), m.latency_ns_per_token / 1e3,
+                     m.throughput_tokens_per_s, m.energy_pj_per_token / 1e9, m.prefill_ns / 1e6, gam,
+                     spill_text(r.evaluation.breakdown, short=True) or "-", r.description])
     priced = next((r.evaluation for r in results if r.evaluation is not None), None)
     host = "" if priced is None else host_line(sc, priced) + "\n"
     return f"scenario {sc.name} (objective {sc.objective})\n{host}" + table(
-        ["baseline", "us/token", "tokens/s", "mJ/token", "TTFT ms", "draft len", "spill (moved every pass)", "recipe"],
-        rows)
+        ["baseline", "devices", "us/token", "tokens/s", "mJ/token", "TTFT ms", "draft len", "spill (moved every pass)",
+         "recipe"], rows)
+
+
+def devices_text(design: Design) -> str:
+    """The devices a design uses: their total, and per model when there are several (`4 (2+1+1)`); a head on
+    the verifier's devices adds none."""
+    counts = [0 if md.colocated else md.devices for _, md in design.models()]
+    return str(counts[0]) if len(counts) == 1 else f"{sum(counts)} ({'+'.join(map(str, counts))})"
 
 
 def _placement_text(md: ModelDesign, share_levels: int) -> str:
@@ -185,7 +195,9 @@ def design_summary(sc: Scenario, design: Design) -> str:
         elif md.draft_length is not None:
             s += f" g={md.draft_length}" + (f"/{md.staging.draft2}:{md.staging.draft_length}" if md.staging else "")
         parts.append(s)
-    return " | ".join(parts) + (f" | pipeline={'on' if design.pipeline else 'off'}" if design.drafters else "")
+    tail = (f" | pipeline={'on' if design.pipeline else 'off'}" if design.drafters else
+            " | no speculation" if sc.drafters else "")
+    return " | ".join(parts) + tail
 
 
 def format_solve(sc: Scenario, res) -> str:
@@ -198,7 +210,37 @@ def format_solve(sc: Scenario, res) -> str:
     lines = [head, host_line(sc, res.evaluation), "design:", *design_lines(sc, res.design),
              "metrics: " + format_metrics(res.evaluation.metrics), prefill_line(sc, res.evaluation.metrics),
              *acceptance_notes(sc)]
-    return "\n".join(lines)
+    note = speculation_line(r.extra.get("no_speculation"))
+    return "\n".join(lines + acceptance_lines(r.extra.get("acceptance")) + ([note] if note else []))
+
+
+def acceptance_lines(origins: list[dict] | None) -> list[str]:
+    """One line per drafter: the acceptance rate it gets and where it came from (the scenario, or the
+    catalog's acceptance.toml entry with its source: a pair, a family fallback or the default)."""
+    words = {"scenario": "set by the scenario", "tree vector": "set by the scenario",
+             "pair": "the catalog's entry for this pair", "family": "the catalog's family fallback",
+             "default": "the catalog's default (no pair or family entry)"}
+    return [f"acceptance: drafters[{i}] ({o['drafter']}) {o['acceptance']:g}, {words[o['origin']]} "
+            f"({o['entry']}; source: {o['source']})" for i, o in enumerate(origins or [])]
+
+
+def speculation_line(note: dict | None) -> str | None:
+    """One line on the optimum against not speculating ([NOSPEC]): which wins and by how much."""
+    if not note:
+        return None
+    name = note["objective"]
+    what = {"latency": "faster", "energy": "more energy-efficient", "edp": "better in EDP",
+            "request": "faster end to end"}.get(name, "better")
+    if note["other"] is None:
+        side = "speculating" if note["optimum_speculates"] else "the verifier alone"
+        return f"no speculation: {side} is the only side of the space with a design ({note['error']})"
+    other = human_objective(name, note["other"])
+    status = "" if note["other_status"] == "OPTIMAL" else f", {note['other_status']}"
+    if note["optimum_speculates"]:
+        return (f"speculation: {note['margin_pct']:.3g}% {what} than the verifier alone ({other}{status}; no "
+                "speculation is in the space and loses here)")
+    return (f"no speculation: the verifier alone beats every drafter here by {note['margin_pct']:.3g}% "
+            f"(the best speculating design: {other}{status})")
 
 
 def acceptance_notes(sc: Scenario) -> list[str]:

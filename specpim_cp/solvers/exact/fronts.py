@@ -14,6 +14,7 @@ from specpim_cp.catalog import Catalog
 from specpim_cp.errors import ScenarioError
 from specpim_cp.physics.evaluate import Evaluation, Evaluator
 from specpim_cp.problem.scenario import Scenario, scenario_catalog
+from specpim_cp.solvers.exact import no_spec
 from specpim_cp.solvers.exact.finish import explain_infeasible
 from specpim_cp.solvers.exact.guards import build_model, check_options
 from specpim_cp.solvers.exact.model import SpecModel
@@ -274,6 +275,7 @@ def pareto(scenario: Scenario, *, options: SolverOptions | None = None, catalog:
     sm = build_model(scenario, catalog, Evaluator(scenario, catalog))
     run = SolveSession(sm, opts)
     run.on_progress = on_progress
+    no_spec.settle(sm, run)  # [NOSPEC-6] the verifier alone's proven bounds
     front, status, _, resolution = epsilon_front(sm, run, resolution=asked, max_points=max_points)
     if status == Status.INFEASIBLE:
         raise ScenarioError(explain_infeasible(sm, opts))

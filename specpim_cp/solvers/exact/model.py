@@ -6,21 +6,22 @@ of the scenario's `PriceTable` (prices.py), so the model prices a design with th
 Decision variables (all Boolean one-hots):
   x[j][a]      model j uses architecture a (memory type, PIM units per group, device count)
   y[j][o][p]   operator o of model j takes placement p (host with a tensor layout, or PIM on a share)
-  z[c]         speculation choice c (draft and staging of every drafter, pipeline on/off)
+  z[c]         speculation choice c (draft and staging of every drafter, pipeline on/off; the last one,
+               when the scenario has drafters, is not speculating: the verifier alone, NOSPEC, no_spec.py)
 Derived integers: operator, all-reduce and embedding durations and energies, one layer's schedule, pass times
 and energies, drafter cycles, drafting phases per outcome, round time T (ns), energy per round (nJ).
 
 Families: ARCH add_architecture, MAP add_placement, SPEC add_speculation_choice, DUR add_durations,
 SCH add_layer_schedule, CAP add_capacity, PASS add_passes, CUT add_cuts, CYC add_cycles, RND add_round,
-EN add_energy. The canonical optimum's integer levels (OBJ-3) are keys over the decision literals,
-`tie_break_keys`, whose rows `add_tie_break` adds to the clones canonical.py solves.
+EN add_energy; NOSPEC (no_spec.py) amends ARCH, MAP, CUT-3, RND and EN for the verifier alone. The
+canonical optimum's integer levels (OBJ-3) are keys over the decision literals, `tie_break_keys`, whose rows
+`add_tie_break` adds to the clones canonical.py solves.
 """
 
 from __future__ import annotations
 
 import itertools
 from collections.abc import Collection, Sequence
-from dataclasses import dataclass
 from fractions import Fraction
 
 import networkx as nx
@@ -36,6 +37,8 @@ from specpim_cp.problem.operators import LAYER_OPS, PLACEABLE_OPS, is_chain, lay
 from specpim_cp.problem.scenario import Scenario
 from specpim_cp.problem.space import DesignSpace, ModelOptions
 from specpim_cp.solvers.exact import heads as head_rows
+from specpim_cp.solvers.exact import no_spec as nospec
+from specpim_cp.solvers.exact import tie_keys
 from specpim_cp.solvers.exact.choice_bounds import (
     choice_device_bounds,
     min_draft2_steps,
@@ -46,17 +49,7 @@ from specpim_cp.solvers.exact.energy_bounds import TimePricedEnergy
 from specpim_cp.solvers.exact.prices import PriceTable
 from specpim_cp.solvers.exact.rows import add_ceil, ub
 from specpim_cp.solvers.exact.shared_device import add_shared_device
-
-
-@dataclass(frozen=True)
-class TieKey:
-    """One integer key of the canonical optimum (formulations/objectives.md, OBJ-3): the sum of
-    coefficient x decision literal over `terms`, a value in 0..size-1."""
-
-    level: str  # the tie-break level it belongs to: "pim_units", "devices" or "order"
-    name: str
-    terms: tuple[tuple[int, cp_model.IntVar], ...]
-    size: int
+from specpim_cp.solvers.exact.tie_keys import TieKey
 
 
 class SpecModel:
@@ -111,6 +104,7 @@ class SpecModel:
         self.y = [{op: {p: m.new_bool_var(f"y[{j}][{op}][{p.engine}{p.share}{p.layout}]") for p in self.places(j, op)}
                    for op in PLACEABLE_OPS} for j in range(len(self.data))]
         self.z = [m.new_bool_var(f"z[{k}]") for k in range(len(self.choices))]
+        self.no_spec = nospec.no_spec_literal(self.choices, self.z)  # [NOSPEC] the verifier alone, or None
         self._layout_lits: dict[tuple[int, str, str], cp_model.IntVar] = {}
         if self.shared_x is None:
             self.add_architecture()
@@ -135,10 +129,12 @@ class SpecModel:
         self.add_idle_cut()
 
     def add_architecture(self) -> None:
-        """[ARCH] ARCH-1 exactly one architecture per model; ARCH-2 the device budget."""
+        """[ARCH] ARCH-1 exactly one architecture per model (none for a drafter when not speculating,
+        NOSPEC-1); ARCH-2 the device budget; NOSPEC-2 the verifier alone on the drafters' devices."""
         m = self.m
-        for xs in self.x:
-            m.add_exactly_one(xs.values())
+        for j, xs in enumerate(self.x):
+            nospec.add_one_or_absent(m, xs.values(), j, self.no_spec)
+        nospec.add_alone_devices(self)
         if self.scenario.device_budget is not None:
             lit = m.new_bool_var("assume[ARCH-2]")
             self.assumption_families["ARCH-2 device budget"] = lit
@@ -150,7 +146,7 @@ class SpecModel:
         m = self.m
         for j, d in enumerate(self.data):
             for op in PLACEABLE_OPS:
-                m.add_exactly_one(self.y[j][op].values())
+                nospec.add_one_or_absent(m, self.y[j][op].values(), j, self.no_spec)
                 for a, xa in self.x[j].items():
                     for p, yp in self.y[j][op].items():
                         if not self.valid(j, a, op, p):
@@ -166,6 +162,8 @@ class SpecModel:
         for j in range(len(self.data)):
             groups: dict[int, list[cp_model.IntVar]] = {}
             for c, z in zip(self.choices, self.z):
+                if j and not c.speculates:  # [NOSPEC] a drafter runs no pass
+                    continue
                 groups.setdefault(pass_tokens(self.scenario.batch_size, c, j), []).append(z)
             kb = {}
             for tokens, zs in sorted(groups.items()):
@@ -178,6 +176,8 @@ class SpecModel:
         for i in range(self.n_drafters):
             groups2: dict = {}
             for c, z in zip(self.choices, self.z):
+                if not c.speculates:
+                    continue
                 groups2.setdefault(c.staging[i], []).append(z)
             lits = {}
             for st, zs in groups2.items():
@@ -190,6 +190,8 @@ class SpecModel:
         for i in range(self.n_drafters):
             groups3: dict = {}
             for c, z in zip(self.choices, self.z):
+                if not c.speculates:
+                    continue
                 groups3.setdefault((c.drafters[i].staging, c.drafters[i].tree), []).append(z)
             self.draft_lit.append({key: self._lit_sum(f"draft[{i}]={key}", zs) for key, zs in groups3.items()})
 
@@ -214,7 +216,7 @@ class SpecModel:
         if j == 0 or head_rows.one_pass(self, j - 1):  # a one-pass head's tree: its cycle pass [HEAD-3]
             return []
         b = self.scenario.batch_size
-        return sorted({t for c in self.choices if c.drafters[j - 1].tree is not None
+        return sorted({t for c in self.choices if c.speculates and c.drafters[j - 1].tree is not None
                        for t in tree_pass_tokens(b, c.drafters[j - 1])})
 
     def _lit_sum(self, name: str, lits: list) -> cp_model.IntVar:
@@ -495,7 +497,10 @@ class SpecModel:
         for c, st in zip(self.choices, self.stats):
             best_t = best_e = None
             self.device_bounds.append([])
-            for tup, bound in zip(tuples, choice_device_bounds(c, st, tuples, per_n, d2_min, b, sync, single)):
+            pairs = (zip(tuples, choice_device_bounds(c, st, tuples, per_n, d2_min, b, sync, single))
+                     if c.speculates else
+                     ((tup, (t, e)) for tup, t, e in nospec.no_spec_bounds(self, c, st, per_n, b)))  # [NOSPEC] CUT-3
+            for tup, bound in pairs:
                 if bound is None:
                     continue
                 self.device_bounds[-1].append((tup, *bound))
@@ -520,6 +525,10 @@ class SpecModel:
         for k, (c, st) in enumerate(zip(self.choices, self.stats)):
             cut = limit * st.tokens_micro
             done = self._cut4_done.get(k)
+            if not c.speculates:  # [NOSPEC] the verifier alone keeps its bounds (NOSPEC-5/6), per architecture CUT-1's
+                b = self.scenario.batch_size
+                self.arch_energy_bounds.setdefault(k, nospec.arch_energy_bounds(self, *self._bound_cuts(0, [b])))
+                continue
             if lb_e[k] > cut or (choices is not None and k not in choices) or (done is not None and done >= limit):
                 continue
             self._cut4_done[k] = limit
@@ -558,7 +567,8 @@ class SpecModel:
         for j, idle, power in self.idle_parts:
             p_min = min(power.values())
             self._energy_row(1000 * idle >= p_min * self.T + t_min * sum((p - p_min) * self.x[j][a]
-                                                                         for a, p in power.items() if p > p_min))
+                                                                         for a, p in power.items() if p > p_min)
+                             - nospec.idle_relief(self, j, p_min))
 
     def _min_pass_bounds(self, j: int) -> dict[int, dict[int, tuple[int, int, int]]]:
         """`choice_bounds.min_pass_bounds` of model j over its pass token counts, at CUT-1's bounds."""
@@ -663,7 +673,7 @@ class SpecModel:
         R = [m.new_int_var(0, r_ub, f"R[{k}]") for k in range(n_slots)]
         for k in range(n_slots):
             m.add_max_equality(MX[k], [D[k], V])
-        m.add(self.T >= V + sync)  # RND-4
+        m.add(self.T >= V + nospec.round_floor_sync(self))  # RND-4 (NOSPEC-3: no sync without drafters)
         for c, st, z in zip(self.choices, self.stats, self.z):
             for k, (rs, _prob) in enumerate(st.outcomes):
                 if rs:  # RND-1
@@ -674,7 +684,7 @@ class SpecModel:
                     add_ceil(m, R[k], (spec.Q_SCALE - st.q) * MX[k] + st.q * (D[k] + V), spec.Q_SCALE, z)
                 else:
                     m.add(R[k] == D[k] + V).only_enforce_if(z)
-            add_ceil(m, self.T - sync - sum(self.head_transfer[0]),  # RND-3, with [HEAD-4]'s transfers
+            add_ceil(m, self.T - nospec.choice_sync(self, c) - sum(self.head_transfer[0]),  # RND-3, [HEAD-4]
                      sum(prob * R[k] for k, (_rs, prob) in enumerate(st.outcomes)), spec.OUTCOME_SCALE, z)
 
     def add_energy(self) -> None:
@@ -701,7 +711,8 @@ class SpecModel:
             idle = m.new_int_var(0, -(-max(power.values()) * ub(self.T) // 1000), f"idle_nj[{j}]")
             for a, xa in self.x[j].items():
                 add_ceil(m, idle, power[a] * self.T, 1000, xa)
-            m.add(1000 * idle >= min(power.values()) * self.T)
+            m.add(1000 * idle >= min(power.values()) * self.T - nospec.idle_relief(self, j, min(power.values())))
+            nospec.add_absent_energy(self, j, idle)
             self.idle_parts.append((j, idle, power))
             parts.append(idle)
         parts += self.head_transfer[1]  # [HEAD-4]
@@ -715,7 +726,8 @@ class SpecModel:
     def decode(self, value) -> Design:
         """Design from a solution (`value(var) -> int`)."""
         archs, places = [], []
-        for j in range(len(self.data)):
+        alone = self.no_spec is not None and value(self.no_spec)
+        for j in range(1 if alone else len(self.data)):  # [NOSPEC] the drafters' parts are absent
             archs.append(next(a for a, v in self.x[j].items() if value(v)))
             places.append({op: next(p for p, v in self.y[j][op].items() if value(v)) for op in PLACEABLE_OPS})
         c = next(c for c, z in zip(self.choices, self.z) if value(z))
@@ -730,10 +742,12 @@ class SpecModel:
         if bad:
             raise ScenarioError(f"hint: {bad[0]}")
         out = []
-        for j, (_, md) in enumerate(design.models()):
-            out += [(v, int(b == md.arch)) for b, v in self.x[j].items()]
+        models = design.models()
+        for j in range(len(self.data)):
+            md = models[j][1] if j < len(models) else None  # None: a drafter absent ([NOSPEC])
+            out += [(v, int(md is not None and b == md.arch)) for b, v in self.x[j].items()]
             for op in PLACEABLE_OPS:
-                key = md.placement[op].key
+                key = None if md is None else md.placement[op].key
                 out += [(v, int(q.key == key)) for q, v in self.y[j][op].items()]
         k = self.choice_index(design)
         out += [(z, int(i == k)) for i, z in enumerate(self.z)]
@@ -748,54 +762,17 @@ class SpecModel:
         return min(st.tokens_micro for st in self.stats)
 
     # ------------------------------------------------------------------------------------------
-    # canonical optimum (the integer levels of the tie-break; canonical.py fixes the ratio levels)
+    # canonical optimum (the integer levels of the tie-break, tie_keys.py; canonical.py fixes the ratio levels)
     # ------------------------------------------------------------------------------------------
     def tie_break_keys(self) -> list[TieKey]:
-        """[OBJ] OBJ-3 the integer keys of the canonical optimum, in their lexicographic order: the PIM
-        units over all devices (sum over models of k x n), the devices (sum of n), then the fixed order:
-        per model (verifier first) its architecture's index in `ModelOptions.archs`, and per operator
-        in PLACEABLE_OPS order its placement's index in `places(j, op)`; last the speculation choice's
-        index in `choices`. The order keys' values fix every decision literal, so one design attains
-        them."""
-        n = head_rows.budget_devices  # a head on the verifier's devices adds none [HEAD-2]
-        pim = tuple((a.pim_units * n(a), v) for xs in self.x for a, v in xs.items() if a.pim_units * n(a))
-        devices = tuple((n(a), v) for xs in self.x for a, v in xs.items() if n(a))
-        keys = [TieKey("pim_units", "pim_units", pim, 1 + sum(max(a.pim_units * a.devices for a in xs)
-                                                              for xs in self.x)),
-                TieKey("devices", "devices", devices, 1 + sum(max(a.devices for a in xs) for xs in self.x))]
-        for j, xs in enumerate(self.x):
-            keys.append(TieKey("order", f"arch[{j}]", tuple((i, v) for i, v in enumerate(xs.values()) if i),
-                               len(xs)))
-            for op in PLACEABLE_OPS:
-                ys = self.y[j][op]
-                keys.append(TieKey("order", f"placement[{j}][{op}]",
-                                   tuple((i, v) for i, v in enumerate(ys.values()) if i), len(ys)))
-        keys.append(TieKey("order", "choice", tuple((k, z) for k, z in enumerate(self.z) if k), len(self.z)))
-        return keys
+        """[OBJ] OBJ-3 the integer keys of the canonical optimum, in their order (`tie_keys.tie_break_keys`)."""
+        return tie_keys.tie_break_keys(self)
 
     def tie_key_values(self, design: Design, keys: Sequence[TieKey]) -> list[int]:
-        """The value of every key for `design` (its decision literals summed with the keys' coefficients)."""
-        value = {v.index: val for v, val in self.decision_literals(design)}
-        return [sum(c * value[v.index] for c, v in key.terms) for key in keys]
+        """The value of every key for `design` (`tie_keys.tie_key_values`)."""
+        return tie_keys.tie_key_values(self, design, keys)
 
     def add_tie_break(self, model: cp_model.CpModel, keys: Sequence[TieKey], fixed: Sequence[int],
                       minimise: Sequence[TieKey] = ()) -> list[cp_model.IntVar]:
-        """[OBJ] OBJ-3 on a clone: the first len(fixed) keys equal their proven minima, and the keys
-        `minimise` are minimised lexicographically as one mixed-radix number sum_k W_k key_k, W_k the
-        product of the later keys' sizes (each key lies in 0..size-1). Returns the minimised keys'
-        variables."""
-        def key_var(key: TieKey) -> cp_model.IntVar:
-            var = model.new_int_var(0, key.size - 1, f"tie[{key.name}]")
-            model.add(var == sum(c * model.get_bool_var_from_proto_index(v.index) for c, v in key.terms))
-            return var
-
-        for key, value in zip(keys, fixed):
-            model.add(key_var(key) == value)
-        out = [key_var(key) for key in minimise]
-        if out:
-            weight, terms = 1, []
-            for key, var in reversed(list(zip(minimise, out))):
-                terms.append(weight * var)
-                weight *= key.size
-            model.minimize(sum(terms))
-        return out
+        """[OBJ] OBJ-3 on a clone: fixed keys and a lexicographic minimisation (`tie_keys.add_tie_break`)."""
+        return tie_keys.add_tie_break(model, keys, fixed, minimise)

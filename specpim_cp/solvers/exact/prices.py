@@ -129,8 +129,10 @@ def scenario_prices(evaluator: Evaluator, scenario: Scenario, catalog: Catalog) 
 def pass_token_counts(batch: int, choices: tuple[SpecChoice, ...], j: int) -> tuple[int, ...]:
     """Token counts of model j's passes over every choice: its verification or cycle pass (SPEC-2) and,
     for a drafter, the depth passes of its token trees (TREE-3)."""
-    tokens = {pass_tokens(batch, c, j) for c in choices}
+    # a drafter runs no pass when not speculating ([NOSPEC]: a choice without drafters)
+    tokens = {pass_tokens(batch, c, j) for c in choices if j == 0 or c.speculates}
     if j > 0:
+        choices = tuple(c for c in choices if c.speculates)
         tokens.update(t for c in choices if c.drafters[j - 1].tree is not None
                       for t in tree_pass_tokens(batch, c.drafters[j - 1]))
     return tuple(sorted(tokens))
@@ -140,6 +142,7 @@ def draft2_names(choices: tuple[SpecChoice, ...], j: int) -> tuple[str, ...]:
     """The draft2 models that stage model j (a drafter) in some choice (none for the verifier)."""
     if j == 0:
         return ()
+    choices = tuple(c for c in choices if c.speculates)
     return tuple(dict.fromkeys(c.drafters[j - 1].staging.draft2 for c in choices
                                if c.drafters[j - 1].staging is not None))
 

@@ -6,7 +6,7 @@ The tolerance is a row on the ratio objective, N(x)/D(x) <= (1 + within) x F*, w
 fixed levels (`RatioRow`) with the numerator rounded down to a whole ns (nJ) per round at the optimum's
 expected tokens, so every design counted is within the tolerance (formulations/objectives.md, OBJ-4).
 A decision with a small domain (memory type, PIM units, devices, an operator's engine, draft length,
-draft shape, staging, pipeline) is checked value by value, skipping values a design already found takes;
+draft shape, staging, pipeline, speculation on/off) is checked value by value, skipping values a design already found takes;
 a decision with a large domain (tree nodes) by its minimum and maximum, each solved to proof.
 """
 
@@ -27,6 +27,7 @@ from specpim_cp.problem.design import Design
 from specpim_cp.problem.operators import PLACEABLE_OPS
 from specpim_cp.problem.scenario import Scenario, scenario_catalog
 from specpim_cp.problem.space import model_labels
+from specpim_cp.solvers.exact import no_spec
 from specpim_cp.solvers.exact.guards import ModelMismatch, build_model
 from specpim_cp.solvers.exact.model import SpecModel
 from specpim_cp.solvers.exact.ratio import ENERGY_LINEARIZATION, RatioRow, add_ratio_rows
@@ -157,40 +158,60 @@ def _staging(dc) -> str:
     return "unstaged" if dc.staging is None else f"{dc.staging.draft2} x{dc.staging.draft_length}"
 
 
-def model_decisions(sm: SpecModel) -> list[Decision]:
-    """Every decision of the space, per model (verifier first), then the design's pipeline."""
-    out: list[Decision] = []
-    for j, (label, _) in enumerate(model_labels(sm.scenario)):
-        def part(design: Design, j=j):
-            return design.models()[j][1]
+#: A drafter's value in a design that does not speculate ([NOSPEC]: it has no devices, no draft).
+ABSENT = "none"
 
+
+def _part_value(j: int, get: Callable) -> Callable[[Design], object]:
+    """Model j's value of a decision in a design (`ABSENT` for a drafter of a design without drafters)."""
+    def of(design: Design):
+        models = design.models()
+        return get(models[j][1]) if j < len(models) else ABSENT
+    return of
+
+
+def _draft_value(i: int, get: Callable, absent: object = ABSENT) -> Callable[[Design], object]:
+    """Drafter i's value of a speculation decision (`absent` when the design does not speculate)."""
+    return lambda d: get(d.choice.drafters[i]) if d.choice.speculates else absent
+
+
+def model_decisions(sm: SpecModel) -> list[Decision]:
+    """Every decision of the space, per model (verifier first), then the design's pipeline and whether it
+    speculates at all ([NOSPEC]; a drafter's decisions then take the value `ABSENT`)."""
+    out: list[Decision] = []
+    alone = [] if sm.no_spec is None else [(ABSENT, sm.no_spec)]  # a drafter's values when not speculating
+    for j, (label, _) in enumerate(model_labels(sm.scenario)):
+        extra = alone if j else []
         xs = sm.x[j].items()
-        out.append(Decision(label, "memory_type", lambda d, p=part: p(d).memory_type,
-                            _grouped((a.memory_type, v) for a, v in xs)))
-        out.append(Decision(label, "pim_units", lambda d, p=part: p(d).pim_units,
-                            _grouped((a.pim_units, v) for a, v in xs)))
-        out.append(Decision(label, "devices", lambda d, p=part: p(d).devices,
-                            _grouped((a.devices, v) for a, v in xs)))
+        out.append(Decision(label, "memory_type", _part_value(j, lambda md: md.memory_type),
+                            _grouped([(a.memory_type, v) for a, v in xs] + extra)))
+        out.append(Decision(label, "pim_units", _part_value(j, lambda md: md.pim_units),
+                            _grouped([(a.pim_units, v) for a, v in xs] + extra)))
+        out.append(Decision(label, "devices", _part_value(j, lambda md: md.devices),
+                            _grouped([(a.devices, v) for a, v in xs] + extra)))
         for op in PLACEABLE_OPS:
-            out.append(Decision(label, f"engine[{op}]", lambda d, p=part, op=op: p(d).placement[op].engine,
-                                _grouped((q.engine, v) for q, v in sm.y[j][op].items())))
+            out.append(Decision(label, f"engine[{op}]", _part_value(j, lambda md, op=op: md.placement[op].engine),
+                                _grouped([(q.engine, v) for q, v in sm.y[j][op].items()] + extra)))
     for i in range(len(sm.scenario.drafters)):
         label = f"drafters[{i}]"
-        pick = [(c.drafters[i], z) for c, z in zip(sm.choices, sm.z)]
-        out.append(Decision(label, "draft_length", lambda d, i=i: d.choice.drafters[i].draft_length,
-                            _grouped((dc.draft_length, z) for dc, z in pick)))
-        out.append(Decision(label, "draft_shape", lambda d, i=i: _shape(d.choice.drafters[i]),
-                            _grouped((_shape(dc), z) for dc, z in pick)))
-        nodes = _grouped((dc.nodes, z) for dc, z in pick)
+        pick = [(c.drafters[i], z) for c, z in zip(sm.choices, sm.z) if c.speculates]
+        out.append(Decision(label, "draft_length", _draft_value(i, lambda dc: dc.draft_length),
+                            _grouped([(dc.draft_length, z) for dc, z in pick] + alone)))
+        out.append(Decision(label, "draft_shape", _draft_value(i, _shape),
+                            _grouped([(_shape(dc), z) for dc, z in pick] + alone)))
+        nodes = _grouped([(dc.nodes, z) for dc, z in pick] + [(0, z) for _, z in alone])
+        of_nodes = _draft_value(i, lambda dc: dc.nodes, 0)  # no draft: 0 nodes
         if len(nodes) > ENUMERATE_LIMIT:
-            out.append(Decision(label, "draft_nodes", lambda d, i=i: d.choice.drafters[i].nodes,
-                                terms=[(dc.nodes, z) for dc, z in pick]))
+            out.append(Decision(label, "draft_nodes", of_nodes, terms=[(dc.nodes, z) for dc, z in pick]))
         else:
-            out.append(Decision(label, "draft_nodes", lambda d, i=i: d.choice.drafters[i].nodes, nodes))
-        out.append(Decision(label, "staging", lambda d, i=i: _staging(d.choice.drafters[i]),
-                            _grouped((_staging(dc), z) for dc, z in pick)))
+            out.append(Decision(label, "draft_nodes", of_nodes, nodes))
+        out.append(Decision(label, "staging", _draft_value(i, _staging),
+                            _grouped([(_staging(dc), z) for dc, z in pick] + alone)))
     out.append(Decision("design", "pipeline", lambda d: d.choice.pipeline,
                         _grouped((c.pipeline, z) for c, z in zip(sm.choices, sm.z))))
+    if sm.no_spec is not None:
+        out.append(Decision("design", "speculation", lambda d: d.choice.speculates,
+                            _grouped((c.speculates, z) for c, z in zip(sm.choices, sm.z))))
     return out
 
 
@@ -309,6 +330,7 @@ def decision_ranges(scenario: Scenario, *, within_pct: Fraction | int = 1, objec
         raise ScenarioError(f"optimum: solved for {res.report.objective_name}, ranges asked for {objective}")
     sm = build_model(scenario, catalog, Evaluator(scenario, catalog))
     run = SolveSession(sm, opts)
+    no_spec.settle(sm, run)  # [NOSPEC-6] the verifier alone's proven bounds
     if objective == "energy":  # the energy rows stay: CP-SAT's LP stalls on them (objectives.md, 'Scaled rows')
         run.linearization = ENERGY_LINEARIZATION
     row, limit = tolerance_row(sm, objective, res.evaluation, within)

@@ -12,10 +12,11 @@ import time
 
 from specpim_cp.catalog import Catalog
 from specpim_cp.errors import ScenarioError
-from specpim_cp.physics.evaluate import Evaluator
+from specpim_cp.physics.evaluate import Evaluation, Evaluator
 from specpim_cp.problem.design import Design
 from specpim_cp.problem.scenario import Scenario, scenario_catalog
 from specpim_cp.problem.space import TreeMenuTooLarge
+from specpim_cp.solvers.exact import no_spec
 from specpim_cp.solvers.exact.finish import explain_infeasible, finish
 from specpim_cp.solvers.exact.fronts import epsilon_front
 from specpim_cp.solvers.exact.guards import build_model, check_options
@@ -54,11 +55,12 @@ def solve(scenario: Scenario, *, objective: str | None = None, options: SolverOp
     run = SolveSession(sm, opts)
     run.t0 = t0  # progress and trajectory times count from the call, model building included
     run.on_progress = on_progress
+    alone = no_spec.settle(sm, run)  # [NOSPEC] the verifier alone's proven bounds, and its best designs
     if objective == "edp":
-        return solve_edp(sm, run, scenario, hint, t0)
+        return solve_edp(sm, run, scenario, hint, t0, alone)
     if objective == "request":  # [PRE-5] prefill + G x latency per token, by prefill thresholds
         return solve_request(sm, run, scenario, hint, t0)
-    start = best_start(sm, ev, objective, hint)
+    start = better_start(ev, objective, best_start(sm, ev, objective, hint), alone)
     status, design, obj, bound = minimize_ratio(run, RatioObjective(sm, objective), start=start)
     if status == Status.INFEASIBLE:
         raise ScenarioError(explain_infeasible(sm, opts))
@@ -67,11 +69,22 @@ def solve(scenario: Scenario, *, objective: str | None = None, options: SolverOp
     return finish(run, scenario, t0, objective, status, ev.evaluate(design), obj, bound)
 
 
-def solve_edp(sm: SpecModel, run: SolveSession, scenario: Scenario, hint: Design | None, t0: float) -> SolveResult:
+def better_start(ev: Evaluator, objective: str, start: Evaluation | None, others: list[Design]) -> Evaluation | None:
+    """The best of `start` and `others` (designs of the space) by `objective`, priced by the evaluator."""
+    for design in others:
+        cand = ev.evaluate(design)
+        if start is None or cand.metrics.objective(objective) < start.metrics.objective(objective):
+            start = cand
+    return start
+
+
+def solve_edp(sm: SpecModel, run: SolveSession, scenario: Scenario, hint: Design | None, t0: float,
+              alone: list[Design] = ()) -> SolveResult:
     """[EDP-1] The least EDP: the part of the latency-energy front that can hold it (`epsilon_front`,
-    starting from the best known design by energy), its least-EDP point of least latency, then `finish`."""
+    starting from the best known design by energy, the verifier alone's `alone` included), its least-EDP
+    point of least latency, then `finish`."""
     opts = run.opts
-    start = best_start(sm, sm.ev, "energy", hint)
+    start = better_start(sm.ev, "energy", best_start(sm, sm.ev, "energy", hint), list(alone))
     front, status, _, _ = epsilon_front(sm, run, edp=True, start=start)
     if status == Status.INFEASIBLE:
         raise ScenarioError(explain_infeasible(sm, opts))

@@ -26,7 +26,8 @@ def best_known(sm: SpecModel, ev: Evaluator, objective: str, hint: Design | None
 
     candidates = [hint] if hint is not None else []
     candidates += [b.evaluation.design for b in run_baselines(baselines_of, sm.catalog)
-                   if b.evaluation is not None and len(b.evaluation.design.drafters) == sm.n_drafters]
+                   if b.evaluation is not None and (len(b.evaluation.design.drafters) == sm.n_drafters
+                                                    or (not b.evaluation.design.drafters and sm.no_spec is not None))]
     best = None
     for d in candidates:
         try:
@@ -55,7 +56,7 @@ def best_choice_for(sm: SpecModel, ev: Evaluator, objective: str, start: Evaluat
     places = [md.placement for _, md in d.models()]
     best, best_value = d, start.metrics.objective(objective)
     for k, c in enumerate(sm.choices):
-        if k in exclude:
+        if k in exclude or (c.speculates and len(archs) < sm.space.n_models):  # a start alone has no drafters
             continue
         cand = sm.space.build(archs, places, c)
         try:

@@ -93,7 +93,7 @@ class ColumnSearch:
         tokens[0].update(b * (n + 1) for n in range(1, tree.max_nodes + 1))
         tokens[1].update(b * w for w in range(1, tree.max_nodes))
         drafts2 = tuple(dict.fromkeys(c.drafters[0].staging.draft2 for c in self.chain_choices
-                                      if c.drafters[0].staging is not None))
+                                      if c.speculates and c.drafters[0].staging is not None))
         self.model_prices = tuple(model_prices(ev, d, tuple(sorted(tokens[j])), drafts2 if j else ())
                                   for j, d in enumerate(chain_space.models))
         self.share_levels = ev.costs.share_levels
@@ -227,7 +227,7 @@ class ColumnSearch:
         seen: set = set()
         reach: set = set()
         for k, (lb, st) in enumerate(zip(bounds, sm.stats)):
-            tree = sm.choices[k].drafters[0].tree
+            tree = sm.choices[k].drafters[0].tree if sm.choices[k].speculates else None  # [NOSPEC]: no tree
             key = relaxed.get(k, tree)
             if key is None:
                 continue
@@ -248,7 +248,7 @@ def hardware(sm: SpecModel, solver: cp_model.CpSolver) -> Design:
     places = [{op: next(p for p, v in sm.y[j][op].items() if solver.boolean_value(v)) for op in PLACEABLE_OPS}
               for j in range(len(sm.data))]
     pipeline = next(c for c, z in zip(sm.choices, sm.z) if solver.boolean_value(z)).pipeline
-    chains = [c for c in sm.choices if c.pipeline == pipeline and c.drafters[0].tree is None]
+    chains = [c for c in sm.choices if c.speculates and c.pipeline == pipeline and c.drafters[0].tree is None]
     chain = next((c for c in chains if c.drafters[0].staging is None), chains[0])
     return sm.space.build(archs, places, chain)
 

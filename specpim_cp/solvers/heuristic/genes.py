@@ -75,6 +75,8 @@ class SearchSpace:
         for opts in ds.models:
             ids = []
             for arch in opts.archs:
+                if ds.alone_only(opts.index, arch):  # the verifier alone's devices: `run_heuristic` searches it
+                    continue
                 if arch not in self._arch_id:
                     self._arch_id[arch] = len(self.archs)
                     self.archs.append(arch)

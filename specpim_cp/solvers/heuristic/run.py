@@ -12,6 +12,10 @@ candidate of every generation has its architectures re-searched with every MCTS 
 then its genome hill-climbed one gene at a time at fixed architectures, repeated while it improves
 (a memetic step; it closes most of the gap the quick budget leaves on the examples).
 
+Not speculating ([NOSPEC]): the verifier alone is searched by the same explorer on the scenario without
+drafters (its devices up to the whole budget, `ALONE_SHARE` of a time limit), and returned when it beats
+every speculating design found.
+
 Warm start: the initial population holds GPU-SI (`baselines.gpu_si`, the best host-only design on
 plain memory) and the fixed-recipe PIM designs (FC offload, attention offload, everything on PIM),
 each projected into the scenario's restricted space, then random candidates.
@@ -44,6 +48,8 @@ from specpim_cp.solvers.result import SolveReport, SolveResult, Status, inputs_h
 
 OBJECTIVES = ("latency", "energy", "edp")
 SELECT_TOLERANCE = 0.05  # select among designs within 5 % of the best search objective
+#: The share of a time limit the search of the verifier alone takes (its space is a model's, not several).
+ALONE_SHARE = 0.2
 
 
 @dataclass(frozen=True)
@@ -154,6 +160,13 @@ def run_heuristic(scenario: Scenario, *, budget: str | Budget = "quick", seed: i
     if scenario.shared_device and any(len(ids) > 1 for ids in space.model_archs):
         raise ScenarioError("heuristic: on a shared device the models' architectures are tied (formulations/edge.md "
                             "[EDGE-2]), which the genetic search does not keep; solve it exactly")
+    alone = None
+    if space.design_space.offers_no_spec:  # [NOSPEC] the verifier alone, searched on the scenario without drafters
+        share = None if time_limit_s is None else time_limit_s * ALONE_SHARE
+        alone = run_heuristic(scenario.model_copy(update={"drafters": []}), budget=bud, seed=seed,
+                              search_objective=search, select_objective=select, catalog=catalog,
+                              time_limit_s=share, workers=workers, polish=polish, warm_start=warm_start, clock=clock)
+        time_limit_s = None if time_limit_s is None else time_limit_s - share
     pricer = Pricer(space, catalog, search)
     if workers == 1:
         filler = SerialFiller(Filler(space, pricer, bud.mcts_leaves_per_model))
@@ -173,7 +186,13 @@ def run_heuristic(scenario: Scenario, *, budget: str | Budget = "quick", seed: i
     archive = pricer.metrics(explorer.archive)  # exact prices of the best designs, validated
     key = _select(archive, search, select)
     design = pricer.design(key)
-    evaluation = Evaluator(scenario, catalog).evaluate(design)  # a plain evaluator: fresh caches
+    evaluator = Evaluator(scenario, catalog)  # a plain evaluator: fresh caches
+    evaluation = evaluator.evaluate(design)
+    if alone is not None:
+        alone_eval = evaluator.evaluate(alone.design)
+        if (alone_eval.metrics.objective(select), alone_eval.metrics.objective(search)) < (evaluation.metrics.objective(select),
+                                                                  evaluation.metrics.objective(search)):
+            design, evaluation = alone.design, alone_eval
     outside = space.violations(design)
     if outside:  # a bug, not a user error: the search only builds in-space designs
         raise AssertionError(f"heuristic returned a design outside the scenario's space: {outside}")
@@ -192,11 +211,15 @@ def run_heuristic(scenario: Scenario, *, budget: str | Budget = "quick", seed: i
         "evaluations_per_s": explorer.evaluations / wall_s,
         "unique_designs_per_s": explorer.priced / wall_s,
         "mcts_leaves_priced": dict(zip(space.labels, explorer.leaves_priced)),
-        "time_to_best_s": explorer.archive[key][1],
+        "time_to_best_s": explorer.archive[key][1] if design.drafters or alone is None else
+        alone.report.extra["time_to_best_s"],
         "best_search_value": explorer.best_value,
         "history": explorer.thinned_history(),
         "visited_hash": _visited_hash(explorer.visited),
         "stopped_by": explorer.stopped_by,
+        "verifier_alone": None if alone is None else {
+            "objective": float(alone.report.objective), "chosen": not design.drafters,
+            "evaluations": alone.report.extra["evaluations"]},
     }
     report = SolveReport(
         method="heuristic", objective_name=scenario.objective, status=Status.HEURISTIC, objective=objective,
