@@ -149,7 +149,7 @@ def format_baselines(sc: Scenario, results) -> str:
     rows = []
     for r in results:
         if r.evaluation is None:
-            rows.append([r.name, "infeasible", "", "", "", "", "", r.error])
+            rows.append([r.name, "-", "infeasible", "", "", "", "", "", r.error])
             continue
         m = r.evaluation.metrics
         gam = ",".join(str(d.draft_length) if d.tree is None else f"tree {tree_text(d.tree)}"
