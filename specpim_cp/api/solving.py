@@ -119,7 +119,7 @@ def heuristic(scenario: Scenario, options: HeuristicOptions | None = None) -> So
     catalog = _catalog(scenario, options.catalog)
     try:
         return run_heuristic(scenario, budget=budget, seed=options.seed, catalog=catalog, polish=options.polish,
-                             on_generation=options.on_generation)
+                             on_generation=options.on_generation, time_limit_s=options.time_limit_s)
     except ScenarioError as exc:
         if "no design" not in str(exc):
             raise
@@ -176,11 +176,13 @@ def compare(scenario: Scenario, options: CompareOptions | None = None) -> Compar
     from specpim_cp.solvers.exact import SolverOptions
     from specpim_cp.solvers.exact import solve as cp_solve
 
+    # one deadline for the heuristic and the exact solve (the command's, solvers/deadline.py)
+    solver = SolverOptions(options.time_limit_s, seed=options.seed, deterministic=True).with_deadline()
     catalog = _catalog(scenario, options.catalog)
     heur = heuristic(scenario, HeuristicOptions(options.budget, options.seed, catalog=catalog,
-                                                on_generation=options.on_generation))
-    exact = cp_solve(scenario, options=SolverOptions(options.time_limit_s, seed=options.seed, deterministic=True),
-                     hint=heur.design, catalog=catalog, on_progress=options.on_progress)
+                                                on_generation=options.on_generation,
+                                                time_limit_s=solver.deadline.remaining()))
+    exact = cp_solve(scenario, options=solver, hint=heur.design, catalog=catalog, on_progress=options.on_progress)
     return Comparison(exact, heur, run_baselines(scenario, catalog))
 
 

@@ -195,13 +195,13 @@ def pareto(scenario, time_limit, workers, seed, deterministic, resolution, max_p
     emit(buf.getvalue() + "# " + front_statement(result), output)
 
 
-def _run_heuristic(sc, budget, seed: int, label: str, catalog, polish: bool = True):
+def _run_heuristic(sc, budget, seed: int, label: str, catalog, polish: bool = True, time_limit: float | None = None):
     """The front door's heuristic with a progress line."""
     from specpim_cp.api import HeuristicOptions
     from specpim_cp.api import heuristic as run
 
     with Progress(label) as bar:
-        return run(sc, HeuristicOptions(budget, seed, polish, catalog=catalog,
+        return run(sc, HeuristicOptions(budget, seed, polish, time_limit, catalog=catalog,
                                         on_generation=_generation_hook(bar, sc)))
 
 
@@ -219,18 +219,22 @@ def _budget(budget: str):
 @click.option("--polish/--no-polish", default=True, show_default=True,
               help="refine each generation's best design (our addition); --no-polish is the paper's explorer "
                    "as published")
+@click.option("--time-limit", type=TIME_LIMIT_TYPE, default=None,
+              help="wall seconds for the search (default: the budget alone); it stops between candidates, so "
+                   "the result then depends on the machine")
 @click.option("--json", "as_json", is_flag=True)
 @click.option("-o", "--output", type=click.Path(dir_okay=False))
 @catalog_option
 @user_errors
-def heuristic(scenario, budget, seed, polish, as_json, output, catalog_files) -> None:
+def heuristic(scenario, budget, seed, polish, time_limit, as_json, output, catalog_files) -> None:
     """The paper's explorer: GA over dataflow + per-model MCTS over architecture (seeded)."""
     from specpim_cp.views.tables import format_solve
 
     bud = _budget(budget)
     check_writable(output, "-o")
     sc, cat = load_with_catalog(scenario, catalog_files)
-    res = _run_heuristic(sc, bud, seed, f"heuristic ({budget}{'' if polish else ', no polish'})", cat, polish)
+    res = _run_heuristic(sc, bud, seed, f"heuristic ({budget}{'' if polish else ', no polish'})", cat, polish,
+                         time_limit)
     emit(res.to_json() if as_json else format_solve(sc, res), output)
 
 
@@ -334,7 +338,7 @@ def sensitivity(scenario, time_limit, seed, plot_path, only, as_json, catalog_fi
                                "nominal_gpu_si_speedup": result.nominal_gpu_si_speedup,
                                "host_kernel_model": cat.host(sc.host).kernel_model,
                                "catalog_files": list(cat.files),
-                               "rows": rows}, indent=2))
+                               "rows": rows, "not_solved": list(result.not_solved)}, indent=2))
     else:
         click.echo(format_sensitivity(result))
 

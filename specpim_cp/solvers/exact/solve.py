@@ -16,6 +16,7 @@ from specpim_cp.physics.evaluate import Evaluator
 from specpim_cp.problem.design import Design
 from specpim_cp.problem.scenario import Scenario, scenario_catalog
 from specpim_cp.problem.space import TreeMenuTooLarge
+from specpim_cp.solvers.deadline import check
 from specpim_cp.solvers.exact.finish import explain_infeasible, finish
 from specpim_cp.solvers.exact.fronts import epsilon_front
 from specpim_cp.solvers.exact.guards import build_model, check_options
@@ -38,8 +39,9 @@ def solve(scenario: Scenario, *, objective: str | None = None, options: SolverOp
     (incumbent, bound).
     """
     t0 = time.perf_counter()
-    opts = options or SolverOptions()
+    opts = (options or SolverOptions()).with_deadline()  # the command's deadline, unless started above
     check_options(opts.time_limit_s, opts.workers)
+    check(opts.deadline, f"solving '{scenario.name}'")  # a solve started after the command's deadline
     catalog = catalog or scenario_catalog(scenario)
     objective = objective or scenario.objective
     ev = Evaluator(scenario, catalog)

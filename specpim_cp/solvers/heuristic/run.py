@@ -36,7 +36,8 @@ from specpim_cp.problem.design import ArchConfig, DrafterChoice, SpecChoice
 from specpim_cp.problem.mapping_rules import rule_placement
 from specpim_cp.problem.scenario import Scenario, scenario_catalog
 from specpim_cp.solvers.baselines import baseline_devices, gpu_si
-from specpim_cp.solvers.heuristic.fill import Deadline, Filler, PoolFiller, SerialFiller
+from specpim_cp.solvers.deadline import Deadline
+from specpim_cp.solvers.heuristic.fill import Filler, PoolFiller, SerialFiller
 from specpim_cp.solvers.heuristic.ga import GeneticExplorer
 from specpim_cp.solvers.heuristic.genes import Genome, SearchSpace
 from specpim_cp.solvers.heuristic.pricing import INFEASIBLE, DesignKey, Pricer

@@ -4,6 +4,7 @@ decomposition (latency, and regret on request; MIX-14..19) or to the CP-SAT mix 
 from __future__ import annotations
 
 from collections.abc import Sequence
+from dataclasses import replace
 
 from specpim_cp.catalog import Catalog, default_catalog
 from specpim_cp.errors import ScenarioError
@@ -26,6 +27,7 @@ def solve_mix(mix: Mix, objective: str = "latency", options: MixOptions | None =
     """
     options = options or MixOptions()
     check_mix_options(objective, options)
+    options = replace(options, solver=options.solver.with_deadline())  # the command's, unless started above
     catalog = catalog or default_catalog()
     if options.uses_decomposition(objective):  # [MIX-14..19]
         return solve_decomposed(mix, objective, options, catalog, on_stage, optima)
