@@ -16,7 +16,7 @@ from specpim_cp.physics.evaluate import Evaluator
 from specpim_cp.problem.design import Design
 from specpim_cp.problem.scenario import Scenario, scenario_catalog
 from specpim_cp.problem.space import TreeMenuTooLarge
-from specpim_cp.solvers.deadline import check
+from specpim_cp.solvers.deadline import TimeLimitReached, check
 from specpim_cp.solvers.exact.finish import explain_infeasible, finish
 from specpim_cp.solvers.exact.fronts import epsilon_front
 from specpim_cp.solvers.exact.guards import build_model, check_options
@@ -62,7 +62,7 @@ def solve(scenario: Scenario, *, objective: str | None = None, options: SolverOp
     if status == Status.INFEASIBLE:
         raise ScenarioError(explain_infeasible(sm, opts))
     if design is None:
-        raise ScenarioError(f"no design found within the time limit ({opts.time_limit_s} s)")
+        raise TimeLimitReached(f"no design found within the time limit ({opts.time_limit_s} s)")
     return finish(run, scenario, t0, objective, status, ev.evaluate(design), obj, bound)
 
 
@@ -75,7 +75,7 @@ def solve_edp(sm: SpecModel, run: SolveSession, scenario: Scenario, hint: Design
     if status == Status.INFEASIBLE:
         raise ScenarioError(explain_infeasible(sm, opts))
     if not front:
-        raise ScenarioError(f"no design found within the time limit ({opts.time_limit_s} s)")
+        raise TimeLimitReached(f"no design found within the time limit ({opts.time_limit_s} s)")
     # the least EDP, then the least latency (the front is exact: both are compared as Fractions)
     best = min(front, key=lambda e: (e.metrics.objective("edp"), e.metrics.latency_fraction()))
     obj = best.metrics.objective("edp")

@@ -16,6 +16,7 @@ from specpim_cp.physics import speculation as spec
 from specpim_cp.physics.evaluate import Evaluation, Evaluator
 from specpim_cp.problem.design import Design
 from specpim_cp.problem.scenario import Scenario
+from specpim_cp.solvers.deadline import TimeLimitReached
 from specpim_cp.solvers.exact.finish import explain_infeasible, finish
 from specpim_cp.solvers.exact.guards import (
     ModelMismatch,
@@ -211,7 +212,7 @@ def first_real_design(run: SolveSession, search: ColumnSearch, objective: str, o
     if status == Status.INFEASIBLE:
         raise ScenarioError(explain_infeasible(sm, opts))
     if status not in (Status.OPTIMAL, Status.FEASIBLE):
-        raise ScenarioError(f"no design found within the time limit ({opts.time_limit_s} s)")
+        raise TimeLimitReached(f"no design found within the time limit ({opts.time_limit_s} s)")
     return sm.decode(solver.boolean_value)
 
 
