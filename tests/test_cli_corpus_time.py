@@ -74,6 +74,8 @@ def test_the_deadline_caps_every_cp_sat_solve_and_ends_the_budget():
     assert solver.parameters.max_time_in_seconds == pytest.approx(1.5)
     assert opts == SolverOptions(time_limit_s=60.0) and "deadline" not in opts.as_dict()  # not an input
     assert opts.with_deadline().deadline is deadline  # started once per command, kept below
+    assert SolverOptions(deterministic=True).with_deadline().deadline is None  # the same answer on any machine
+    assert SolverOptions(time_limit_s=5.0).with_deadline().deadline.remaining() == pytest.approx(5.0, abs=0.5)
     now[0] = 102.0
     assert opts.expired and TimeBudget(opts).remaining() == 0
     TimeBudget(opts).configure(solver)

@@ -135,12 +135,13 @@ class MixOptions(SolverRun):
 
 @dataclass(frozen=True)
 class SensitivityOptions:
-    """`sensitivity`: each end's time limit (deterministic units), the seed, and `only` (vary the constants
-    whose name contains it)."""
+    """`sensitivity`: the time limit (deterministic units per solve; with `deterministic=False`, wall seconds for
+    the whole study), the seed, and `only` (vary the constants whose name contains it)."""
 
     time_limit_s: float = 60.0
     seed: int = 0
     only: str | None = None
+    deterministic: bool = True
     catalog: Any = None
     on_point: StageHook | None = None
 

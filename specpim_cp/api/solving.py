@@ -176,13 +176,11 @@ def compare(scenario: Scenario, options: CompareOptions | None = None) -> Compar
     from specpim_cp.solvers.exact import SolverOptions
     from specpim_cp.solvers.exact import solve as cp_solve
 
-    # one deadline for the heuristic and the exact solve (the command's, solvers/deadline.py)
-    solver = SolverOptions(options.time_limit_s, seed=options.seed, deterministic=True).with_deadline()
     catalog = _catalog(scenario, options.catalog)
     heur = heuristic(scenario, HeuristicOptions(options.budget, options.seed, catalog=catalog,
-                                                on_generation=options.on_generation,
-                                                time_limit_s=solver.deadline.remaining()))
-    exact = cp_solve(scenario, options=solver, hint=heur.design, catalog=catalog, on_progress=options.on_progress)
+                                                on_generation=options.on_generation))
+    exact = cp_solve(scenario, options=SolverOptions(options.time_limit_s, seed=options.seed, deterministic=True),
+                     hint=heur.design, catalog=catalog, on_progress=options.on_progress)
     return Comparison(exact, heur, run_baselines(scenario, catalog))
 
 

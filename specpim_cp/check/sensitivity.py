@@ -157,8 +157,8 @@ def sensitivity(scenario: Scenario, catalog: Catalog | None = None, *, options: 
                 on_point: Callable[[str], None] | None = None, only: str | None = None) -> SensitivityResult:
     """Solve the scenario nominally, then once per constant end (see the module docstring; `only`: just the
     constants whose name contains it), each solve with `options` (default: 60 deterministic time units,
-    one worker, seed 0). Every solve shares the command's deadline (`SolverOptions.deadline`); the constants
-    left when it passes have no row and are named in `not_solved`."""
+    one worker, seed 0). With wall-clock options every solve shares the command's deadline
+    (`SolverOptions.deadline`); the constants left when it passes have no row and are named in `not_solved`."""
     from specpim_cp.solvers.exact import solve
     from specpim_cp.views.tables import design_summary
 

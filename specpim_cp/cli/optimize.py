@@ -68,7 +68,7 @@ def _generation_hook(bar: Progress, sc):
 @click.argument("scenario")
 @click.option("--objective", type=click.Choice(["latency", "energy", "edp"]), help="default: the scenario's")
 @click.option("--time-limit", type=TIME_LIMIT_TYPE, default=60.0, show_default=True,
-              help="seconds (deterministic time units with --deterministic)")
+              help="seconds for the whole command (deterministic time units with --deterministic)")
 @click.option("--workers", type=WORKERS_TYPE, default=1, show_default=True,
               help="CP-SAT workers (not with --deterministic)")
 @click.option("--seed", type=SEED_TYPE, default=0, show_default=True)
@@ -111,8 +111,8 @@ def solve(scenario, objective, time_limit, workers, seed, deterministic, method,
               help="tolerance in percent of the optimum (a number such as 1 or 0.5)")
 @click.option("--objective", type=click.Choice(["latency", "energy"]), help="default: the scenario's")
 @click.option("--time-limit", type=TIME_LIMIT_TYPE, default=60.0, show_default=True,
-              help="seconds for the optimum, and as much again for the ranges (deterministic units with "
-                   "--deterministic)")
+              help="seconds for the whole command, the optimum then the ranges (with --deterministic: "
+                   "deterministic units for the optimum, and as much again for the ranges)")
 @click.option("--workers", type=WORKERS_TYPE, default=1, show_default=True,
               help="CP-SAT workers (not with --deterministic)")
 @click.option("--seed", type=SEED_TYPE, default=0, show_default=True)
@@ -147,7 +147,8 @@ def ranges(scenario, within_pct, objective, time_limit, workers, seed, determini
 
 @click.command()
 @click.argument("scenario")
-@click.option("--time-limit", type=TIME_LIMIT_TYPE, default=300.0, show_default=True)
+@click.option("--time-limit", type=TIME_LIMIT_TYPE, default=300.0, show_default=True,
+              help="seconds for the whole front (deterministic time units with --deterministic)")
 @click.option("--workers", type=WORKERS_TYPE, default=1, show_default=True,
               help="CP-SAT workers (not with --deterministic)")
 @click.option("--seed", type=SEED_TYPE, default=0, show_default=True)
@@ -241,7 +242,8 @@ def heuristic(scenario, budget, seed, polish, time_limit, as_json, output, catal
 @click.command()
 @click.argument("scenario")
 @click.option("--budget", default="quick", show_default=True, help="heuristic budget")
-@click.option("--time-limit", type=TIME_LIMIT_TYPE, default=60.0, show_default=True)
+@click.option("--time-limit", type=TIME_LIMIT_TYPE, default=60.0, show_default=True,
+              help="the exact solve's, in deterministic time units")
 @click.option("--seed", type=SEED_TYPE, default=0, show_default=True)
 @catalog_option
 @user_errors
@@ -294,15 +296,17 @@ def compare(scenario, budget, time_limit, seed, catalog_files) -> None:
 @click.command()
 @click.argument("scenario")
 @click.option("--time-limit", type=TIME_LIMIT_TYPE, default=60.0, show_default=True,
-              help="per solve (deterministic time units)")
+              help="per solve in deterministic time units; with --no-deterministic, wall seconds for the whole study")
 @click.option("--seed", type=SEED_TYPE, default=0, show_default=True)
+@click.option("--deterministic/--no-deterministic", default=True, show_default=True,
+              help="deterministic time limits: the same table every run")
 @click.option("--plot", "plot_path", type=click.Path(dir_okay=False), help="write the tornado plot (PNG) here")
 @click.option("--only", metavar="TEXT", help="vary only the constants whose name contains TEXT (e.g. acceptance, "
                                               "hosts., pim_efficiency)")
 @click.option("--json", "as_json", is_flag=True)
 @catalog_option
 @user_errors
-def sensitivity(scenario, time_limit, seed, plot_path, only, as_json, catalog_files) -> None:
+def sensitivity(scenario, time_limit, seed, deterministic, plot_path, only, as_json, catalog_files) -> None:
     """Re-solve with each uncertain constant at its low and high source value: a tornado table (with GPU-SI's
     speedup over GPU-AR at each end; acceptance rates move over their catalog range_KEY)."""
     from specpim_cp.api import SensitivityOptions
@@ -321,7 +325,7 @@ def sensitivity(scenario, time_limit, seed, plot_path, only, as_json, catalog_fi
             n[0] += 1
             bar.show(f"{n[0]}/{2 * len(constants)} ends solved, last: {label}")
 
-        result = run(sc, SensitivityOptions(time_limit, seed, only, catalog=cat, on_point=on_point if bar else None))
+        result = run(sc, SensitivityOptions(time_limit, seed, only, deterministic, catalog=cat, on_point=on_point if bar else None))
     if plot_path:
         plot_tornado(result, plot_path)
     if as_json:

@@ -1,8 +1,9 @@
-"""One whole-command deadline: the time limit a command was given is a promise for the command, not for each
-of its solves. Created once from `--time-limit` (`Deadline.for_limit`), carried by `SolverOptions`; every
-CP-SAT solve is capped by `remaining()` and every loop (cells, stages, Dinkelbach steps, tie-break levels,
-range questions, front points) stops when it has `expired`, returning its best proven-so-far result as
-FEASIBLE or TIME_LIMIT (docs/limits.md, "Time limits")."""
+"""One whole-command deadline: a wall-clock time limit is a promise for the command, not for each of its
+solves. Created once from `--time-limit` (`Deadline.for_limit`), carried by `SolverOptions`; every CP-SAT
+solve is capped by `remaining()` and every loop (cells, stages, Dinkelbach steps, tie-break levels, range
+questions, front points, sweep points) stops when it has `expired`, returning its best proven-so-far result
+as FEASIBLE or TIME_LIMIT. A deterministic time limit counts CP-SAT's deterministic time per solve instead
+(the same answer on every machine) and has no deadline (docs/limits.md, "Time limits")."""
 
 from __future__ import annotations
 
@@ -15,10 +16,6 @@ from specpim_cp.errors import ScenarioError
 #: Wall seconds a command may run past its time limit: start-up, reading the inputs, verifying the answer
 #: with the evaluator and writing the report (docs/limits.md, measured by benchmarks/bench_time_limits.py).
 MARGIN_S = 10.0
-#: Deterministic runs count their limit in CP-SAT's deterministic time units; their wall-clock deadline is
-#: the solver's safety net, max(FACTOR x limit, FLOOR) s (formulations/objectives.md, "Determinism").
-DETERMINISTIC_WALL_FACTOR = 10.0
-DETERMINISTIC_WALL_FLOOR_S = 60.0
 #: Least wall time a CP-SAT solve is given once the deadline has passed (it then only reports what it has).
 LEAST_SOLVE_S = 0.01
 
@@ -36,12 +33,8 @@ class Deadline:
         return cls(clock() + seconds, clock, seconds)
 
     @classmethod
-    def for_limit(cls, time_limit_s: float, deterministic: bool = False) -> Deadline:
-        """The deadline of a command given `time_limit_s`: that many wall seconds from now, or (deterministic
-        time units) the wall-clock safety net."""
-        if deterministic:
-            wall = max(DETERMINISTIC_WALL_FACTOR * time_limit_s, DETERMINISTIC_WALL_FLOOR_S)
-            return cls(time.monotonic() + wall, time.monotonic, time_limit_s)
+    def for_limit(cls, time_limit_s: float) -> Deadline:
+        """The deadline of a command given a wall-clock `time_limit_s`: that many seconds from now."""
         return cls.after(time_limit_s)
 
     def remaining(self) -> float:

@@ -56,10 +56,11 @@ class SolverOptions:
     deadline: Deadline | None = field(default=None, compare=False, repr=False)
 
     def with_deadline(self) -> SolverOptions:
-        """These options with the command's deadline started now from the time limit (kept when set)."""
-        if self.deadline is not None:
+        """These options with the command's deadline started now from the time limit (kept when set; none
+        when deterministic: that limit counts deterministic time per solve, the same answer on any machine)."""
+        if self.deadline is not None or self.deterministic:
             return self
-        return replace(self, deadline=Deadline.for_limit(self.time_limit_s, self.deterministic))
+        return replace(self, deadline=Deadline.for_limit(self.time_limit_s))
 
     @property
     def expired(self) -> bool:
