@@ -54,9 +54,14 @@ def check_hint(scenario: Scenario, design: Design, label: str = "hint", catalog=
     return design
 
 
-def warm_start(scenario: Scenario, options: SolveOptions, catalog=None) -> Design | None:
+#: Largest share of a wall-clock time limit the warm start's heuristic may use (the exact solve gets the rest).
+WARM_START_SHARE = 0.5
+
+
+def warm_start(scenario: Scenario, options: SolveOptions, catalog=None, deadline=None) -> Design | None:
     """The design CP-SAT starts from: the checked hint, else the heuristic's quick design (none when
-    `warm_start` is off or the heuristic finds none: the exact solver then names the real reason)."""
+    `warm_start` is off or the heuristic finds none: the exact solver then names the real reason). With the
+    command's `deadline` the heuristic stops at WARM_START_SHARE of the time left."""
     catalog = _catalog(scenario, catalog)
     if options.hint is not None:
         label = options.hint_label if isinstance(options.hint, Design) else f"{options.hint_label} {options.hint}"
@@ -68,8 +73,9 @@ def warm_start(scenario: Scenario, options: SolveOptions, catalog=None) -> Desig
     except ImportError:
         return None
     try:
+        limit = None if deadline is None else WARM_START_SHARE * deadline.remaining()
         return run_heuristic(scenario, budget="quick", seed=options.seed, catalog=catalog,
-                             on_generation=options.on_warm_start).design
+                             on_generation=options.on_warm_start, time_limit_s=limit).design
     except ScenarioError:
         return None
 
@@ -91,8 +97,9 @@ def solve(scenario: Scenario, options: SolveOptions | None = None) -> SolveResul
         raise ScenarioError(f"method: cp-sat or brute-force, got {options.method!r}")
     from specpim_cp.solvers.exact import solve as cp_solve
 
-    hint = warm_start(scenario, options, catalog)
-    return cp_solve(scenario, objective=options.objective, options=options.solver_options(), hint=hint,
+    solver = options.solver_options().with_deadline()  # the command's: the warm start and the solve share it
+    hint = warm_start(scenario, options, catalog, solver.deadline)
+    return cp_solve(scenario, objective=options.objective, options=solver, hint=hint,
                     catalog=catalog, on_progress=options.on_progress)
 
 
