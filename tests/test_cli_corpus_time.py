@@ -132,3 +132,12 @@ def test_sweep_stops_at_the_deadline_and_marks_the_points_left(tmp_path):
     assert "TIME_LIMIT" in statuses and "INFEASIBLE" not in statuses, statuses
     assert "OPTIMAL" not in statuses, statuses  # no point of this scenario is proven in 2 s
     assert all(float(r["wall_s"]) < 0.5 for r in rows if r["status"] == "TIME_LIMIT")  # not started
+
+
+def test_sensitivity_with_a_wall_clock_limit_names_the_constants_left(tmp_path):
+    """Each of its 2 x constants solves had the whole limit; with --no-deterministic the study has it."""
+    res = _timed(["sensitivity", HARD, "--no-deterministic", "--time-limit", "2", "--json"], 2)
+    assert res.exit_code == 0, (res.output, res.exception)
+    out = json.loads(res.stdout)
+    assert out["not_solved"], out  # the limit passed during the nominal solve: no constant re-solved
+    assert len(out["rows"]) + len(out["not_solved"]) >= 10
