@@ -294,8 +294,8 @@ def decision_ranges(scenario: Scenario, *, within_pct: Fraction | int = 1, objec
                     on_stage: Callable[[str], None] | None = None) -> RangesResult:
     """Every decision's range over the designs within `within_pct` percent of the optimum of `objective`
     (latency or energy per token): the canonical optimum first (`solve`, or `optimum` when the caller has
-    it), then the range questions on the same time limit (`options.time_limit_s`, spent again), all
-    within the command's deadline (a question left when it passes is UNKNOWN).
+    it), then the range questions on the same time limit (`options.time_limit_s`, spent again); with
+    wall-clock options both within the command's deadline (a question left when it passes is UNKNOWN).
     `on_stage` is called with each question before CP-SAT answers it (a CLI status line)."""
     t0 = time.perf_counter()
     within = Fraction(within_pct)  # exact: an int or a Fraction (the CLI parses --within)

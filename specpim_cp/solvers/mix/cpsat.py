@@ -39,7 +39,7 @@ from specpim_cp.solvers.mix.records import (
     MixResult,
     MixSolveLog,
 )
-from specpim_cp.solvers.mix.session import MixRun, Phases, Stage, StageHook, verify_mix
+from specpim_cp.solvers.mix.session import MixRun, Phases, Stage, StageHook, unchecked_claims, verify_mix
 from specpim_cp.solvers.result import SolveResult, solver_version
 
 #: Most hardwares (besides the median cell's) given per-cell dataflow as warm starts, best bound first:
@@ -403,7 +403,7 @@ def solve_mix_model(mix: Mix, objective: str, options: MixOptions, catalog: Cata
         objective_name=objective, status=solved.status, objective=value,
         bound=_reported_bound(mix, objective, lows, solved.bound, value), wall_s=time.perf_counter() - t0,
         seed=opts.seed, solver_version=solver_version(), inputs_hash=mix.content_hash(options.hashed(objective)),
-        extra={**log.as_dict(), **tie})
+        extra={**log.as_dict(), **tie, **unchecked_claims(claims, designs)})
     return MixResult(mix, tuple(evaluations), report, tuple(optima), tuple(comps))
 
 

@@ -52,7 +52,7 @@ from specpim_cp.solvers.mix.records import (
     MixSolveLog,
     MixStage,
 )
-from specpim_cp.solvers.mix.session import MixRun, Phases, verify_mix
+from specpim_cp.solvers.mix.session import MixRun, Phases, unchecked_claims, verify_mix
 from specpim_cp.solvers.result import SolveReport, SolveResult, inputs_hash, solver_version
 
 #: Node evaluations one search may make in deterministic mode (no wall-clock deadline there, so that the
@@ -266,9 +266,7 @@ def solve_decomposed(mix: Mix, objective: str, options: MixOptions, catalog: Cat
                       model_variables=len(mm.m.proto.variables), model_constraints=len(mm.m.proto.constraints))
     # the exact optimum bounds the returned design's value (which attains the optimum in the model's units)
     bound = min(Fraction(solved.bound), value) if solved.bound is not None else None
-    extra = {**log.as_dict(), "method": METHOD, "decomposition": searches, **tie}
-    if len(claims) < len(designs):  # the deadline passed during the cross-check (tight_claims)
-        extra["claims_unchecked_cells"] = list(range(len(claims), len(designs)))
+    extra = {**log.as_dict(), "method": METHOD, "decomposition": searches, **tie, **unchecked_claims(claims, designs)}
     report = MixReport(objective_name=objective, status="OPTIMAL" if solved.proven else "FEASIBLE", objective=value,
                        bound=bound, wall_s=time.perf_counter() - t0, seed=opts.seed, solver_version=solver_version(),
                        inputs_hash=mix.content_hash(options.hashed(objective)), extra=extra)

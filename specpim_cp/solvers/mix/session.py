@@ -226,6 +226,13 @@ def verify_mix(mm: MixModel, designs: Sequence[Design], opts: SolverOptions,
     return evaluations, claims
 
 
+def unchecked_claims(claims: Sequence[CellClaim], designs: Sequence[Design]) -> dict:
+    """The report's `claims_unchecked_cells` when the deadline cut the cross-check short (`tight_claims`)."""
+    if len(claims) >= len(designs):
+        return {}
+    return {"claims_unchecked_cells": list(range(len(claims), len(designs)))}
+
+
 class Phases:
     """Seconds per phase of a solve, each from the end of the previous one (the report's `phases_s`)."""
 
