@@ -138,6 +138,7 @@ def run_heuristic(scenario: Scenario, *, budget: str | Budget = "quick", seed: i
     scenario's devices.
     """
     t0 = time.perf_counter()
+    deadline = None if time_limit_s is None else Deadline.after(time_limit_s, clock)  # setting up counts too
     catalog = catalog or scenario_catalog(scenario)
     bud = resolve_budget(budget)
     search = search_objective or scenario.objective
@@ -155,7 +156,6 @@ def run_heuristic(scenario: Scenario, *, budget: str | Budget = "quick", seed: i
         filler = SerialFiller(Filler(space, pricer, bud.mcts_leaves_per_model))
     else:
         filler = PoolFiller(workers, scenario, catalog, search, bud.mcts_leaves_per_model)
-    deadline = None if time_limit_s is None else Deadline.after(time_limit_s, clock)
     explorer = GeneticExplorer(space, filler, np.random.default_rng(seed), seed, generations=bud.generations,
                                population=bud.population, deadline=deadline, polish=polish,
                                on_generation=on_generation)
