@@ -107,6 +107,8 @@ def solve_columns(scenario: Scenario, catalog: Catalog, ev: Evaluator, objective
         lam = Fraction(n_prev, d_prev)
         if focus is not None and focus >= lam:
             focus = None
+        if opts.expired:  # the command's deadline: no rebuild for a step that would not run
+            break
         search.prune(sm, relaxed, ratio.num_bounds, n_prev, d_prev)
         sm, relaxed = search.build()
         check_integer_range(sm)
@@ -135,6 +137,8 @@ def solve_columns(scenario: Scenario, catalog: Catalog, ev: Evaluator, objective
                 status_out = Status.OPTIMAL
             break
         k = next(k for k, z in enumerate(sm.z) if solver.boolean_value(z))
+        if k in relaxed and opts.expired:
+            break
         if k in relaxed:  # refine the class on the solution's hardware; a real design found there is kept
             found = search.dive(hardware(sm, solver), relaxed[k], objective, n_prev, d_prev)
             if found is not None:
