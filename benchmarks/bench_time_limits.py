@@ -10,7 +10,7 @@ their wall-clock deadline is the solver's safety net and they are listed for inf
 of an instance's (`results.jsonl`). `cpu s` is the child's user + system time, which other jobs on the
 machine do not inflate.
 
-    python benchmarks/bench_time_limits.py [--time-limit 5] [--only SUBSTRING]
+    python benchmarks/bench_time_limits.py [--time-limit 5] [--only SUBSTRING] [--wall-only]
 """
 
 from __future__ import annotations
@@ -112,6 +112,7 @@ def main() -> None:
     ap = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     ap.add_argument("--time-limit", type=float, default=5.0)
     ap.add_argument("--only", default="", help="run only the cases whose command or target contains it")
+    ap.add_argument("--wall-only", action="store_true", help="skip the deterministic-unit commands")
     a = ap.parse_args()
     print(f"margin: {MARGIN_S:g} s beyond --time-limit {a.time_limit:g}")
     print(f"{'command':18s} {'target':42s} {'exit':>4s} {'wall s':>7s} {'cpu s':>6s} {'over s':>7s} {'peak MB':>8s}  "
@@ -120,7 +121,7 @@ def main() -> None:
     with tempfile.TemporaryDirectory() as tmp:
         scratch = Path(tmp)
         for i, (name, target, argv, held) in enumerate(cases(scratch)):
-            if a.only and a.only not in name and a.only not in target:
+            if (a.only and a.only not in name and a.only not in target) or (a.wall_only and not held):
                 continue
             d = scratch / f"case{i}"
             d.mkdir()
