@@ -44,7 +44,7 @@ COMMANDS: dict[str, tuple[list[str], tuple[str, ...]]] = {
     "solve": (["solve", OPT13, "--no-warm-start", "--json", "-o", "{d}/out/s.json"],
               ("--seed", "--time-limit", "--workers")),
     "pareto": (["pareto", OPT13, "-o", "{d}/out/p.csv"], ("--seed", "--time-limit", "--workers")),
-    "heuristic": (["heuristic", OPT13, "--json", "-o", "{d}/out/h.json"], ("--seed",)),
+    "heuristic": (["heuristic", OPT13, "--json", "-o", "{d}/out/h.json"], ("--seed", "--time-limit")),
     "compare": (["compare", OPT13], ("--seed", "--time-limit")),
     "sensitivity": (["sensitivity", OPT13, "--plot", "{d}/out/t.png"], ("--seed", "--time-limit")),
     "sweep": (["sweep", OPT13, "--acceptance", "0.5:0.6:0.1", "--out", "{d}/sweep"],
@@ -161,7 +161,7 @@ def test_every_command_that_solves_or_simulates_takes_the_shared_options():
     """The matrix above covers every command that solves or simulates: each shared option on each one."""
     takes = {o: {n for n, (_, opts) in COMMANDS.items() if o in opts} for o, _, _ in BAD_VALUES}
     assert takes["--seed"] == set(COMMANDS)
-    assert takes["--time-limit"] == set(COMMANDS) - {"heuristic", "simulate"}
+    assert takes["--time-limit"] == set(COMMANDS) - {"simulate"}
     assert takes["--workers"] == {"solve", "pareto", "sweep", "solve-mix", "batch", "grid"}
     assert takes["--rounds"] == {"simulate"}
 

@@ -92,11 +92,13 @@ class RangesOptions(SolverRun):
 @dataclass(frozen=True)
 class HeuristicOptions:
     """`heuristic`: the budget (quick, paper, GENxPOPxLEAVES or a Budget), the seed, the polish (our
-    addition; False: the paper's explorer as published)."""
+    addition; False: the paper's explorer as published), a wall-clock time limit (None: the budget alone;
+    the search stops between candidates, so the result then depends on the machine)."""
 
     budget: Any = "quick"
     seed: int = 0
     polish: bool = True
+    time_limit_s: float | None = None
     catalog: Any = None
     on_generation: GenerationHook | None = None
 
@@ -133,12 +135,13 @@ class MixOptions(SolverRun):
 
 @dataclass(frozen=True)
 class SensitivityOptions:
-    """`sensitivity`: each end's time limit (deterministic units), the seed, and `only` (vary the constants
-    whose name contains it)."""
+    """`sensitivity`: the time limit (deterministic units per solve; with `deterministic=False`, wall seconds for
+    the whole study), the seed, and `only` (vary the constants whose name contains it)."""
 
     time_limit_s: float = 60.0
     seed: int = 0
     only: str | None = None
+    deterministic: bool = True
     catalog: Any = None
     on_point: StageHook | None = None
 

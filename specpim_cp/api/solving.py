@@ -54,9 +54,14 @@ def check_hint(scenario: Scenario, design: Design, label: str = "hint", catalog=
     return design
 
 
-def warm_start(scenario: Scenario, options: SolveOptions, catalog=None) -> Design | None:
+#: Largest share of a wall-clock time limit the warm start's heuristic may use (the exact solve gets the rest).
+WARM_START_SHARE = 0.5
+
+
+def warm_start(scenario: Scenario, options: SolveOptions, catalog=None, deadline=None) -> Design | None:
     """The design CP-SAT starts from: the checked hint, else the heuristic's quick design (none when
-    `warm_start` is off or the heuristic finds none: the exact solver then names the real reason)."""
+    `warm_start` is off or the heuristic finds none: the exact solver then names the real reason). With the
+    command's `deadline` the heuristic stops at WARM_START_SHARE of the time left."""
     catalog = _catalog(scenario, catalog)
     if options.hint is not None:
         label = options.hint_label if isinstance(options.hint, Design) else f"{options.hint_label} {options.hint}"
@@ -68,8 +73,9 @@ def warm_start(scenario: Scenario, options: SolveOptions, catalog=None) -> Desig
     except ImportError:
         return None
     try:
+        limit = None if deadline is None else WARM_START_SHARE * deadline.remaining()
         return run_heuristic(scenario, budget="quick", seed=options.seed, catalog=catalog,
-                             on_generation=options.on_warm_start).design
+                             on_generation=options.on_warm_start, time_limit_s=limit).design
     except ScenarioError:
         return None
 
@@ -92,20 +98,23 @@ def solve(scenario: Scenario, options: SolveOptions | None = None) -> SolveResul
         raise ScenarioError(f"method: cp-sat or brute-force, got {options.method!r}")
     from specpim_cp.solvers.exact import solve as cp_solve
 
-    hint = warm_start(scenario, options, catalog)
-    res = cp_solve(scenario, objective=options.objective, options=options.solver_options(), hint=hint,
+    solver = options.solver_options().with_deadline()  # the command's: the warm start and the solves share it
+    hint = warm_start(scenario, options, catalog, solver.deadline)
+    res = cp_solve(scenario, objective=options.objective, options=solver, hint=hint,
                    catalog=catalog, on_progress=options.on_progress)
-    return with_speculation_note(scenario, res, options, catalog)
+    return with_speculation_note(scenario, res, options, catalog, solver)
 
 
-def with_speculation_note(scenario: Scenario, res: SolveResult, options: SolveOptions, catalog) -> SolveResult:
+def with_speculation_note(scenario: Scenario, res: SolveResult, options: SolveOptions, catalog,
+                          solver=None) -> SolveResult:
     """`res` with `report.extra["no_speculation"]`: the optimum against the other side of [NOSPEC] (the verifier
-    alone, or the best speculating design), solved with the same options, no hint and no progress hooks; and
-    `report.extra["acceptance"]`: each drafter's acceptance rate and where it came from."""
+    alone, or the best speculating design), solved with the same options and the command's deadline, no hint
+    and no progress hooks; and `report.extra["acceptance"]`: each drafter's acceptance rate and its origin."""
     from specpim_cp.problem.space import acceptance_origin
     from specpim_cp.solvers.alone import speculation_note
 
     quiet = replace(options, hint=None, on_progress=None, on_warm_start=None, catalog=catalog)
+    solver = quiet.solver_options() if solver is None else solver
 
     def other(sc: Scenario) -> SolveResult:
         if options.method == "brute-force":
@@ -114,8 +123,8 @@ def with_speculation_note(scenario: Scenario, res: SolveResult, options: SolveOp
             return brute_force(sc, objective=options.objective, catalog=catalog)
         from specpim_cp.solvers.exact import solve as cp_solve
 
-        return cp_solve(sc, objective=options.objective, options=quiet.solver_options(),
-                        hint=warm_start(sc, quiet, catalog), catalog=catalog)
+        return cp_solve(sc, objective=options.objective, options=solver,
+                        hint=warm_start(sc, quiet, catalog, solver.deadline), catalog=catalog)
 
     note = speculation_note(scenario, res, other)
     if note is not None:
@@ -148,7 +157,7 @@ def heuristic(scenario: Scenario, options: HeuristicOptions | None = None) -> So
     catalog = _catalog(scenario, options.catalog)
     try:
         return run_heuristic(scenario, budget=budget, seed=options.seed, catalog=catalog, polish=options.polish,
-                             on_generation=options.on_generation)
+                             on_generation=options.on_generation, time_limit_s=options.time_limit_s)
     except ScenarioError as exc:
         if "no design" not in str(exc):
             raise

@@ -68,7 +68,8 @@ def sensitivity(scenario, options: SensitivityOptions | None = None):
 
     catalog = options.catalog if options.catalog is not None else scenario_catalog(scenario)
     sensitivity_constants(scenario, options.only, catalog)
-    return run(scenario, catalog, options=SolverOptions(options.time_limit_s, seed=options.seed, deterministic=True),
+    solver = SolverOptions(options.time_limit_s, seed=options.seed, deterministic=options.deterministic)
+    return run(scenario, catalog, options=solver,
                on_point=options.on_point, only=options.only)
 
 

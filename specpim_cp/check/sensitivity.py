@@ -79,6 +79,7 @@ class SensitivityResult:
     nominal_summary: str
     rows: tuple[SensitivityRow, ...]  # largest swing first
     nominal_gpu_si_speedup: float | None = None  # GPU-AR's latency per token / GPU-SI's, nominal constants
+    not_solved: tuple[str, ...] = ()  # constants left when the command's deadline passed (no row)
 
 
 def uncertain_constants(scenario: Scenario, catalog: Catalog) -> list[Constant]:
@@ -156,12 +157,13 @@ def sensitivity(scenario: Scenario, catalog: Catalog | None = None, *, options: 
                 on_point: Callable[[str], None] | None = None, only: str | None = None) -> SensitivityResult:
     """Solve the scenario nominally, then once per constant end (see the module docstring; `only`: just the
     constants whose name contains it), each solve with `options` (default: 60 deterministic time units,
-    one worker, seed 0)."""
+    one worker, seed 0). With wall-clock options every solve shares the command's deadline
+    (`SolverOptions.deadline`); the constants left when it passes have no row and are named in `not_solved`."""
     from specpim_cp.solvers.exact import solve
     from specpim_cp.views.tables import design_summary
 
     catalog = catalog or scenario_catalog(scenario)
-    options = options or SolverOptions(deterministic=True)
+    options = (options or SolverOptions(deterministic=True)).with_deadline()
     objective = scenario.objective
     base = solve(scenario, options=options, catalog=catalog)
     nominal = base.report.objective
@@ -173,7 +175,11 @@ def sensitivity(scenario: Scenario, catalog: Catalog | None = None, *, options: 
     base_summary = design_summary(scenario, base.design)
     nominal_speedup = gpu_si_speedup(scenario, catalog)
     rows = []
+    not_solved = []
     for const in selected_constants(scenario, catalog, only):
+        if options.expired:
+            not_solved.append(const.name)
+            continue
         points = []
         for value in (const.low, const.high):
             sc, cat = const.apply(value)
@@ -195,7 +201,7 @@ def sensitivity(scenario: Scenario, catalog: Catalog | None = None, *, options: 
         rows.append(SensitivityRow(const.name, const.nominal, points[0], points[1]))
     rows.sort(key=lambda r: -r.swing)
     return SensitivityResult(scenario.name, objective, nominal, nominal_energy, base_summary, tuple(rows),
-                             nominal_speedup)
+                             nominal_speedup, tuple(not_solved))
 
 
 def _in_space(design: Design, scenario: Scenario, catalog: Catalog) -> Design | None:
@@ -228,7 +234,9 @@ def format_sensitivity(result: SensitivityResult) -> str:
     body = table(["constant", "nominal", "low", f"{result.objective_name} at low", "energy at low", "design",
                   "GPU-SI/AR at low", "high", f"{result.objective_name} at high", "energy at high", "design",
                   "GPU-SI/AR at high"], rows)
-    return f"{head}\n{body}\n" + (f"designs that change:\n{tail}" if changed else "the optimal design survives every end")
+    late = (f"\nnot solved (the time limit passed): {', '.join(result.not_solved)}" if result.not_solved else "")
+    return f"{head}\n{body}\n" + (f"designs that change:\n{tail}" if changed else "the optimal design survives every end") \
+        + late
 
 
 def plot_tornado(result: SensitivityResult, path: Path) -> Path:

@@ -19,6 +19,7 @@ from specpim_cp.errors import ScenarioError
 from specpim_cp.files import write_atomic
 from specpim_cp.problem.design import Design
 from specpim_cp.problem.scenario import Scenario
+from specpim_cp.solvers.deadline import TimeLimitReached
 from specpim_cp.solvers.exact.session import SolverOptions
 from specpim_cp.views.figures import new_figure, save_figure
 from specpim_cp.views.tables import draft_text, md_table, table
@@ -77,7 +78,7 @@ def with_acceptance(scenario: Scenario, alpha: float, indices: Sequence[int]) ->
 @dataclass(frozen=True)
 class SweepPoint:
     acceptance: float
-    status: str  # OPTIMAL | FEASIBLE | INFEASIBLE
+    status: str  # OPTIMAL | FEASIBLE | INFEASIBLE | TIME_LIMIT (not solved: the command's deadline passed)
     latency_ns_per_token: float | None
     energy_pj_per_token: float | None
     gap: float | None
@@ -129,10 +130,11 @@ def sweep_acceptance(scenario: Scenario, alphas: Sequence[float], *, drafter: st
                      options: SolverOptions | None = None, solver: Solver | None = None,
                      on_point: Callable[[SweepPoint], None] | None = None) -> SweepResult:
     """Solve the scenario once per acceptance rate, each warm-started from the previous optimum, with
-    `options` per solve (default: 60 deterministic time units, one worker, seed 0)."""
+    `options` per solve (default: 60 deterministic time units, one worker, seed 0), all within the command's
+    deadline (`SolverOptions.deadline`): a point left when it passes is TIME_LIMIT, unsolved."""
     if solver is None:
         from specpim_cp.solvers.exact import solve as solver
-    options = options or SolverOptions(deterministic=True)
+    options = (options or SolverOptions(deterministic=True)).with_deadline()
     indices = drafter_indices(scenario, drafter)
     points: list[SweepPoint] = []
     prev: Design | None = None
@@ -141,6 +143,8 @@ def sweep_acceptance(scenario: Scenario, alphas: Sequence[float], *, drafter: st
         t0 = time.perf_counter()
         try:
             res = solver(sc, options=options, hint=prev)
+        except TimeLimitReached as exc:
+            point = SweepPoint(alpha, "TIME_LIMIT", None, None, None, time.perf_counter() - t0, None, error=str(exc))
         except ScenarioError as exc:
             point = SweepPoint(alpha, "INFEASIBLE", None, None, None, time.perf_counter() - t0, None,
                                error=str(exc))

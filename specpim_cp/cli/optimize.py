@@ -69,7 +69,7 @@ def _generation_hook(bar: Progress, sc):
 @click.option("--objective", type=click.Choice(["latency", "energy", "edp", "request"]),
               help="default: the scenario's; request: time to first token + generated tokens x latency per token")
 @click.option("--time-limit", type=TIME_LIMIT_TYPE, default=60.0, show_default=True,
-              help="seconds (deterministic time units with --deterministic)")
+              help="seconds for the whole command (deterministic time units with --deterministic)")
 @click.option("--workers", type=WORKERS_TYPE, default=1, show_default=True,
               help="CP-SAT workers (not with --deterministic)")
 @click.option("--seed", type=SEED_TYPE, default=0, show_default=True)
@@ -113,8 +113,8 @@ def solve(scenario, objective, time_limit, workers, seed, deterministic, method,
               help="tolerance in percent of the optimum (a number such as 1 or 0.5)")
 @click.option("--objective", type=click.Choice(["latency", "energy"]), help="default: the scenario's")
 @click.option("--time-limit", type=TIME_LIMIT_TYPE, default=60.0, show_default=True,
-              help="seconds for the optimum, and as much again for the ranges (deterministic units with "
-                   "--deterministic)")
+              help="seconds for the whole command, the optimum then the ranges (with --deterministic: "
+                   "deterministic units for the optimum, and as much again for the ranges)")
 @click.option("--workers", type=WORKERS_TYPE, default=1, show_default=True,
               help="CP-SAT workers (not with --deterministic)")
 @click.option("--seed", type=SEED_TYPE, default=0, show_default=True)
@@ -149,7 +149,8 @@ def ranges(scenario, within_pct, objective, time_limit, workers, seed, determini
 
 @click.command()
 @click.argument("scenario")
-@click.option("--time-limit", type=TIME_LIMIT_TYPE, default=300.0, show_default=True)
+@click.option("--time-limit", type=TIME_LIMIT_TYPE, default=300.0, show_default=True,
+              help="seconds for the whole front (deterministic time units with --deterministic)")
 @click.option("--workers", type=WORKERS_TYPE, default=1, show_default=True,
               help="CP-SAT workers (not with --deterministic)")
 @click.option("--seed", type=SEED_TYPE, default=0, show_default=True)
@@ -197,13 +198,13 @@ def pareto(scenario, time_limit, workers, seed, deterministic, resolution, max_p
     emit(buf.getvalue() + "# " + front_statement(result), output)
 
 
-def _run_heuristic(sc, budget, seed: int, label: str, catalog, polish: bool = True):
+def _run_heuristic(sc, budget, seed: int, label: str, catalog, polish: bool = True, time_limit: float | None = None):
     """The front door's heuristic with a progress line."""
     from specpim_cp.api import HeuristicOptions
     from specpim_cp.api import heuristic as run
 
     with Progress(label) as bar:
-        return run(sc, HeuristicOptions(budget, seed, polish, catalog=catalog,
+        return run(sc, HeuristicOptions(budget, seed, polish, time_limit, catalog=catalog,
                                         on_generation=_generation_hook(bar, sc)))
 
 
@@ -221,25 +222,30 @@ def _budget(budget: str):
 @click.option("--polish/--no-polish", default=True, show_default=True,
               help="refine each generation's best design (our addition); --no-polish is the paper's explorer "
                    "as published")
+@click.option("--time-limit", type=TIME_LIMIT_TYPE, default=None,
+              help="wall seconds for the search (default: the budget alone); it stops between candidates, so "
+                   "the result then depends on the machine")
 @click.option("--json", "as_json", is_flag=True)
 @click.option("-o", "--output", type=click.Path(dir_okay=False))
 @catalog_option
 @user_errors
-def heuristic(scenario, budget, seed, polish, as_json, output, catalog_files) -> None:
+def heuristic(scenario, budget, seed, polish, time_limit, as_json, output, catalog_files) -> None:
     """The paper's explorer: GA over dataflow + per-model MCTS over architecture (seeded)."""
     from specpim_cp.views.tables import format_solve
 
     bud = _budget(budget)
     check_writable(output, "-o")
     sc, cat = load_with_catalog(scenario, catalog_files)
-    res = _run_heuristic(sc, bud, seed, f"heuristic ({budget}{'' if polish else ', no polish'})", cat, polish)
+    res = _run_heuristic(sc, bud, seed, f"heuristic ({budget}{'' if polish else ', no polish'})", cat, polish,
+                         time_limit)
     emit(res.to_json() if as_json else format_solve(sc, res), output)
 
 
 @click.command()
 @click.argument("scenario")
 @click.option("--budget", default="quick", show_default=True, help="heuristic budget")
-@click.option("--time-limit", type=TIME_LIMIT_TYPE, default=60.0, show_default=True)
+@click.option("--time-limit", type=TIME_LIMIT_TYPE, default=60.0, show_default=True,
+              help="the exact solve's, in deterministic time units")
 @click.option("--seed", type=SEED_TYPE, default=0, show_default=True)
 @catalog_option
 @user_errors
@@ -301,15 +307,17 @@ def compare(scenario, budget, time_limit, seed, catalog_files) -> None:
 @click.command()
 @click.argument("scenario")
 @click.option("--time-limit", type=TIME_LIMIT_TYPE, default=60.0, show_default=True,
-              help="per solve (deterministic time units)")
+              help="per solve in deterministic time units; with --no-deterministic, wall seconds for the whole study")
 @click.option("--seed", type=SEED_TYPE, default=0, show_default=True)
+@click.option("--deterministic/--no-deterministic", default=True, show_default=True,
+              help="deterministic time limits: the same table every run")
 @click.option("--plot", "plot_path", type=click.Path(dir_okay=False), help="write the tornado plot (PNG) here")
 @click.option("--only", metavar="TEXT", help="vary only the constants whose name contains TEXT (e.g. acceptance, "
                                               "hosts., pim_efficiency)")
 @click.option("--json", "as_json", is_flag=True)
 @catalog_option
 @user_errors
-def sensitivity(scenario, time_limit, seed, plot_path, only, as_json, catalog_files) -> None:
+def sensitivity(scenario, time_limit, seed, deterministic, plot_path, only, as_json, catalog_files) -> None:
     """Re-solve with each uncertain constant at its low and high source value: a tornado table (with GPU-SI's
     speedup over GPU-AR at each end; acceptance rates move over their catalog range_KEY)."""
     from specpim_cp.api import SensitivityOptions
@@ -328,7 +336,7 @@ def sensitivity(scenario, time_limit, seed, plot_path, only, as_json, catalog_fi
             n[0] += 1
             bar.show(f"{n[0]}/{2 * len(constants)} ends solved, last: {label}")
 
-        result = run(sc, SensitivityOptions(time_limit, seed, only, catalog=cat, on_point=on_point if bar else None))
+        result = run(sc, SensitivityOptions(time_limit, seed, only, deterministic, catalog=cat, on_point=on_point if bar else None))
     if plot_path:
         plot_tornado(result, plot_path)
     if as_json:
@@ -345,7 +353,7 @@ def sensitivity(scenario, time_limit, seed, plot_path, only, as_json, catalog_fi
                                "nominal_gpu_si_speedup": result.nominal_gpu_si_speedup,
                                "host_kernel_model": cat.host(sc.host).kernel_model,
                                "catalog_files": list(cat.files),
-                               "rows": rows}, indent=2))
+                               "rows": rows, "not_solved": list(result.not_solved)}, indent=2))
     else:
         click.echo(format_sensitivity(result))
 

@@ -41,7 +41,7 @@ def failed_record(inst: Instance, part: str, status: str, error: str, wall_s: fl
 # Methods
 # ------------------------------------------------------------------------------------------------
 def _run_solver(inst: Instance, sc: Scenario, catalog: Catalog) -> list[Record]:
-    options = inst.solver_options()
+    options = inst.solver_options().with_deadline()  # the instance's limit: its solve and its ranges step
     hint = None
     if inst.hint is not None:
         try:
@@ -59,7 +59,7 @@ def _run_solver(inst: Instance, sc: Scenario, catalog: Catalog) -> list[Record]:
     record = solve_record(inst, res, catalog, inst.step or "exact")
     if hinted:
         record = record.with_(hint_from=inst.hint_from)
-    return [after_solve(record, "ranges", lambda: _ranges(inst, sc, res, catalog), "ranges")]
+    return [after_solve(record, "ranges", lambda: _ranges(inst, sc, res, catalog, options), "ranges")]
 
 
 def after_solve(record: Record, step: str, run: Callable[[], object], field_name: str | None = None) -> Record:
@@ -75,12 +75,13 @@ def after_solve(record: Record, step: str, run: Callable[[], object], field_name
     return record if field_name is None else record.with_(**{field_name: value})
 
 
-def _ranges(inst: Instance, sc: Scenario, res, catalog: Catalog) -> dict | None:
-    """The decision ranges around a proven optimum [OBJ-4] when the instance asks for them (`ranges_within`)."""
+def _ranges(inst: Instance, sc: Scenario, res, catalog: Catalog, options) -> dict | None:
+    """The decision ranges around a proven optimum [OBJ-4] when the instance asks for them (`ranges_within`),
+    on `options` (the solve's, with its deadline)."""
     within = inst.options.get("ranges_within")
     if within is None or res.report.status != "OPTIMAL" or res.report.objective_name not in RANGE_OBJECTIVES:
         return None
-    out = decision_ranges(sc, within_pct=ranges_tolerance(within), options=inst.solver_options(), catalog=catalog, optimum=res)
+    out = decision_ranges(sc, within_pct=ranges_tolerance(within), options=options, catalog=catalog, optimum=res)
     return {"within_pct": str(out.within_pct), "proven": out.proven, "limit": float(out.limit),
             "solves": out.solves, "wall_s": round(out.wall_s, 3), "ranges": [r.as_dict() for r in out.ranges]}
 

@@ -13,6 +13,7 @@ from ortools.sat.python import cp_model
 from specpim_cp.physics.evaluate import Evaluation, Evaluator
 from specpim_cp.problem.design import Design
 from specpim_cp.problem.scenario import Scenario
+from specpim_cp.solvers.deadline import cap_seconds
 from specpim_cp.solvers.exact.canonical import canonical_optimum, check_levels, skipped_tie_break
 from specpim_cp.solvers.exact.guards import ModelMismatch, cap_detail
 from specpim_cp.solvers.exact.model import SpecModel, ub
@@ -69,7 +70,7 @@ def explain_infeasible(sm: SpecModel, opts: SolverOptions) -> str:
     solver = cp_model.CpSolver()
     solver.parameters.num_workers = 1
     solver.parameters.presolve_inclusion_work_limit = 0  # works around a presolve bug of OR-Tools 9.15
-    solver.parameters.max_time_in_seconds = max(10.0, opts.time_limit_s)
+    solver.parameters.max_time_in_seconds = cap_seconds(max(10.0, opts.time_limit_s), opts.deadline)
     status = solver.solve(model)
     if status != cp_model.INFEASIBLE:
         return "no design satisfies the scenario within the time limit"

@@ -269,7 +269,7 @@ def pareto(scenario: Scenario, *, options: SolverOptions | None = None, catalog:
     t0 = time.perf_counter()
     asked = resolution
     max_points = max_points or None
-    opts = options or PARETO_OPTIONS
+    opts = (options or PARETO_OPTIONS).with_deadline()  # the command's deadline, unless started above
     check_options(opts.time_limit_s, opts.workers)
     catalog = catalog or scenario_catalog(scenario)
     sm = build_model(scenario, catalog, Evaluator(scenario, catalog))

@@ -315,7 +315,8 @@ def decision_ranges(scenario: Scenario, *, within_pct: Fraction | int = 1, objec
                     on_stage: Callable[[str], None] | None = None) -> RangesResult:
     """Every decision's range over the designs within `within_pct` percent of the optimum of `objective`
     (latency or energy per token): the canonical optimum first (`solve`, or `optimum` when the caller has
-    it), then the range questions on the same time limit (`options.time_limit_s`, spent again).
+    it), then the range questions on the same time limit (`options.time_limit_s`, spent again); with
+    wall-clock options both within the command's deadline (a question left when it passes is UNKNOWN).
     `on_stage` is called with each question before CP-SAT answers it (a CLI status line)."""
     t0 = time.perf_counter()
     within = Fraction(within_pct)  # exact: an int or a Fraction (the CLI parses --within)
@@ -323,7 +324,7 @@ def decision_ranges(scenario: Scenario, *, within_pct: Fraction | int = 1, objec
     if objective not in RANGE_OBJECTIVES:
         raise ScenarioError(f"objective: decision ranges take a tolerance on latency or energy per token, not "
                             f"'{objective}' (EDP is a product of the two); use --objective latency or energy")
-    opts = options or SolverOptions()
+    opts = (options or SolverOptions()).with_deadline()  # the optimum and the ranges share it
     catalog = catalog or scenario_catalog(scenario)
     res = optimum or solve(scenario, objective=objective, options=opts, catalog=catalog)
     if res.report.objective_name != objective:

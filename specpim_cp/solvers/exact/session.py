@@ -6,13 +6,14 @@ from __future__ import annotations
 
 import time
 from collections.abc import Callable, Iterable, Mapping
-from dataclasses import dataclass
+from dataclasses import dataclass, field, replace
 from fractions import Fraction
 from typing import Protocol
 
 from ortools.sat.python import cp_model
 
 from specpim_cp.problem.design import Design
+from specpim_cp.solvers.deadline import Deadline, cap_seconds, expired
 from specpim_cp.solvers.exact.guards import ModelMismatch
 from specpim_cp.solvers.exact.ladder import NO_PRESOLVE, Answer, Part, Solved, solve_with_ladder
 from specpim_cp.solvers.exact.model import SpecModel
@@ -44,12 +45,27 @@ ProgressHook = Callable[[SolveProgress], None]
 @dataclass(frozen=True)
 class SolverOptions:
     """How CP-SAT runs: the time limit (wall seconds, or deterministic time units with `deterministic`,
-    which also means one worker), CP-SAT workers and the random seed. Part of every `inputs_hash`."""
+    which also means one worker), CP-SAT workers and the random seed. Part of every `inputs_hash`.
+    `deadline`: the whole command's (solvers/deadline.py), not part of the answer's inputs; None: each
+    solve has only its own budget."""
 
     time_limit_s: float = 60.0
     workers: int = 1
     seed: int = 0
     deterministic: bool = False
+    deadline: Deadline | None = field(default=None, compare=False, repr=False)
+
+    def with_deadline(self) -> SolverOptions:
+        """These options with the command's deadline started now from the time limit (kept when set; none
+        when deterministic: that limit counts deterministic time per solve, the same answer on any machine)."""
+        if self.deadline is not None or self.deterministic:
+            return self
+        return replace(self, deadline=Deadline.for_limit(self.time_limit_s))
+
+    @property
+    def expired(self) -> bool:
+        """Whether the command's deadline has passed."""
+        return expired(self.deadline)
 
     def as_dict(self) -> dict:
         return {"time_limit_s": self.time_limit_s, "workers": self.workers, "seed": self.seed,
@@ -69,6 +85,9 @@ class TimeBudget:
     used: float = 0.0
 
     def remaining(self) -> float:
+        """Budget left; 0 once the command's deadline has passed."""
+        if self.opts.expired:
+            return 0.0
         return max(0.0, self.opts.time_limit_s - self.used)
 
     def configure(self, solver: cp_model.CpSolver) -> None:
@@ -84,10 +103,10 @@ class TimeBudget:
         if self.opts.deterministic:
             p.num_workers = 1
             p.max_deterministic_time = rem
-            p.max_time_in_seconds = max(10.0 * rem, 60.0)  # safety net only
+            p.max_time_in_seconds = cap_seconds(max(10.0 * rem, 60.0), self.opts.deadline)  # safety net only
         else:
             p.num_workers = self.opts.workers
-            p.max_time_in_seconds = rem
+            p.max_time_in_seconds = cap_seconds(rem, self.opts.deadline)
 
     def charge(self, solver: cp_model.CpSolver) -> None:
         self.used += solver.deterministic_time if self.opts.deterministic else solver.wall_time

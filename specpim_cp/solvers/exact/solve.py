@@ -16,6 +16,7 @@ from specpim_cp.physics.evaluate import Evaluation, Evaluator
 from specpim_cp.problem.design import Design
 from specpim_cp.problem.scenario import Scenario, scenario_catalog
 from specpim_cp.problem.space import TreeMenuTooLarge
+from specpim_cp.solvers.deadline import TimeLimitReached, check
 from specpim_cp.solvers.exact import no_spec
 from specpim_cp.solvers.exact.finish import explain_infeasible, finish
 from specpim_cp.solvers.exact.fronts import epsilon_front
@@ -40,8 +41,9 @@ def solve(scenario: Scenario, *, objective: str | None = None, options: SolverOp
     (incumbent, bound).
     """
     t0 = time.perf_counter()
-    opts = options or SolverOptions()
+    opts = (options or SolverOptions()).with_deadline()  # the command's deadline, unless started above
     check_options(opts.time_limit_s, opts.workers)
+    check(opts.deadline, f"solving '{scenario.name}'")  # a solve started after the command's deadline
     catalog = catalog or scenario_catalog(scenario)
     objective = objective or scenario.objective
     ev = Evaluator(scenario, catalog)
@@ -65,7 +67,7 @@ def solve(scenario: Scenario, *, objective: str | None = None, options: SolverOp
     if status == Status.INFEASIBLE:
         raise ScenarioError(explain_infeasible(sm, opts))
     if design is None:
-        raise ScenarioError(f"no design found within the time limit ({opts.time_limit_s} s)")
+        raise TimeLimitReached(f"no design found within the time limit ({opts.time_limit_s} s)")
     return finish(run, scenario, t0, objective, status, ev.evaluate(design), obj, bound)
 
 
@@ -89,7 +91,7 @@ def solve_edp(sm: SpecModel, run: SolveSession, scenario: Scenario, hint: Design
     if status == Status.INFEASIBLE:
         raise ScenarioError(explain_infeasible(sm, opts))
     if not front:
-        raise ScenarioError(f"no design found within the time limit ({opts.time_limit_s} s)")
+        raise TimeLimitReached(f"no design found within the time limit ({opts.time_limit_s} s)")
     # the least EDP, then the least latency (the front is exact: both are compared as Fractions)
     best = min(front, key=lambda e: (e.metrics.objective("edp"), e.metrics.latency_fraction()))
     obj = best.metrics.objective("edp")

@@ -16,6 +16,7 @@ from specpim_cp.physics import speculation as spec
 from specpim_cp.physics.evaluate import Evaluation, Evaluator
 from specpim_cp.problem.design import Design
 from specpim_cp.problem.scenario import Scenario
+from specpim_cp.solvers.deadline import TimeLimitReached
 from specpim_cp.solvers.exact.finish import explain_infeasible, finish
 from specpim_cp.solvers.exact.guards import (
     ModelMismatch,
@@ -106,6 +107,8 @@ def solve_columns(scenario: Scenario, catalog: Catalog, ev: Evaluator, objective
         lam = Fraction(n_prev, d_prev)
         if focus is not None and focus >= lam:
             focus = None
+        if opts.expired:  # the command's deadline: no rebuild for a step that would not run
+            break
         search.prune(sm, relaxed, ratio.num_bounds, n_prev, d_prev)
         sm, relaxed = search.build()
         check_integer_range(sm)
@@ -134,6 +137,8 @@ def solve_columns(scenario: Scenario, catalog: Catalog, ev: Evaluator, objective
                 status_out = Status.OPTIMAL
             break
         k = next(k for k, z in enumerate(sm.z) if solver.boolean_value(z))
+        if k in relaxed and opts.expired:
+            break
         if k in relaxed:  # refine the class on the solution's hardware; a real design found there is kept
             found = search.dive(hardware(sm, solver), relaxed[k], objective, n_prev, d_prev)
             if found is not None:
@@ -211,7 +216,7 @@ def first_real_design(run: SolveSession, search: ColumnSearch, objective: str, o
     if status == Status.INFEASIBLE:
         raise ScenarioError(explain_infeasible(sm, opts))
     if status not in (Status.OPTIMAL, Status.FEASIBLE):
-        raise ScenarioError(f"no design found within the time limit ({opts.time_limit_s} s)")
+        raise TimeLimitReached(f"no design found within the time limit ({opts.time_limit_s} s)")
     return sm.decode(solver.boolean_value)
 
 

@@ -19,14 +19,13 @@ run's result does not depend on the number of workers.
 from __future__ import annotations
 
 import multiprocessing
-import time
-from collections.abc import Callable
 from dataclasses import dataclass
 
 import numpy as np
 
 from specpim_cp.catalog import Catalog
 from specpim_cp.problem.scenario import Scenario
+from specpim_cp.solvers.deadline import Deadline
 from specpim_cp.solvers.heuristic.genes import Genome, SearchSpace
 from specpim_cp.solvers.heuristic.mcts import ArchTree
 from specpim_cp.solvers.heuristic.pricing import INFEASIBLE, DesignKey, Pricer
@@ -37,21 +36,6 @@ MAX_POLISH_ROUNDS = 3  # rounds of (hill climbing on the genome, architecture sw
 MAX_CLIMB_STEPS = 8
 
 Stats = list[tuple[list[int], list[float]]]
-
-
-@dataclass(frozen=True)
-class Deadline:
-    """A time limit on a clock (`time.monotonic` by default; tests pass a deterministic one)."""
-
-    at: float
-    clock: Callable[[], float] = time.monotonic
-
-    @classmethod
-    def after(cls, seconds: float, clock: Callable[[], float] = time.monotonic) -> Deadline:
-        return cls(clock() + seconds, clock)
-
-    def passed(self) -> bool:
-        return self.clock() > self.at
 
 
 @dataclass(frozen=True)

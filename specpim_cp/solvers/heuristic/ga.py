@@ -19,7 +19,8 @@ import time
 
 import numpy as np
 
-from specpim_cp.solvers.heuristic.fill import Deadline, FillJob, FillResult, Individual, SerialFiller
+from specpim_cp.solvers.deadline import Deadline
+from specpim_cp.solvers.heuristic.fill import FillJob, FillResult, Individual, SerialFiller
 from specpim_cp.solvers.heuristic.genes import HOST, PIM, Genome, SearchSpace
 from specpim_cp.solvers.heuristic.mcts import ArchTree
 from specpim_cp.solvers.heuristic.pricing import INFEASIBLE, DesignKey

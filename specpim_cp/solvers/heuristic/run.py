@@ -40,7 +40,8 @@ from specpim_cp.problem.design import ArchConfig, DrafterChoice, SpecChoice
 from specpim_cp.problem.mapping_rules import rule_placement
 from specpim_cp.problem.scenario import Scenario, scenario_catalog
 from specpim_cp.solvers.baselines import baseline_devices, gpu_si
-from specpim_cp.solvers.heuristic.fill import Deadline, Filler, PoolFiller, SerialFiller
+from specpim_cp.solvers.deadline import Deadline
+from specpim_cp.solvers.heuristic.fill import Filler, PoolFiller, SerialFiller
 from specpim_cp.solvers.heuristic.ga import GeneticExplorer
 from specpim_cp.solvers.heuristic.genes import Genome, SearchSpace
 from specpim_cp.solvers.heuristic.pricing import INFEASIBLE, DesignKey, Pricer
@@ -143,6 +144,7 @@ def run_heuristic(scenario: Scenario, *, budget: str | Budget = "quick", seed: i
     scenario's devices.
     """
     t0 = time.perf_counter()
+    deadline = None if time_limit_s is None else Deadline.after(time_limit_s, clock)  # setting up counts too
     catalog = catalog or scenario_catalog(scenario)
     bud = resolve_budget(budget)
     # request latency (formulations/prefill.md) is searched by latency per token, selected by itself
@@ -172,7 +174,6 @@ def run_heuristic(scenario: Scenario, *, budget: str | Budget = "quick", seed: i
         filler = SerialFiller(Filler(space, pricer, bud.mcts_leaves_per_model))
     else:
         filler = PoolFiller(workers, scenario, catalog, search, bud.mcts_leaves_per_model)
-    deadline = None if time_limit_s is None else Deadline.after(time_limit_s, clock)
     explorer = GeneticExplorer(space, filler, np.random.default_rng(seed), seed, generations=bud.generations,
                                population=bud.population, deadline=deadline, polish=polish,
                                on_generation=on_generation)

@@ -584,6 +584,8 @@ def canonical_mix(run, objective: str, design: list[Design], lows: Sequence[Frac
     return cano.design, out
 
 
-def skipped_mix_tie_break(status: str) -> dict:
-    return {"tie_break": [], "canonical": False,
-            "tie_break_note": f"skipped: the mix objective is not proven optimal ({status})"}
+def skipped_mix_tie_break(status: str, proven: bool = False) -> dict:
+    """The report's tie-break fields when it did not run: the objective unproven (`status`), or (`proven`)
+    proven but `status` says why the tie-break was skipped."""
+    note = f"skipped: {status}" if proven else f"skipped: the mix objective is not proven optimal ({status})"
+    return {"tie_break": [], "canonical": False, "tie_break_note": note}

@@ -19,6 +19,7 @@ from specpim_cp.physics.evaluate import Evaluation, Evaluator
 from specpim_cp.problem.design import ArchConfig
 from specpim_cp.problem.mix import Mix
 from specpim_cp.problem.scenario import Scenario
+from specpim_cp.solvers.deadline import check
 from specpim_cp.solvers.exact.model import SpecModel
 from specpim_cp.solvers.exact.prices import PriceTable
 from specpim_cp.solvers.exact.ratio import RatioObjective, minimize_ratio
@@ -34,6 +35,7 @@ def cell_kind(objective: str) -> str:
 
 def _own_optimum(args: tuple[Scenario, str, SolverOptions]) -> SolveResult:
     scenario, kind, opts = args
+    check(opts.deadline, f"solving the cells alone ({scenario.name})")
     return solve_scenario(scenario, objective=kind, options=opts)
 
 
@@ -103,6 +105,8 @@ class FixedHardware:
         key = (c, tuple(archs), tuple(sorted(layouts.items())))
         if key in self.cache:
             return self.cache[key]
+        if self.opts.expired:  # the command's deadline: no answer (not cached)
+            return "UNKNOWN", None
         sm = self._model(c)
         if any(a not in sm.x[j] for j, a in enumerate(archs)):
             self.cache[key] = ("INFEASIBLE", None)
@@ -124,6 +128,8 @@ class FixedHardware:
     def best_excluding(self, c: int, excluded: Sequence[Sequence[ArchConfig]]) -> tuple[str, Evaluation | None]:
         """Cell c's own optimum over every hardware but the `excluded` tuples (one no-good row each:
         sum_j x[j][a_j] <= n_models - 1); (status, evaluation), INFEASIBLE when nothing else fits."""
+        if self.opts.expired:  # the command's deadline: no answer
+            return "UNKNOWN", None
         sm = self._model(c)
         rows = [[sm.x[j][a] for j, a in enumerate(archs)] for archs in excluded
                 if all(a in sm.x[j] for j, a in enumerate(archs))]

@@ -39,7 +39,7 @@ from specpim_cp.solvers.mix.records import (
     MixResult,
     MixSolveLog,
 )
-from specpim_cp.solvers.mix.session import MixRun, Phases, Stage, StageHook, verify_mix
+from specpim_cp.solvers.mix.session import MixRun, Phases, Stage, StageHook, unchecked_claims, verify_mix
 from specpim_cp.solvers.result import SolveResult, solver_version
 
 #: Most hardwares (besides the median cell's) given per-cell dataflow as warm starts, best bound first:
@@ -249,6 +249,8 @@ def _screen_hardware(run: MixRun, fixed: FixedHardware, optima: Sequence[SolveRe
         best_value = _exact(mm, ref_best, objective, own)
     screened = 0
     for rank, cand in enumerate(cands):
+        if options.solver.expired:  # the command's deadline: the mix model starts from what is known
+            break
         median = cand.reason is CandidateReason.MEDIAN_OPTIMUM
         if median:
             median_archs = cand.archs
@@ -320,7 +322,7 @@ def _solve_mix_model(run: MixRun, incumbent: list[Design], tried: Sequence[Hardw
     solved = [hr.value for hr in done if hr.value is not None]
     if bound_cp is not None and solved:
         bound_cp = min(bound_cp, min(solved))
-    if objective == "regret" and st.status == "OPTIMAL":  # the best weighted latency at the optimal regret
+    if objective == "regret" and st.status == "OPTIMAL" and not run.opts.expired:  # the best weighted latency at the optimal regret
         st2 = run.stage("regret stage 2 (weighted latency at the optimal regret)", "regret", best, lows, own,
                         regret_stage2=True)
         if st2.designs is not None and _exact(mm, st2.designs, objective, own) <= _exact(mm, best, objective, own):
@@ -355,7 +357,7 @@ def solve_mix_model(mix: Mix, objective: str, options: MixOptions, catalog: Cata
     lows = [r.report.objective if r.report.status == "OPTIMAL" else (r.report.bound or Fraction(0)) for r in optima]
     phases.lap("cells_alone_s")
     evaluators = [Evaluator(c.scenario, catalog) for c in mix.cells]
-    mm = MixModel(mix, catalog, evaluators)
+    mm = MixModel(mix, catalog, evaluators, deadline=opts.deadline)
     phases.lap("build_s")
     if options.cuts:
         mm.bounds = ArchBounds(mm.cells, cell_kind(objective))
@@ -375,7 +377,9 @@ def solve_mix_model(mix: Mix, objective: str, options: MixOptions, catalog: Cata
     solved = _solve_mix_model(run, incumbent, tried, objective, own, lows)
     phases.lap("mix_model_s")
     # 4. the canonical optimum (MIX-13): ties broken exactly, whatever the search path
-    if solved.status == "OPTIMAL" and solved.start is not None:
+    if solved.status == "OPTIMAL" and opts.expired:
+        designs, tie = solved.designs, skipped_mix_tie_break("the time limit passed before it", proven=True)
+    elif solved.status == "OPTIMAL" and solved.start is not None:
         designs, tie = canonical_mix(run, objective, solved.start, lows, own, solved.optimum,
                                      solved.plan.scale if solved.plan else None, tried)
     else:
@@ -399,7 +403,7 @@ def solve_mix_model(mix: Mix, objective: str, options: MixOptions, catalog: Cata
         objective_name=objective, status=solved.status, objective=value,
         bound=_reported_bound(mix, objective, lows, solved.bound, value), wall_s=time.perf_counter() - t0,
         seed=opts.seed, solver_version=solver_version(), inputs_hash=mix.content_hash(options.hashed(objective)),
-        extra={**log.as_dict(), **tie})
+        extra={**log.as_dict(), **tie, **unchecked_claims(claims, designs)})
     return MixResult(mix, tuple(evaluations), report, tuple(optima), tuple(comps))
 
 

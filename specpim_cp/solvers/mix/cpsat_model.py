@@ -33,6 +33,7 @@ from specpim_cp.problem.design import ArchConfig, Design
 from specpim_cp.problem.mix import KV_OPS, WEIGHT_OPS, Mix
 from specpim_cp.problem.operators import PLACEABLE_OPS
 from specpim_cp.problem.space import DesignSpace
+from specpim_cp.solvers.deadline import Deadline, check
 from specpim_cp.solvers.exact.model import SpecModel, add_ceil, ub
 from specpim_cp.solvers.exact.prices import PriceTable
 from specpim_cp.solvers.mix.arch_bounds import ArchBounds, units
@@ -69,9 +70,10 @@ class MixModel:
     from `evaluators[c]`; its model copy and the mix's rows read only it)."""
 
     def __init__(self, mix: Mix, catalog: Catalog, evaluators: Sequence[Evaluator],
-                 archs: Sequence[ArchConfig] | None = None):
+                 archs: Sequence[ArchConfig] | None = None, deadline: Deadline | None = None):
         """`archs`: one architecture per model, the model of that fixed hardware only (the canonical
-        tie-break's cell levels once its hardware is known); None: every architecture of the space."""
+        tie-break's cell levels once its hardware is known); None: every architecture of the space.
+        `deadline`: the command's; building stops between cells once it has passed (`TimeLimitReached`)."""
         self.mix = mix
         self.catalog = catalog
         self.evaluators = list(evaluators)
@@ -79,6 +81,7 @@ class MixModel:
         self.prices: list[PriceTable] = []
         self.cells: list[SpecModel] = []
         for c, cell in enumerate(mix.cells):
+            check(deadline, f"building the mix model, cell {c + 1} of {len(mix.cells)}")
             shared = None if c == 0 else self.cells[0].x
             space = DesignSpace(cell.scenario, catalog)
             if archs is not None:

@@ -52,7 +52,7 @@ from specpim_cp.solvers.mix.records import (
     MixSolveLog,
     MixStage,
 )
-from specpim_cp.solvers.mix.session import MixRun, Phases, verify_mix
+from specpim_cp.solvers.mix.session import MixRun, Phases, unchecked_claims, verify_mix
 from specpim_cp.solvers.result import SolveReport, SolveResult, inputs_hash, solver_version
 
 #: Node evaluations one search may make in deterministic mode (no wall-clock deadline there, so that the
@@ -73,6 +73,9 @@ class _Clock:
     def __init__(self, options: MixOptions, t0: float):
         s = options.solver
         self.deadline = None if s.deterministic else t0 + SEARCH_SHARE * s.time_limit_s
+        if s.deadline is not None:  # the command's deadline, in perf_counter seconds (the search's clock)
+            left = time.perf_counter() + s.deadline.remaining() * (1.0 if s.deterministic else SEARCH_SHARE)
+            self.deadline = left if self.deadline is None else min(self.deadline, left)
         self.max_nodes = DETERMINISTIC_MAX_NODES if s.deterministic else None
 
     def search(self, search: Search, tuples, incumbent=None, keep_ties: bool = False) -> Solved:
@@ -181,9 +184,9 @@ def solve_decomposed(mix: Mix, objective: str, options: MixOptions, catalog: Cat
 
     evaluators = [Evaluator(c.scenario, catalog) for c in mix.cells]
     say("pass tables of every cell")
-    mm = MixModel(mix, catalog, evaluators)
+    mm = MixModel(mix, catalog, evaluators, deadline=opts.deadline)
     phases.lap("build_s")
-    tables = MixTables(mix, mm.prices, evaluators)
+    tables = MixTables(mix, mm.prices, evaluators, deadline=opts.deadline)
     phases.lap("tables_s")
     clock = _Clock(options, t0)
     weights = mm.weights
@@ -226,7 +229,9 @@ def solve_decomposed(mix: Mix, objective: str, options: MixOptions, catalog: Cat
     # 3. the canonical optimum (MIX-13) among the designs of least objective in the model's units
     run = MixRun(mm, opts, on_stage)
     plan = None
-    if solved.proven:
+    if solved.proven and opts.expired:
+        tie = skipped_mix_tie_break("the time limit passed before it", proven=True)
+    elif solved.proven:
         designs, tie, plan, units = _canonical(run, mm, searching, grid, objective, designs, lows, own, clock)
         searches["units"] = units
     else:
@@ -249,7 +254,7 @@ def solve_decomposed(mix: Mix, objective: str, options: MixOptions, catalog: Cat
     comps: list[Comparison] = []
     tried: list[HardwareResult] = []
     if options.comparisons:
-        median = _median_hardware(search, grid, mix, objective, own)
+        median = None if opts.expired else _median_hardware(search, grid, mix, objective, own)
         tried = [median] if median is not None else []
         comps = mix_compare.compare(mix, evaluators, objective, own, optima,
                                     [md.arch for _, md in designs[0].models()], refs, median)
@@ -261,7 +266,7 @@ def solve_decomposed(mix: Mix, objective: str, options: MixOptions, catalog: Cat
                       model_variables=len(mm.m.proto.variables), model_constraints=len(mm.m.proto.constraints))
     # the exact optimum bounds the returned design's value (which attains the optimum in the model's units)
     bound = min(Fraction(solved.bound), value) if solved.bound is not None else None
-    extra = {**log.as_dict(), "method": METHOD, "decomposition": searches, **tie}
+    extra = {**log.as_dict(), "method": METHOD, "decomposition": searches, **tie, **unchecked_claims(claims, designs)}
     report = MixReport(objective_name=objective, status="OPTIMAL" if solved.proven else "FEASIBLE", objective=value,
                        bound=bound, wall_s=time.perf_counter() - t0, seed=opts.seed, solver_version=solver_version(),
                        inputs_hash=mix.content_hash(options.hashed(objective)), extra=extra)

@@ -35,6 +35,7 @@ from specpim_cp.physics.schedule import layer_schedule
 from specpim_cp.problem.design import ArchConfig, DrafterChoice, Placement, SpecChoice
 from specpim_cp.problem.mix import KV_OPS, WEIGHT_OPS, Mix
 from specpim_cp.problem.operators import LAYER_OPS, PLACEABLE_OPS, is_chain, layer_order
+from specpim_cp.solvers.deadline import Deadline, check
 from specpim_cp.solvers.exact.prices import PriceTable
 
 #: Tensor layouts, in the order of the class arrays' layout indices.
@@ -316,7 +317,9 @@ class MixTables:
     """[MIX-14] Every model's `ArchTable` on every architecture of the mix's space, over all cells, and
     per cell the speculation choices with each model's profile index."""
 
-    def __init__(self, mix: Mix, prices: Sequence[PriceTable], evaluators: Sequence[Evaluator]):
+    def __init__(self, mix: Mix, prices: Sequence[PriceTable], evaluators: Sequence[Evaluator],
+                 deadline: Deadline | None = None):
+        """`deadline`: the command's; building stops between tables once it has passed (`TimeLimitReached`)."""
         self.mix = mix
         self.prices = list(prices)
         self.evaluators = list(evaluators)
@@ -340,7 +343,11 @@ class MixTables:
         self.tables: list[dict[ArchConfig, ArchTable]] = []
         for j in range(n_models):
             profs = [self.profiles[c][j] for c in range(len(self.prices))]
-            self.tables.append({a: ArchTable(j, a, self.prices, self.evaluators, profs) for a in self.archs[j]})
+            tables = {}
+            for a in self.archs[j]:
+                check(deadline, f"tabulating the pass times of model {j + 1} of {n_models}")
+                tables[a] = ArchTable(j, a, self.prices, self.evaluators, profs)
+            self.tables.append(tables)
 
     @property
     def n_cells(self) -> int:

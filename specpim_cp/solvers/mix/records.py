@@ -142,7 +142,7 @@ class MixOptions:
         deterministically."""
         s = self.solver
         workers = 1 if self.cell_jobs > 1 or s.deterministic else s.workers
-        return SolverOptions(self.cell_time_limit_s, workers, s.seed, s.deterministic)
+        return SolverOptions(self.cell_time_limit_s, workers, s.seed, s.deterministic, s.deadline)
 
     def as_dict(self) -> dict:
         """The options as the report states them (`jobs` resolved; the comparisons show in the result)."""

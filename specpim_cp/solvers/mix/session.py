@@ -15,6 +15,7 @@ from ortools.sat.python import cp_model
 from specpim_cp.physics.evaluate import Evaluation, Metrics
 from specpim_cp.physics.mix import check_mix_capacity
 from specpim_cp.problem.design import Design
+from specpim_cp.solvers.deadline import cap_seconds
 from specpim_cp.solvers.exact.guards import ModelMismatch
 from specpim_cp.solvers.exact.ladder import NO_PRESOLVE, Solved, solve_with_ladder
 from specpim_cp.solvers.exact.model import SpecModel
@@ -164,7 +165,8 @@ def tight_claims(mm: MixModel, designs: Sequence[Design], opts: SolverOptions,
     time, each cell's claim is taken from the cell's own single-scenario model (`cell_model(c)`, the same
     SpecModel code the mix's cell copies are built with; the tensor-copy capacity is checked separately)
     with the design fixed. `whole=False` goes
-    to the cells' own models at once (`cell_model` is then required)."""
+    to the cells' own models at once (`cell_model` is then required). Cell by cell, the claims stop once the
+    command's deadline has passed: the first cells' claims only (the evaluator prices every cell anyway)."""
     try:
         if whole or cell_model is None:
             return _tight_claims_whole(mm, designs, opts)
@@ -175,6 +177,8 @@ def tight_claims(mm: MixModel, designs: Sequence[Design], opts: SolverOptions,
 
     out = []
     for c, d in enumerate(designs):
+        if opts.expired:
+            break
         out.append(CellClaim(*tight_claim(cell_model(c), d, opts)))
     return out
 
@@ -189,7 +193,7 @@ def _tight_claims_whole(mm: MixModel, designs: Sequence[Design], opts: SolverOpt
     solver.parameters.num_workers = 1
     solver.parameters.random_seed = opts.seed
     solver.parameters.presolve_inclusion_work_limit = 0  # objectives.md, "Presolve workaround"
-    solver.parameters.max_time_in_seconds = 60.0
+    solver.parameters.max_time_in_seconds = cap_seconds(60.0, opts.deadline)  # unproven: the cells' own models
     model.minimize(sum(T))
     status = solver.solve(model)
     if status != cp_model.OPTIMAL:
@@ -209,16 +213,24 @@ def verify_mix(mm: MixModel, designs: Sequence[Design], opts: SolverOptions,
                cell_model: Callable[[int], SpecModel] | None = None,
                whole: bool = True) -> tuple[list[Evaluation], list[CellClaim]]:
     """Re-price every cell with the evaluator and require exact agreement with the mix model's claims;
-    check the tensor-copy capacity independently (`physics.mix.check_mix_capacity`)."""
+    check the tensor-copy capacity independently (`physics.mix.check_mix_capacity`). Past the command's
+    deadline the claims of the cells left are not checked (`tight_claims`): fewer claims than cells."""
     check_mix_capacity(mm.mix, mm.evaluators, designs)
     evaluations = [ev.evaluate(d) for ev, d in zip(mm.evaluators, designs, strict=True)]
     claims = tight_claims(mm, designs, opts, cell_model, whole)
-    for c, (e, claim) in enumerate(zip(evaluations, claims, strict=True)):
+    for c, (e, claim) in enumerate(zip(evaluations, claims)):
         actual = CellClaim.of(e.metrics)
         if claim != actual:
             raise ModelMismatch(f"mix.cells[{c}]: the mix model claims {claim.as_dict()} but the evaluator prices "
                                 f"{actual.as_dict()}")
     return evaluations, claims
+
+
+def unchecked_claims(claims: Sequence[CellClaim], designs: Sequence[Design]) -> dict:
+    """The report's `claims_unchecked_cells` when the deadline cut the cross-check short (`tight_claims`)."""
+    if len(claims) >= len(designs):
+        return {}
+    return {"claims_unchecked_cells": list(range(len(claims), len(designs)))}
 
 
 class Phases:

@@ -4,6 +4,7 @@ decomposition (latency, and regret on request; MIX-14..19) or to the CP-SAT mix 
 from __future__ import annotations
 
 from collections.abc import Sequence
+from dataclasses import replace
 
 from specpim_cp.catalog import Catalog, default_catalog
 from specpim_cp.errors import ScenarioError
@@ -12,6 +13,7 @@ from specpim_cp.solvers.mix.cpsat import solve_mix_model
 from specpim_cp.solvers.mix.decomposition import solve_decomposed
 from specpim_cp.solvers.mix.records import DECOMPOSED_OBJECTIVES, MIX_METHODS, MixOptions, MixResult
 from specpim_cp.solvers.mix.session import StageHook
+from specpim_cp.solvers.mix.sizing import check_mix_size
 from specpim_cp.solvers.result import SolveResult
 
 
@@ -26,7 +28,9 @@ def solve_mix(mix: Mix, objective: str = "latency", options: MixOptions | None =
     """
     options = options or MixOptions()
     check_mix_options(objective, options)
+    options = replace(options, solver=options.solver.with_deadline())  # the command's, unless started above
     catalog = catalog or default_catalog()
+    check_mix_size(mix, catalog)  # memory, before anything is built
     if options.uses_decomposition(objective):  # [MIX-14..19]
         return solve_decomposed(mix, objective, options, catalog, on_stage, optima)
     return solve_mix_model(mix, objective, options, catalog, on_stage, optima)
