@@ -244,6 +244,28 @@ class TimePricedEnergy:
                 self.by_devices[j].setdefault(a.devices, []).append(a)
                 cur = self.least_power[j].get(a.devices)
                 self.least_power[j][a.devices] = pw[a] if cur is None else min(cur, pw[a])
+        self._candidates: dict[tuple[int, int], list[tuple[ArchConfig, int]]] = {}
+
+    def candidates(self, j: int, n: int) -> list[tuple[ArchConfig, int]]:
+        """Model j's architectures on n devices that some layout fits, each with its idle power above the
+        least on n devices (mW), in `by_devices` order (memoised: `choice` asks for them per choice)."""
+        key = (j, n)
+        out = self._candidates.get(key)
+        if out is None:
+            pw = self.sm.prices.models[j].idle_power_mw
+            out = self._candidates[key] = [(a, pw[a] - self.least_power[j][n]) for a in self.by_devices[j][n]
+                                           if self.fits(j, a)]
+        return out
+
+    def cycle_tokens(self, j: int, c: SpecChoice) -> tuple[int, ...]:
+        """Token counts of model j's passes in one cycle of choice c (the verifier's pass, a drafter's
+        chain pass or its tree's depth passes)."""
+        if j == 0:
+            return (pass_tokens(self.b, c, 0),)
+        dc = c.drafters[j - 1]
+        if dc.tree is not None:
+            return tuple(tree_pass_tokens(self.b, dc))
+        return (pass_tokens(self.b, c, j),)
 
     def fits(self, j: int, a: ArchConfig) -> bool:
         """Whether some layout of model j's operators fits architecture a (CAP-1/2 without a draft2 model):
@@ -268,18 +290,28 @@ class TimePricedEnergy:
             self._env[key] = PassEnvelope(self.sm, j, a, t)
         return self._env[key]
 
-    def _cycle(self, j: int, a: ArchConfig, c: SpecChoice, kappa: np.ndarray) -> np.ndarray | None:
+    def _cycle(self, j: int, a: ArchConfig, c: SpecChoice, kappa: np.ndarray,
+               tokens: tuple[int, ...] | None = None) -> np.ndarray | None:
         """min over placements of (cycle energy + κ cycle time) of model j in choice c (0: the verifier's
-        pass), or None where the architecture cannot hold the model or run its draft2 model."""
+        pass), or None where the architecture cannot hold the model or run its draft2 model. `tokens`:
+        `cycle_tokens(j, c)`, when the caller has it."""
         if not self.fits(j, a):
             return None
+        if tokens is None:
+            tokens = self.cycle_tokens(j, c)
+        env = self._env
+        if len(tokens) == 1:
+            e = env.get((j, a, tokens[0])) or self.envelope(j, a, tokens[0])
+            out = np.interp(kappa, e.pts, e.vals)
+        else:  # a token tree's depth passes
+            out = 0
+            for t in tokens:
+                e = env.get((j, a, t)) or self.envelope(j, a, t)
+                out = out + np.interp(kappa, e.pts, e.vals)
         if j == 0:
-            return self.envelope(0, a, pass_tokens(self.b, c, 0))(kappa)
+            return out
         dc = c.drafters[j - 1]
-        if dc.tree is not None:
-            return sum(self.envelope(j, a, t)(kappa) for t in tree_pass_tokens(self.b, dc))
-        out = self.envelope(j, a, pass_tokens(self.b, c, j))(kappa)
-        if dc.staging is not None:
+        if dc.tree is None and dc.staging is not None:
             step = self.sm.prices.models[j].draft2_step[(a, dc.staging.draft2)]
             if step is None:
                 return None
@@ -292,7 +324,6 @@ class TimePricedEnergy:
         bound of the energy per round (nJ) of every design with c on those counts (None if no architecture
         tuple runs c there); and per (model, architecture) the least over the entries of the bound of the
         designs that use it (left out where none can)."""
-        sm = self.sm
         nd = len(c.drafters)
         mean_r = np.array([sum(p * rs[i] for rs, p in st.outcomes) / spec.OUTCOME_SCALE for i in range(nd)])
         mult = [1.0] + [st.rounds_scaled[i] * (spec.Q_SCALE + st.drafter_q[i]) / (spec.OUTCOME_SCALE * spec.Q_SCALE)
@@ -316,14 +347,16 @@ class TimePricedEnergy:
             m_j = mult[j]
             kappa = (total / 1000.0)[:, None] * weights[None, :, j] / m_j  # (entries, W)
             low = np.full(value.shape, np.inf)
-            for n in np.unique(devices[:, j]).tolist():
-                rows = np.flatnonzero(devices[:, j] == n)
+            tokens = self.cycle_tokens(j, c)
+            col = devices[:, j]
+            for n in np.unique(col).tolist():
+                rows = np.flatnonzero(col == n)
+                k_rows = kappa[rows]
                 archs, stack = [], []
-                for a in self.by_devices[j][n]:
-                    cyc = self._cycle(j, a, c, kappa[rows])
+                for a, extra in self.candidates(j, n):
+                    cyc = self._cycle(j, a, c, k_rows, tokens)
                     if cyc is None:
                         continue
-                    extra = sm.prices.models[j].idle_power_mw[a] - self.least_power[j][n]
                     archs.append(a)
                     stack.append(m_j * cyc + (extra * time_lb[rows] / 1000.0)[:, None] if extra else m_j * cyc)
                 if archs:
@@ -332,17 +365,20 @@ class TimePricedEnergy:
                     groups.append((j, rows, archs, cur))
             value = value + low
         with np.errstate(invalid="ignore"):
-            bounds = [_floor(v) if np.isfinite(v) else None for v in value.max(axis=1)]
+            bounds = _floors(value.max(axis=1))
             per_arch = {}
             for j, rows, archs, cur in groups:
                 # the bound with model j on architecture a: the others' least plus a's own
                 rest = value[rows] - cur.min(axis=0)
-                for a, v in zip(archs, (rest[None] + cur).max(axis=2).min(axis=1).tolist()):
-                    if math.isfinite(v):
-                        per_arch[(j, a)] = _floor(v)
+                for a, v in zip(archs, _floors((rest[None] + cur).max(axis=2).min(axis=1))):
+                    if v is not None:
+                        per_arch[(j, a)] = v
         return bounds, per_arch
 
 
-def _floor(x: float) -> int:
-    """An integer below a bound computed in doubles, by a margin far above their error."""
-    return max(int(np.floor(x - abs(x) * 1e-9)) - 2, 0)
+def _floors(xs: np.ndarray) -> list[int | None]:
+    """Per entry of `xs`, an integer below that bound computed in doubles, by a margin far above their
+    error; None where the entry is not finite."""
+    with np.errstate(invalid="ignore"):
+        low = np.floor(xs - np.abs(xs) * 1e-9)
+    return [max(int(f) - 2, 0) if math.isfinite(f) else None for f in low.tolist()]
