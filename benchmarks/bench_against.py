@@ -50,7 +50,8 @@ def run_one(path: str, objective: str, time_limit: float) -> None:
 def in_tree(tree: Path, args: list[str], **kw) -> subprocess.CompletedProcess:
     """Run `python ARGS` with `tree` first on the import path, from `tree`."""
     env = {**os.environ, "PYTHONPATH": str(tree)}
-    return subprocess.run([sys.executable, *args], cwd=tree, env=env, capture_output=True, text=True, **kw)
+    return subprocess.run([sys.executable, *args], check=False, cwd=tree, env=env, capture_output=True, text=True,
+                          **kw)
 
 
 def solve_in(tree: Path, path: Path, objective: str, time_limit: float) -> dict:
@@ -124,7 +125,7 @@ def main() -> int:
                 out["batch"][side].append(batch_in(trees[side], args.batch_args))
                 print(f"batch {side}: {out['batch'][side][-1]:.1f} s", file=sys.stderr, flush=True)
     finally:
-        subprocess.run(["git", "worktree", "remove", "--force", str(base)], cwd=HERE, capture_output=True)
+        subprocess.run(["git", "worktree", "remove", "--force", str(base)], check=False, cwd=HERE, capture_output=True)
     print(f"before = {sha[:10]}, after = this tree ({HERE})")
     for objective in dict.fromkeys(r["objective"] for r in out["solves"]):
         rows = [r for r in out["solves"] if r["objective"] == objective]

@@ -22,6 +22,7 @@ reads each expert the pass touches once, PIM streams each token's k experts; eve
 from __future__ import annotations
 
 import math
+from collections.abc import Sequence
 from dataclasses import dataclass
 from fractions import Fraction
 
@@ -50,7 +51,8 @@ class OpCost:
 
 
 def make_cost(t_ns: float, parts_pj: tuple[float, ...]) -> OpCost:
-    parts = tuple([math.ceil(p / PJ_PER_NJ - 1e-9) for p in parts_pj])  # `_ceil`, inlined: a hot path
+    # `_ceil`, inlined: a hot path (a zero part is 0 either way)
+    parts = tuple([math.ceil(p / PJ_PER_NJ - 1e-9) if p else 0 for p in parts_pj])
     return OpCost(math.ceil(t_ns - 1e-9), sum(parts), parts)
 
 
@@ -105,7 +107,7 @@ class CostModel:
         self.share_levels = scenario.space.share_levels
         self.memory_model = scenario.assumptions.memory_model
         self.count_idle = scenario.assumptions.energy_accounting == "total"
-        self._op_cache: dict[tuple, OpCost | None] = {}
+        self._op_cache: dict[tuple, dict[int, OpCost | None]] = {}  # (model, op, placement, arch) -> tokens
         self._shapes: dict[str, dict[str, OpShape]] = {}
         self._tensor_bytes: dict[tuple[str, int], TensorBytes] = {}
         self._allreduce: dict[tuple[str, ArchConfig, int], OpCost] = {}
@@ -246,118 +248,149 @@ class CostModel:
         `layout`: where a host operator's tensor lives. None when the placement is impossible.
         """
         lay = "pim" if engine == "pim" else layout
-        key = (model.name, op, engine, share if engine == "pim" else 0, lay, arch, tokens)
-        if key not in self._op_cache:
-            self._op_cache[key] = self._op_cost(model, op, engine, share, arch, tokens, lay)
-        return self._op_cache[key]
+        by_tokens = self._op_cache.setdefault((model.name, op, engine, share if engine == "pim" else 0, lay, arch), {})
+        if tokens not in by_tokens:
+            by_tokens[tokens] = self._op_cost(model, op, engine, share, arch, tokens, lay)
+        return by_tokens[tokens]
 
     def placement_cost(self, model: ModelSpec, op: str, p: Placement, arch: ArchConfig, tokens: int) -> OpCost | None:
         return self.op_cost(model, op, p.engine, p.share, arch, tokens, p.layout)
 
+    def placement_costs(self, model: ModelSpec, op: str, p: Placement, arch: ArchConfig,
+                        token_counts: Sequence[int]) -> dict[int, OpCost | None]:
+        """`placement_cost` at every count of `token_counts` (memoised like it), the counts not yet priced
+        computed together: what does not depend on the token count is worked out once."""
+        lay = "pim" if p.engine == "pim" else p.layout
+        by_tokens = self._op_cache.setdefault((model.name, op, p.engine, p.share if p.engine == "pim" else 0, lay,
+                                               arch), {})
+        missing = [t for t in dict.fromkeys(token_counts) if t not in by_tokens]
+        if missing:
+            by_tokens.update(zip(missing, self._op_costs(model, op, p.engine, p.share, arch, missing, lay)))
+        return {t: by_tokens[t] for t in token_counts}
+
     def _op_cost(self, model: ModelSpec, op: str, engine: str, share: int, arch: ArchConfig,
                  tokens: int, layout: str) -> OpCost | None:
+        return self._op_costs(model, op, engine, share, arch, [tokens], layout)[0]
+
+    def _op_costs(self, model: ModelSpec, op: str, engine: str, share: int, arch: ArchConfig,
+                  token_counts: list[int], layout: str) -> list[OpCost | None]:
         s = self.shapes(model)[op]
         if not s.parts:
-            raw = self._raw_cost(model, s, engine, share, arch, tokens, layout)
-            return None if raw is None else make_cost(*raw)
+            return [None if raw is None else make_cost(*raw)
+                    for raw in self._raw_costs(model, s, engine, share, arch, token_counts, layout)]
         # [MOE-3] an MoE FFN operator: its kernels (router, routed experts, shared experts) one after another
-        raws = [self._raw_cost(model, part, engine, share, arch, tokens, layout) for part in s.parts]
-        if any(r is None for r in raws):
-            return None
-        return make_cost(sum(r[0] for r in raws), tuple(sum(r[1][c] for r in raws) for c in range(len(COMPONENTS))))
+        out: list[OpCost | None] = []
+        per_part = [self._raw_costs(model, part, engine, share, arch, token_counts, layout) for part in s.parts]
+        for raws in zip(*per_part):
+            if any(r is None for r in raws):
+                out.append(None)
+                continue
+            out.append(make_cost(sum(r[0] for r in raws),
+                                 tuple(sum(r[1][c] for r in raws) for c in range(len(COMPONENTS)))))
+        return out
 
-    def _raw_cost(self, model: ModelSpec, s: OpShape, engine: str, share: int, arch: ArchConfig,
-                  tokens: int, layout: str) -> tuple[float, tuple[float, ...]] | None:
-        """(ns, pJ per component) of one kernel of shape `s`, before rounding; None when impossible."""
+    def _raw_costs(self, model: ModelSpec, s: OpShape, engine: str, share: int, arch: ArchConfig,
+                   token_counts: list[int], layout: str) -> list[tuple[float, tuple[float, ...]] | None]:
+        """Per token count, (ns, pJ per component) of one kernel of shape `s`, before rounding; None when
+        impossible. The per-count formulas come after what the count does not change."""
         mem = self.memory(arch)
         n = arch.devices
         bpp = model.bytes_per_param
         batch = self.scenario.batch_size
-        # a pass's query tokens also attend to the pass's own earlier tokens (a draft chain or tree under
-        # its mask): the context grows by the pass's tokens per sequence beyond the first
-        ctx = self.scenario.average_context + max(0, tokens // batch - 1)
         e_ext = mem.external_energy_pj_per_bit * BITS_PER_BYTE  # pJ per byte
         e_int = mem.internal_energy_pj_per_bit * BITS_PER_BYTE
         e_chip = self.host.onchip_energy_pj_per_bit * BITS_PER_BYTE
-        fc_tokens, touched = tokens, 0.0  # the host kernel's tokens; distinct experts of an expert kernel
-        if s.kind == "fc" and s.experts:  # [MOE-3] routed experts, each split over the devices like a dense FFN
-            in_dev = -(-s.in_features // n) if s.row_parallel else s.in_features
-            out_dev = s.out_features if s.row_parallel else -(-s.out_features // n)
-            expert_bytes_dev = in_dev * out_dev * bpp
-            routed = tokens * s.experts_per_token  # (token, expert) pairs
-            touched = distinct_experts(model, tokens)  # [MOE-1, MOE-2]
-            macs_total = routed * s.in_features * s.out_features
-            stream_bytes_dev = routed * expert_bytes_dev  # PIM: each token streams its k experts
-            input_bytes_dev = tokens * in_dev * bpp * (1 if s.shared_input else s.experts_per_token)
-            output_bytes_dev = routed * out_dev * bpp
-            host_bytes_dev = touched * expert_bytes_dev  # the host reads each touched expert once per pass
-            fc_tokens = max(1, math.ceil(routed / touched - 1e-9))  # tokens per touched expert
-        elif s.kind == "fc" and s.replicated:  # the MoE router: every device holds and computes all of it
-            in_dev, out_dev = s.in_features, s.out_features
-            weight_bytes_dev = in_dev * out_dev * bpp
-            macs_total = tokens * s.in_features * s.out_features * n
-            stream_bytes_dev = tokens * weight_bytes_dev
-            input_bytes_dev, output_bytes_dev = tokens * in_dev * bpp, tokens * out_dev * bpp
-            host_bytes_dev = weight_bytes_dev
-        elif s.kind == "fc":
-            in_dev = -(-s.in_features // n) if s.row_parallel else s.in_features
-            out_dev = s.out_features if s.row_parallel else -(-s.out_features // n)
-            weight_bytes_dev = in_dev * out_dev * bpp
-            macs_total = tokens * s.in_features * s.out_features
-            stream_bytes_dev = tokens * weight_bytes_dev  # PIM: once per token
-            input_bytes_dev, output_bytes_dev = tokens * in_dev * bpp, tokens * out_dev * bpp
-            host_bytes_dev = weight_bytes_dev
-        else:
-            kvh = self.kv_heads_per_device(model, n)
-            heads_dev = -(-model.heads // n)
-            kv_bytes_seq = ctx * kvh * model.head_dim * bpp  # K (or V) of one sequence, one layer
-            group = max(1, heads_dev // kvh)  # query heads sharing one KV head re-stream it on PIM
-            stream_bytes_dev = tokens * group * kv_bytes_seq
-            host_bytes_dev = batch * kv_bytes_seq  # a GPU kernel reads each sequence's cache once
-            host_flops_dev = 2 * tokens * ctx * heads_dev * model.head_dim
-            macs_total = tokens * ctx * heads_dev * model.head_dim * n
-            # score: q (head_dim) in, probabilities (context) out; context: probabilities in, head_dim out
-            q_bytes, p_bytes = tokens * heads_dev * model.head_dim * bpp, tokens * heads_dev * ctx * bpp
-            input_bytes_dev, output_bytes_dev = (q_bytes, p_bytes) if s.name == "score" else (p_bytes, q_bytes)
+        host = self.host
         if engine == "host":
             if not self.host_layout_allowed(arch, layout):
-                return None
+                return [None] * len(token_counts)
             bw = self.layout_bandwidth_gbps(arch, layout)
-            if s.kind == "fc" and self.host.kernel_table == kernels.ROOFLINE:  # no measurements: derated roofline
-                h = self.host
-                t_ns = kernels.roofline_linear_ns(
-                    in_dev, out_dev, fc_tokens, bandwidth_gbps=bw, peak_fp16_tflops=h.peak_fp16_tflops,
-                    bandwidth_efficiency=h.attention_bandwidth_efficiency, compute_efficiency=h.compute_efficiency,
-                    launch_overhead_ns=h.launch_overhead_ns)
-                launch_ns = h.launch_overhead_ns
+            roofline = host.kernel_table == kernels.ROOFLINE
+            if s.kind == "fc" and roofline:
+                launch_ns = host.launch_overhead_ns
             elif s.kind == "fc":
-                scale = bw / self.host.kernel_table_bandwidth_gbps
-                t_ns = kernels.linear_time_us(self.host.kernel_table, in_dev, out_dev, fc_tokens, scale) * 1e3
-                launch_ns = kernels.memory_floor(self.host.kernel_table)[0] * 1e3
-            else:
-                t_mem = host_bytes_dev / (self.host.attention_bandwidth_efficiency * bw)
-                t_cmp = host_flops_dev / (self.host.compute_efficiency * self.host.peak_fp16_tflops * 1e3)
-                t_ns = self.host.launch_overhead_ns + max(t_mem, t_cmp)
-            if touched:  # [MOE-3] one grouped kernel: one launch, then each touched expert's GEMM
-                t_ns = launch_ns + touched * (t_ns - launch_ns)
-            moved = host_bytes_dev * n
-            parts = (moved * e_ext, moved * e_chip + macs_total * self.host.mac_energy_pj, 0.0, 0.0, 0.0)
+                scale = bw / host.kernel_table_bandwidth_gbps
+                launch_ns = kernels.memory_floor(host.kernel_table)[0] * 1e3
         elif engine == "pim":
             if arch.pim_units == 0 or not 1 <= share <= self.share_levels:
-                return None
+                return [None] * len(token_counts)
             frac = share / self.share_levels
             lanes = self.pim_lanes(arch) * frac
             units = mem.groups * arch.pim_units * frac
-            t_stream = stream_bytes_dev / (lanes * mem.pim_lane_bandwidth_gbps)
-            t_compute = 2 * stream_bytes_dev / bpp / (lanes * mem.pim_lane_gflops)
-            t_broadcast = input_bytes_dev / mem.unit_external_bandwidth_gbps  # every unit gets the input
-            t_readback = output_bytes_dev / (units * mem.unit_external_bandwidth_gbps)
-            t_ns = mem.pim_mode_switch_ns + max(t_stream, t_compute) / mem.pim_efficiency + t_broadcast + t_readback
-            parts = (0.0, 0.0, stream_bytes_dev * n * e_int, macs_total * mem.pim_mac_energy_pj,
-                     (input_bytes_dev * units + output_bytes_dev) * n * e_ext)
         else:
             raise ValueError(f"unknown engine {engine!r}")
-        return t_ns, parts
+        if s.kind == "fc":
+            in_dev = -(-s.in_features // n) if s.row_parallel else s.in_features
+            out_dev = s.out_features if s.row_parallel else -(-s.out_features // n)
+        else:
+            kvh = self.kv_heads_per_device(model, n)
+            heads_dev = -(-model.heads // n)
+            group = max(1, heads_dev // kvh)  # query heads sharing one KV head re-stream it on PIM
+        out: list[tuple[float, tuple[float, ...]] | None] = []
+        for tokens in token_counts:
+            # a pass's query tokens also attend to the pass's own earlier tokens (a draft chain or tree under
+            # its mask): the context grows by the pass's tokens per sequence beyond the first
+            ctx = self.scenario.average_context + max(0, tokens // batch - 1)
+            fc_tokens, touched = tokens, 0.0  # the host kernel's tokens; distinct experts of an expert kernel
+            if s.kind == "fc" and s.experts:  # [MOE-3] routed experts, each split over the devices like a dense FFN
+                expert_bytes_dev = in_dev * out_dev * bpp
+                routed = tokens * s.experts_per_token  # (token, expert) pairs
+                touched = distinct_experts(model, tokens)  # [MOE-1, MOE-2]
+                macs_total = routed * s.in_features * s.out_features
+                stream_bytes_dev = routed * expert_bytes_dev  # PIM: each token streams its k experts
+                input_bytes_dev = tokens * in_dev * bpp * (1 if s.shared_input else s.experts_per_token)
+                output_bytes_dev = routed * out_dev * bpp
+                host_bytes_dev = touched * expert_bytes_dev  # the host reads each touched expert once per pass
+                fc_tokens = max(1, math.ceil(routed / touched - 1e-9))  # tokens per touched expert
+            elif s.kind == "fc" and s.replicated:  # the MoE router: every device holds and computes all of it
+                in_dev, out_dev = s.in_features, s.out_features
+                weight_bytes_dev = in_dev * out_dev * bpp
+                macs_total = tokens * s.in_features * s.out_features * n
+                stream_bytes_dev = tokens * weight_bytes_dev
+                input_bytes_dev, output_bytes_dev = tokens * in_dev * bpp, tokens * out_dev * bpp
+                host_bytes_dev = weight_bytes_dev
+            elif s.kind == "fc":
+                weight_bytes_dev = in_dev * out_dev * bpp
+                macs_total = tokens * s.in_features * s.out_features
+                stream_bytes_dev = tokens * weight_bytes_dev  # PIM: once per token
+                input_bytes_dev, output_bytes_dev = tokens * in_dev * bpp, tokens * out_dev * bpp
+                host_bytes_dev = weight_bytes_dev
+            else:
+                kv_bytes_seq = ctx * kvh * model.head_dim * bpp  # K (or V) of one sequence, one layer
+                stream_bytes_dev = tokens * group * kv_bytes_seq
+                host_bytes_dev = batch * kv_bytes_seq  # a GPU kernel reads each sequence's cache once
+                host_flops_dev = 2 * tokens * ctx * heads_dev * model.head_dim
+                macs_total = tokens * ctx * heads_dev * model.head_dim * n
+                # score: q (head_dim) in, probabilities (context) out; context: probabilities in, head_dim out
+                q_bytes, p_bytes = tokens * heads_dev * model.head_dim * bpp, tokens * heads_dev * ctx * bpp
+                input_bytes_dev, output_bytes_dev = (q_bytes, p_bytes) if s.name == "score" else (p_bytes, q_bytes)
+            if engine == "host":
+                if s.kind == "fc" and roofline:  # no measurements: derated roofline
+                    t_ns = kernels.roofline_linear_ns(
+                        in_dev, out_dev, fc_tokens, bandwidth_gbps=bw, peak_fp16_tflops=host.peak_fp16_tflops,
+                        bandwidth_efficiency=host.attention_bandwidth_efficiency,
+                        compute_efficiency=host.compute_efficiency, launch_overhead_ns=host.launch_overhead_ns)
+                elif s.kind == "fc":
+                    t_ns = kernels.linear_time_us(host.kernel_table, in_dev, out_dev, fc_tokens, scale) * 1e3
+                else:
+                    t_mem = host_bytes_dev / (host.attention_bandwidth_efficiency * bw)
+                    t_cmp = host_flops_dev / (host.compute_efficiency * host.peak_fp16_tflops * 1e3)
+                    t_ns = host.launch_overhead_ns + max(t_mem, t_cmp)
+                if touched:  # [MOE-3] one grouped kernel: one launch, then each touched expert's GEMM
+                    t_ns = launch_ns + touched * (t_ns - launch_ns)
+                moved = host_bytes_dev * n
+                parts = (moved * e_ext, moved * e_chip + macs_total * host.mac_energy_pj, 0.0, 0.0, 0.0)
+            else:
+                t_stream = stream_bytes_dev / (lanes * mem.pim_lane_bandwidth_gbps)
+                t_compute = 2 * stream_bytes_dev / bpp / (lanes * mem.pim_lane_gflops)
+                t_broadcast = input_bytes_dev / mem.unit_external_bandwidth_gbps  # every unit gets the input
+                t_readback = output_bytes_dev / (units * mem.unit_external_bandwidth_gbps)
+                t_ns = (mem.pim_mode_switch_ns + max(t_stream, t_compute) / mem.pim_efficiency + t_broadcast
+                        + t_readback)
+                parts = (0.0, 0.0, stream_bytes_dev * n * e_int, macs_total * mem.pim_mac_energy_pj,
+                         (input_bytes_dev * units + output_bytes_dev) * n * e_ext)
+            out.append((t_ns, parts))
+        return out
 
     def allreduce_cost(self, model: ModelSpec, arch: ArchConfig, tokens: int) -> OpCost:
         """One all-reduce of the layer's output activations across the model's devices."""
