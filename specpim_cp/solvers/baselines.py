@@ -42,6 +42,7 @@ from specpim_cp.problem.mapping_rules import fit_layouts, rule_placement
 from specpim_cp.problem.operators import PLACEABLE_OPS
 from specpim_cp.problem.scenario import Scenario, scenario_catalog
 from specpim_cp.problem.space import draft_length_options, model_labels, tree_options
+from specpim_cp.solvers.shared_evaluator import shared_evaluator
 
 HALF = "half"
 TREES = "trees"  # a baseline that needs a drafter with token trees
@@ -121,7 +122,7 @@ def best_fixed_recipe(scenario: Scenario, catalog: Catalog, archs: list[ArchConf
     """Best draft lengths (and, with `trees`, token-tree shapes) and host layouts for a fixed architecture
     and mapping rule (exhaustive, via the evaluator). `spill`: a model whose PIM units cannot hold its
     PIM-side tensors moves the overflow over the external bus every pass (FC-offload as SpecPIM ran it)."""
-    ev = Evaluator(scenario, catalog)
+    ev = shared_evaluator(scenario, catalog)  # the exact solve's and the other recipes' memoised prices
     n = len(scenario.drafters)
     names = [e.model for _, e in model_labels(scenario)]
     drafts = [[DrafterChoice(g) for g in draft_length_options(scenario, i)]

@@ -12,7 +12,6 @@ import time
 
 from specpim_cp.catalog import Catalog
 from specpim_cp.errors import ScenarioError
-from specpim_cp.physics.evaluate import Evaluator
 from specpim_cp.problem.design import Design
 from specpim_cp.problem.scenario import Scenario, scenario_catalog
 from specpim_cp.problem.space import TreeMenuTooLarge
@@ -26,6 +25,7 @@ from specpim_cp.solvers.exact.starts import best_start
 from specpim_cp.solvers.exact.tree_column_set import columns_refusal
 from specpim_cp.solvers.exact.tree_columns import solve_by_columns
 from specpim_cp.solvers.result import SolveResult, Status
+from specpim_cp.solvers.shared_evaluator import shared_evaluator
 
 
 def solve(scenario: Scenario, *, objective: str | None = None, options: SolverOptions | None = None,
@@ -42,7 +42,7 @@ def solve(scenario: Scenario, *, objective: str | None = None, options: SolverOp
     check_options(opts.time_limit_s, opts.workers)
     catalog = catalog or scenario_catalog(scenario)
     objective = objective or scenario.objective
-    ev = Evaluator(scenario, catalog)
+    ev = shared_evaluator(scenario, catalog)  # the baselines of the first incumbent price with it too
     try:
         sm = build_model(scenario, catalog, ev)
     except TreeMenuTooLarge as exc:  # [TREE-6] relaxed tree classes, refined, where they apply
