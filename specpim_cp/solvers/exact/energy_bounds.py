@@ -188,7 +188,7 @@ class PassEnvelope:
             front = np.zeros((1, 6), dtype=np.int64)
             for op in ops:
                 opts = np.array(options(op), dtype=np.int64)
-                front = np.unique((front[:, None, :] + opts[None, :, :]).reshape(-1, 6), axis=0)
+                front = _unique_rows((front[:, None, :] + opts[None, :, :]).reshape(-1, 6))
             return front
 
         attn = branch(ATTENTION)
@@ -209,6 +209,15 @@ class PassEnvelope:
 
     def __call__(self, kappa: np.ndarray) -> np.ndarray:
         return np.interp(kappa, self.pts, self.vals)
+
+
+def _unique_rows(rows: np.ndarray) -> np.ndarray:
+    """`np.unique(rows, axis=0)` (the distinct rows in lexicographic order) by one lexsort, without the
+    structured view np.unique sorts by."""
+    ordered = rows[np.lexsort(rows.T[::-1])]
+    keep = np.ones(len(ordered), dtype=bool)
+    keep[1:] = (ordered[1:] != ordered[:-1]).any(axis=1)
+    return ordered[keep]
 
 
 @functools.cache
