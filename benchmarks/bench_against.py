@@ -5,9 +5,10 @@
                                        [--json OUT]
 
 REV is checked out with `git worktree add --detach` into a temporary folder (removed at the end). Every
-scenario (default set `paper-full`) is solved, per objective, once by each tree in a fresh process (its
-price tables, kernel fits and imports paid as a CLI run pays them): the two trees alternate and the one
-that goes first alternates too, so a change of the machine's load falls on both. Each process reports the
+scenario (default set `paper-full`) is solved under each objective (a scenario's objectives before the next
+scenario) once by each tree, in a fresh process (its price tables, kernel fits and imports paid as a CLI
+run pays them): the two trees alternate and the one that goes first alternates too, so a change of the
+machine's load falls on both; `--json` is rewritten after every scenario. Each process reports the
 wall of `solve(...)`, the time inside CP-SAT (`extra.cp_sat_s`; n/a for a revision that does not report
 it) and the exact objective and design key, which must agree ("answers differ" counts those that do not).
 Per objective it prints median and maximum wall and wall / CP-SAT for both trees. `--batch` also times
@@ -29,6 +30,7 @@ import time
 from pathlib import Path
 
 HERE = Path(__file__).resolve().parent.parent
+nan = float("nan")
 
 
 def run_one(path: str, objective: str, time_limit: float) -> None:
@@ -107,8 +109,9 @@ def main() -> int:
     out: dict = {"rev": sha, "solves": [], "batch": {"before": [], "after": []}}
     try:
         k = 0
-        for objective in ([] if args.no_solves else args.objectives.split(",")):
-            for path in scenario_files(args.sets):
+        objectives = [] if args.no_solves else args.objectives.split(",")
+        for path in scenario_files(args.sets):  # every objective of a scenario before the next scenario
+            for objective in objectives:
                 order = ("before", "after") if k % 2 == 0 else ("after", "before")
                 k += 1
                 rec = {"scenario": path.stem, "objective": objective}
@@ -117,9 +120,12 @@ def main() -> int:
                 b, a = rec["before"], rec["after"]
                 rec["same_answer"] = (b.get("objective"), b.get("design")) == (a.get("objective"), a.get("design"))
                 out["solves"].append(rec)
-                print(f"{objective} {path.stem}: before {b.get('wall_s', float('nan')):.2f} s, after "
-                      f"{a.get('wall_s', float('nan')):.2f} s, same answer {rec['same_answer']}",
+                print(f"{objective} {path.stem}: wall (CP-SAT) before {b.get('wall_s', nan):.2f} s "
+                      f"({b.get('cp_sat_s') or nan:.2f} s), after {a.get('wall_s', nan):.2f} s "
+                      f"({a.get('cp_sat_s') or nan:.2f} s), same answer {rec['same_answer']}",
                       file=sys.stderr, flush=True)
+                if args.json:  # so far, in case the run is stopped
+                    Path(args.json).write_text(json.dumps(out, indent=1))
         for r in range(args.rounds if args.batch else 0):
             for side in (("before", "after") if r % 2 == 0 else ("after", "before")):
                 out["batch"][side].append(batch_in(trees[side], args.batch_args))
