@@ -22,6 +22,7 @@ import argparse
 import json
 import os
 import shlex
+import signal
 import statistics
 import subprocess
 import sys
@@ -105,6 +106,7 @@ def main() -> int:
     base = Path(tempfile.mkdtemp(prefix=f"specpim-against-{sha[:8]}-"))
     subprocess.run(["git", "worktree", "add", "--detach", str(base), sha], cwd=HERE, check=True,
                    capture_output=True)
+    signal.signal(signal.SIGTERM, lambda *_: sys.exit(143))  # a stopped run still removes its worktree
     trees = {"before": base, "after": HERE}
     out: dict = {"rev": sha, "solves": [], "batch": {"before": [], "after": []}}
     try:
