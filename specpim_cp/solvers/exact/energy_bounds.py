@@ -16,6 +16,7 @@ from __future__ import annotations
 import functools
 import itertools
 import math
+import weakref
 from collections.abc import Sequence
 
 import numpy as np
@@ -220,6 +221,22 @@ def _unique_rows(rows: np.ndarray) -> np.ndarray:
     return ordered[keep]
 
 
+#: Per price table (by id, dropped with the table): what `TimePricedEnergy` derives from the table alone.
+_TABLE_MEMOS: dict[int, dict] = {}
+
+
+def table_memo(prices) -> dict:
+    """A dict kept beside the price table `prices` while it lives: the pass envelopes (`PassEnvelope`) and
+    fit tests depend on the table's prices and options only, so the models built from one table (a solve's,
+    then its ranges' or front's) share them instead of each deriving them again."""
+    key = id(prices)
+    memo = _TABLE_MEMOS.get(key)
+    if memo is None or memo["table"]() is not prices:
+        memo = _TABLE_MEMOS[key] = {"table": weakref.ref(prices)}
+        weakref.finalize(prices, _TABLE_MEMOS.pop, key, None)
+    return memo
+
+
 @functools.cache
 def _layout_vectors(sizes: tuple[int, ...]) -> np.ndarray:
     """Every vector of choice indices (one per operator, operator i in range(sizes[i])), a row each."""
@@ -243,8 +260,10 @@ class TimePricedEnergy:
         self.sm = sm
         self.b = sm.scenario.batch_size
         self.sync = sm.prices.round_sync_ns
-        self._env: dict[tuple[int, ArchConfig, int], PassEnvelope] = {}
-        self._fits: dict[tuple[int, ArchConfig], bool] = {}
+        memo = table_memo(sm.prices)  # shared by every model of the table: a range's, a front's, a mix cell's
+        self._env: dict[tuple[int, ArchConfig, int], PassEnvelope] = memo.setdefault("envelopes", {})
+        self._fits: dict[tuple[int, ArchConfig], bool] = memo.setdefault("fits", {})
+        self._choices: dict[tuple, tuple[list, dict]] = memo.setdefault("choices", {})
         self.least_power = [{} for _ in sm.data]  # j -> devices -> least idle mW
         self.by_devices = [{} for _ in sm.data]  # j -> devices -> architectures
         for j, d in enumerate(sm.data):
@@ -332,7 +351,16 @@ class TimePricedEnergy:
         """For choice c and each (device counts, CUT-3 round-time bound of c on them) in `entries`: a lower
         bound of the energy per round (nJ) of every design with c on those counts (None if no architecture
         tuple runs c there); and per (model, architecture) the least over the entries of the bound of the
-        designs that use it (left out where none can)."""
+        designs that use it (left out where none can). Kept per price table (both read-only): another model
+        of the table asking again (a range's, a front's, another objective's) gets the same answer."""
+        key = (c, tuple(entries))
+        hit = self._choices.get(key)
+        if hit is None:
+            hit = self._choices[key] = self._choice(c, st, entries)
+        return hit
+
+    def _choice(self, c: SpecChoice, st: RoundStats, entries: Sequence[tuple[tuple[int, ...], int]]
+                ) -> tuple[list[int | None], dict[tuple[int, ArchConfig], int]]:
         nd = len(c.drafters)
         mean_r = np.array([sum(p * rs[i] for rs, p in st.outcomes) / spec.OUTCOME_SCALE for i in range(nd)])
         mult = [1.0] + [st.rounds_scaled[i] * (spec.Q_SCALE + st.drafter_q[i]) / (spec.OUTCOME_SCALE * spec.Q_SCALE)
