@@ -28,9 +28,17 @@ def reject_bool_numbers(model_cls, data):
     `batch_size = true` as 1) is an error naming the field."""
     if not isinstance(data, dict):
         return data
-    for name, field in model_cls.model_fields.items():
+    names = _NOT_BOOL.get(model_cls)
+    if names is None:  # once per class: a check runs on every model built, designs in hot loops included
+        names = _NOT_BOOL[model_cls] = tuple(
+            name for name, field in model_cls.model_fields.items()
+            if field.annotation is not bool and bool not in getattr(field.annotation, "__args__", ()))
+    for name in names:
         value = data.get(name)
-        if isinstance(value, bool) and field.annotation is not bool and bool not in getattr(
-                field.annotation, "__args__", ()):
+        if value is True or value is False:
             raise ValueError(f"{name}: expected a number, got {str(value).lower()}")
     return data
+
+
+#: Per model class, its fields where `true`/`false` is refused (`reject_bool_numbers`), in field order.
+_NOT_BOOL: dict[type, tuple[str, ...]] = {}

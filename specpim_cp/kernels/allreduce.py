@@ -41,15 +41,25 @@ def _measured() -> dict[int, tuple[np.ndarray, np.ndarray, np.ndarray]]:
     """Per worker count: (sizes ascending, fastest time per size, median time per size), in us."""
     text = (files("specpim_cp.kernels") / "data" / _DATA_FILE).read_text(encoding="utf-8")
     raw: dict[int, dict[int, list[float]]] = {}
-    for r in csv.DictReader(io.StringIO(text)):
-        raw.setdefault(int(r["num_workers"]), {}).setdefault(int(r["size_elements"]), []).append(
-            float(r["median_us"]))
+    rows = csv.reader(io.StringIO(text))
+    header = next(rows)
+    w_col, s_col, t_col = (header.index(c) for c in ("num_workers", "size_elements", "median_us"))
+    for r in rows:
+        raw.setdefault(int(r[w_col]), {}).setdefault(int(r[s_col]), []).append(float(r[t_col]))
     out = {}
     for workers, by_size in sorted(raw.items()):
-        sizes = np.array(sorted(by_size), dtype=float)
-        out[workers] = (sizes, np.array([min(by_size[int(s)]) for s in sizes]),
-                        np.array([float(np.median(by_size[int(s)])) for s in sizes]))
+        sizes = sorted(by_size)
+        out[workers] = (np.array(sizes, dtype=float), np.array([min(by_size[s]) for s in sizes]),
+                        np.array([_median(by_size[s]) for s in sizes]))
     return out
+
+
+def _median(xs: list[float]) -> float:
+    """np.median of a short list (the middle value, or the mean of the two middle values), without numpy's
+    per-call overhead."""
+    v = sorted(xs)
+    k = len(v) // 2
+    return v[k] if len(v) % 2 else (v[k - 1] + v[k]) / 2
 
 
 def _lower_hull(x: np.ndarray, y: np.ndarray) -> tuple[np.ndarray, np.ndarray]:

@@ -286,13 +286,17 @@ def _fit(rows: _Rows, sms: int) -> _GemmModel:
 def _load() -> dict[str, _Rows]:
     text = (files("specpim_cp.kernels") / "data" / _DATA_FILE).read_text(encoding="utf-8")
     cols: dict[str, dict[str, list]] = {}
-    for r in csv.DictReader(io.StringIO(text)):
-        c = cols.setdefault(r["gpu"].strip().lower(), {"m": [], "k": [], "n": [], "t": [], "s": []})
-        c["m"].append(int(r["num_tokens"]))
-        c["k"].append(int(r["in_features"]))
-        c["n"].append(int(r["out_features"]))
-        c["t"].append(float(r["median_us"]))
-        c["s"].append(r["source_model"])
+    rows = csv.reader(io.StringIO(text))
+    header = next(rows)  # read by column index: DictReader's dict per row is most of a process's first load
+    g, m, k, n, t, src = (header.index(name) for name in ("gpu", "num_tokens", "in_features", "out_features",
+                                                          "median_us", "source_model"))
+    for r in rows:
+        c = cols.setdefault(r[g].strip().lower(), {"m": [], "k": [], "n": [], "t": [], "s": []})
+        c["m"].append(int(r[m]))
+        c["k"].append(int(r[k]))
+        c["n"].append(int(r[n]))
+        c["t"].append(float(r[t]))
+        c["s"].append(r[src])
     missing = sorted(set(cols) - set(_SM_COUNT))
     if missing:
         raise RuntimeError(f"no SM count for GPU(s) {missing} in the kernel table; add them to _SM_COUNT")

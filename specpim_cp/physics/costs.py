@@ -22,6 +22,7 @@ reads each expert the pass touches once, PIM streams each token's k experts; eve
 from __future__ import annotations
 
 import math
+from collections.abc import Sequence
 from dataclasses import dataclass
 from fractions import Fraction
 
@@ -285,6 +286,11 @@ class CostModel:
 
     def placement_cost(self, model: ModelSpec, op: str, p: Placement, arch: ArchConfig, tokens: int) -> OpCost | None:
         return self.op_cost(model, op, p.engine, p.share, arch, tokens, p.layout)
+
+    def placement_costs(self, model: ModelSpec, op: str, p: Placement, arch: ArchConfig,
+                        token_counts: Sequence[int]) -> dict[int, OpCost | None]:
+        """`placement_cost` at every count of `token_counts` (memoised like it)."""
+        return {t: self.op_cost(model, op, p.engine, p.share, arch, t, p.layout) for t in token_counts}
 
     def _op_cost(self, model: ModelSpec, op: str, engine: str, share: int, arch: ArchConfig,
                  tokens: int, layout: str, context: int | None = None) -> OpCost | None:

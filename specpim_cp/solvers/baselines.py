@@ -45,6 +45,7 @@ from specpim_cp.problem.operators import PLACEABLE_OPS
 from specpim_cp.problem.scenario import Scenario, scenario_catalog
 from specpim_cp.problem.space import draft_length_options, model_labels, tree_options
 from specpim_cp.solvers.edge_baselines import EDGE_BASELINES
+from specpim_cp.solvers.shared_evaluator import shared_evaluator
 
 HALF = "half"
 TREES = "trees"  # a baseline that needs a drafter with token trees
@@ -133,7 +134,7 @@ def best_fixed_recipe(scenario: Scenario, catalog: Catalog, archs: list[ArchConf
     cannot hold its PIM-side tensors moves the overflow over the external bus every pass (FC-offload as
     SpecPIM ran it)."""
     rules = [rule] * len(archs) if isinstance(rule, str) else rule
-    ev = Evaluator(scenario, catalog)
+    ev = shared_evaluator(scenario, catalog)  # the exact solve's and the other recipes' memoised prices
     n = len(scenario.drafters)
     names = [e.model for _, e in model_labels(scenario)]
     archs = recipe_archs(scenario, archs)

@@ -16,6 +16,7 @@ from __future__ import annotations
 import functools
 import itertools
 import math
+import weakref
 from collections.abc import Sequence
 
 import numpy as np
@@ -188,7 +189,7 @@ class PassEnvelope:
             front = np.zeros((1, 6), dtype=np.int64)
             for op in ops:
                 opts = np.array(options(op), dtype=np.int64)
-                front = np.unique((front[:, None, :] + opts[None, :, :]).reshape(-1, 6), axis=0)
+                front = _unique_rows((front[:, None, :] + opts[None, :, :]).reshape(-1, 6))
             return front
 
         attn = branch(ATTENTION)
@@ -209,6 +210,31 @@ class PassEnvelope:
 
     def __call__(self, kappa: np.ndarray) -> np.ndarray:
         return np.interp(kappa, self.pts, self.vals)
+
+
+def _unique_rows(rows: np.ndarray) -> np.ndarray:
+    """`np.unique(rows, axis=0)` (the distinct rows in lexicographic order) by one lexsort, without the
+    structured view np.unique sorts by."""
+    ordered = rows[np.lexsort(rows.T[::-1])]
+    keep = np.ones(len(ordered), dtype=bool)
+    keep[1:] = (ordered[1:] != ordered[:-1]).any(axis=1)
+    return ordered[keep]
+
+
+#: Per price table (by id, dropped with the table): what `TimePricedEnergy` derives from the table alone.
+_TABLE_MEMOS: dict[int, dict] = {}
+
+
+def table_memo(prices) -> dict:
+    """A dict kept beside the price table `prices` while it lives: the pass envelopes (`PassEnvelope`) and
+    fit tests depend on the table's prices and options only, so the models built from one table (a solve's,
+    then its ranges' or front's) share them instead of each deriving them again."""
+    key = id(prices)
+    memo = _TABLE_MEMOS.get(key)
+    if memo is None or memo["table"]() is not prices:
+        memo = _TABLE_MEMOS[key] = {"table": weakref.ref(prices)}
+        weakref.finalize(prices, _TABLE_MEMOS.pop, key, None)
+    return memo
 
 
 @functools.cache
@@ -234,8 +260,10 @@ class TimePricedEnergy:
         self.sm = sm
         self.b = sm.scenario.batch_size
         self.sync = sm.prices.round_sync_ns
-        self._env: dict[tuple[int, ArchConfig, int], PassEnvelope] = {}
-        self._fits: dict[tuple[int, ArchConfig], bool] = {}
+        memo = table_memo(sm.prices)  # shared by every model of the table: a range's, a front's, a mix cell's
+        self._env: dict[tuple[int, ArchConfig, int], PassEnvelope] = memo.setdefault("envelopes", {})
+        self._fits: dict[tuple[int, ArchConfig], bool] = memo.setdefault("fits", {})
+        self._choices: dict[tuple, tuple[list, dict]] = memo.setdefault("choices", {})
         self.least_power = [{} for _ in sm.data]  # j -> devices -> least idle mW
         self.by_devices = [{} for _ in sm.data]  # j -> devices -> architectures
         for j, d in enumerate(sm.data):
@@ -244,6 +272,28 @@ class TimePricedEnergy:
                 self.by_devices[j].setdefault(a.devices, []).append(a)
                 cur = self.least_power[j].get(a.devices)
                 self.least_power[j][a.devices] = pw[a] if cur is None else min(cur, pw[a])
+        self._candidates: dict[tuple[int, int], list[tuple[ArchConfig, int]]] = {}
+
+    def candidates(self, j: int, n: int) -> list[tuple[ArchConfig, int]]:
+        """Model j's architectures on n devices that some layout fits, each with its idle power above the
+        least on n devices (mW), in `by_devices` order (memoised: `choice` asks for them per choice)."""
+        key = (j, n)
+        out = self._candidates.get(key)
+        if out is None:
+            pw = self.sm.prices.models[j].idle_power_mw
+            out = self._candidates[key] = [(a, pw[a] - self.least_power[j][n]) for a in self.by_devices[j][n]
+                                           if self.fits(j, a)]
+        return out
+
+    def cycle_tokens(self, j: int, c: SpecChoice) -> tuple[int, ...]:
+        """Token counts of model j's passes in one cycle of choice c (the verifier's pass, a drafter's
+        chain pass or its tree's depth passes)."""
+        if j == 0:
+            return (pass_tokens(self.b, c, 0),)
+        dc = c.drafters[j - 1]
+        if dc.tree is not None:
+            return tuple(tree_pass_tokens(self.b, dc))
+        return (pass_tokens(self.b, c, j),)
 
     def fits(self, j: int, a: ArchConfig) -> bool:
         """Whether some layout of model j's operators fits architecture a (CAP-1/2 without a draft2 model):
@@ -268,18 +318,28 @@ class TimePricedEnergy:
             self._env[key] = PassEnvelope(self.sm, j, a, t)
         return self._env[key]
 
-    def _cycle(self, j: int, a: ArchConfig, c: SpecChoice, kappa: np.ndarray) -> np.ndarray | None:
+    def _cycle(self, j: int, a: ArchConfig, c: SpecChoice, kappa: np.ndarray,
+               tokens: tuple[int, ...] | None = None) -> np.ndarray | None:
         """min over placements of (cycle energy + κ cycle time) of model j in choice c (0: the verifier's
-        pass), or None where the architecture cannot hold the model or run its draft2 model."""
+        pass), or None where the architecture cannot hold the model or run its draft2 model. `tokens`:
+        `cycle_tokens(j, c)`, when the caller has it."""
         if not self.fits(j, a):
             return None
+        if tokens is None:
+            tokens = self.cycle_tokens(j, c)
+        env = self._env
+        if len(tokens) == 1:
+            e = env.get((j, a, tokens[0])) or self.envelope(j, a, tokens[0])
+            out = np.interp(kappa, e.pts, e.vals)
+        else:  # a token tree's depth passes
+            out = 0
+            for t in tokens:
+                e = env.get((j, a, t)) or self.envelope(j, a, t)
+                out = out + np.interp(kappa, e.pts, e.vals)
         if j == 0:
-            return self.envelope(0, a, pass_tokens(self.b, c, 0))(kappa)
+            return out
         dc = c.drafters[j - 1]
-        if dc.tree is not None:
-            return sum(self.envelope(j, a, t)(kappa) for t in tree_pass_tokens(self.b, dc))
-        out = self.envelope(j, a, pass_tokens(self.b, c, j))(kappa)
-        if dc.staging is not None:
+        if dc.tree is None and dc.staging is not None:
             step = self.sm.prices.models[j].draft2_step[(a, dc.staging.draft2)]
             if step is None:
                 return None
@@ -291,8 +351,16 @@ class TimePricedEnergy:
         """For choice c and each (device counts, CUT-3 round-time bound of c on them) in `entries`: a lower
         bound of the energy per round (nJ) of every design with c on those counts (None if no architecture
         tuple runs c there); and per (model, architecture) the least over the entries of the bound of the
-        designs that use it (left out where none can)."""
-        sm = self.sm
+        designs that use it (left out where none can). Kept per price table (both read-only): another model
+        of the table asking again (a range's, a front's, another objective's) gets the same answer."""
+        key = (c, tuple(entries))
+        hit = self._choices.get(key)
+        if hit is None:
+            hit = self._choices[key] = self._choice(c, st, entries)
+        return hit
+
+    def _choice(self, c: SpecChoice, st: RoundStats, entries: Sequence[tuple[tuple[int, ...], int]]
+                ) -> tuple[list[int | None], dict[tuple[int, ArchConfig], int]]:
         nd = len(c.drafters)
         mean_r = np.array([sum(p * rs[i] for rs, p in st.outcomes) / spec.OUTCOME_SCALE for i in range(nd)])
         mult = [1.0] + [st.rounds_scaled[i] * (spec.Q_SCALE + st.drafter_q[i]) / (spec.OUTCOME_SCALE * spec.Q_SCALE)
@@ -316,14 +384,16 @@ class TimePricedEnergy:
             m_j = mult[j]
             kappa = (total / 1000.0)[:, None] * weights[None, :, j] / m_j  # (entries, W)
             low = np.full(value.shape, np.inf)
-            for n in np.unique(devices[:, j]).tolist():
-                rows = np.flatnonzero(devices[:, j] == n)
+            tokens = self.cycle_tokens(j, c)
+            col = devices[:, j]
+            for n in np.unique(col).tolist():
+                rows = np.flatnonzero(col == n)
+                k_rows = kappa[rows]
                 archs, stack = [], []
-                for a in self.by_devices[j][n]:
-                    cyc = self._cycle(j, a, c, kappa[rows])
+                for a, extra in self.candidates(j, n):
+                    cyc = self._cycle(j, a, c, k_rows, tokens)
                     if cyc is None:
                         continue
-                    extra = sm.prices.models[j].idle_power_mw[a] - self.least_power[j][n]
                     archs.append(a)
                     stack.append(m_j * cyc + (extra * time_lb[rows] / 1000.0)[:, None] if extra else m_j * cyc)
                 if archs:
@@ -332,17 +402,20 @@ class TimePricedEnergy:
                     groups.append((j, rows, archs, cur))
             value = value + low
         with np.errstate(invalid="ignore"):
-            bounds = [_floor(v) if np.isfinite(v) else None for v in value.max(axis=1)]
+            bounds = _floors(value.max(axis=1))
             per_arch = {}
             for j, rows, archs, cur in groups:
                 # the bound with model j on architecture a: the others' least plus a's own
                 rest = value[rows] - cur.min(axis=0)
-                for a, v in zip(archs, (rest[None] + cur).max(axis=2).min(axis=1).tolist()):
-                    if math.isfinite(v):
-                        per_arch[(j, a)] = _floor(v)
+                for a, v in zip(archs, _floors((rest[None] + cur).max(axis=2).min(axis=1))):
+                    if v is not None:
+                        per_arch[(j, a)] = v
         return bounds, per_arch
 
 
-def _floor(x: float) -> int:
-    """An integer below a bound computed in doubles, by a margin far above their error."""
-    return max(int(np.floor(x - abs(x) * 1e-9)) - 2, 0)
+def _floors(xs: np.ndarray) -> list[int | None]:
+    """Per entry of `xs`, an integer below that bound computed in doubles, by a margin far above their
+    error; None where the entry is not finite."""
+    with np.errstate(invalid="ignore"):
+        low = np.floor(xs - np.abs(xs) * 1e-9)
+    return [max(int(f) - 2, 0) if math.isfinite(f) else None for f in low.tolist()]

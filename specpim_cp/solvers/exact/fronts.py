@@ -12,7 +12,7 @@ from typing import NamedTuple
 
 from specpim_cp.catalog import Catalog
 from specpim_cp.errors import ScenarioError
-from specpim_cp.physics.evaluate import Evaluation, Evaluator
+from specpim_cp.physics.evaluate import Evaluation
 from specpim_cp.problem.scenario import Scenario, scenario_catalog
 from specpim_cp.solvers.exact import no_spec
 from specpim_cp.solvers.exact.finish import explain_infeasible
@@ -28,6 +28,7 @@ from specpim_cp.solvers.exact.ratio import (
 )
 from specpim_cp.solvers.exact.session import ProgressHook, SolverOptions, SolveSession
 from specpim_cp.solvers.result import DEFAULT_MAX_POINTS, DEFAULT_RESOLUTION, Status
+from specpim_cp.solvers.shared_evaluator import shared_evaluator
 
 
 class LeastEnergy(NamedTuple):
@@ -272,7 +273,7 @@ def pareto(scenario: Scenario, *, options: SolverOptions | None = None, catalog:
     opts = (options or PARETO_OPTIONS).with_deadline()  # the command's deadline, unless started above
     check_options(opts.time_limit_s, opts.workers)
     catalog = catalog or scenario_catalog(scenario)
-    sm = build_model(scenario, catalog, Evaluator(scenario, catalog))
+    sm = build_model(scenario, catalog, shared_evaluator(scenario, catalog))
     run = SolveSession(sm, opts)
     run.on_progress = on_progress
     no_spec.settle(sm, run)  # [NOSPEC-6] the verifier alone's proven bounds

@@ -142,9 +142,14 @@ def check_capacity_rows(prices: PriceTable) -> None:
     tensor split and draft2 model on the side, each times a 0/1 literal) and its capacity within 2^62,
     CP-SAT's row limit (user catalogs keep capacities far below it; a KV cache can still reach it)."""
     for d, pm in zip(prices.space.models, prices.models):
+        by_arch: dict = {}  # architecture -> its tensor splits and draft2 models' KiB, one pass over the table
+        for (arch, _, _), v in pm.tensor_kib.items():
+            by_arch.setdefault(arch, []).append(v)
+        for (arch, _), v in pm.draft2_kib.items():
+            if v is not None:
+                by_arch.setdefault(arch, []).append(v)
         for a in d.archs:
-            splits = [v for (arch, _, _), v in pm.tensor_kib.items() if arch == a]
-            splits += [v for (arch, _), v in pm.draft2_kib.items() if arch == a and v is not None]
+            splits = by_arch.get(a, [])
             for side, word in enumerate(("PIM", "normal")):
                 need = sum(v[side] for v in splits)
                 worst = max(need, pm.capacity_kib[a][side])

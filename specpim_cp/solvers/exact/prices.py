@@ -152,7 +152,7 @@ def model_prices(ev: Evaluator, d: ModelOptions, tokens: tuple[int, ...],
     """Model `d`'s coefficients at `tokens`, with the draft2 models `draft2` on its devices."""
     c = ev.costs
     model = d.spec
-    op_cost = {(op, a, p): {t: c.placement_cost(model, op, p, a, t) for t in tokens}
+    op_cost = {(op, a, p): c.placement_costs(model, op, p, a, tokens)
                for a in d.archs for op in PLACEABLE_OPS for p in d.allowed(a, op)}
     allreduce = {a: {t: c.allreduce_cost(model, a, t) for t in tokens} for a in d.archs}
     placed = [p for a in d.archs for op in PLACEABLE_OPS for p in d.allowed(a, op)]

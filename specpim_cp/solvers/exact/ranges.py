@@ -22,7 +22,7 @@ from ortools.sat.python import cp_model
 
 from specpim_cp.catalog import Catalog
 from specpim_cp.errors import ScenarioError
-from specpim_cp.physics.evaluate import Evaluation, Evaluator
+from specpim_cp.physics.evaluate import Evaluation
 from specpim_cp.problem.design import Design
 from specpim_cp.problem.operators import PLACEABLE_OPS
 from specpim_cp.problem.scenario import Scenario, scenario_catalog
@@ -34,6 +34,7 @@ from specpim_cp.solvers.exact.ratio import ENERGY_LINEARIZATION, RatioRow, add_r
 from specpim_cp.solvers.exact.session import SolverOptions, SolveSession
 from specpim_cp.solvers.exact.solve import solve
 from specpim_cp.solvers.result import SolveResult, Status, inputs_hash, solver_version
+from specpim_cp.solvers.shared_evaluator import shared_evaluator
 
 __all__ = ["ENUMERATE_LIMIT", "RANGE_OBJECTIVES", "DecisionRange", "RangesResult", "decision_ranges"]
 
@@ -329,7 +330,7 @@ def decision_ranges(scenario: Scenario, *, within_pct: Fraction | int = 1, objec
     res = optimum or solve(scenario, objective=objective, options=opts, catalog=catalog)
     if res.report.objective_name != objective:
         raise ScenarioError(f"optimum: solved for {res.report.objective_name}, ranges asked for {objective}")
-    sm = build_model(scenario, catalog, Evaluator(scenario, catalog))
+    sm = build_model(scenario, catalog, shared_evaluator(scenario, catalog))
     run = SolveSession(sm, opts)
     no_spec.settle(sm, run)  # [NOSPEC-6] the verifier alone's proven bounds
     if objective == "energy":  # the energy rows stay: CP-SAT's LP stalls on them (objectives.md, 'Scaled rows')

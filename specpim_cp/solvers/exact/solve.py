@@ -29,6 +29,7 @@ from specpim_cp.solvers.exact.starts import best_start
 from specpim_cp.solvers.exact.tree_column_set import columns_refusal
 from specpim_cp.solvers.exact.tree_columns import solve_by_columns
 from specpim_cp.solvers.result import SolveResult, Status
+from specpim_cp.solvers.shared_evaluator import shared_evaluator
 
 
 def solve(scenario: Scenario, *, objective: str | None = None, options: SolverOptions | None = None,
@@ -46,7 +47,7 @@ def solve(scenario: Scenario, *, objective: str | None = None, options: SolverOp
     check(opts.deadline, f"solving '{scenario.name}'")  # a solve started after the command's deadline
     catalog = catalog or scenario_catalog(scenario)
     objective = objective or scenario.objective
-    ev = Evaluator(scenario, catalog)
+    ev = shared_evaluator(scenario, catalog)  # the baselines of the first incumbent price with it too
     try:
         sm = build_model(scenario, catalog, ev)
     except TreeMenuTooLarge as exc:  # [TREE-6] relaxed tree classes, refined, where they apply

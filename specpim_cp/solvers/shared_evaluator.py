@@ -1,0 +1,43 @@
+"""One evaluator per scenario content in a process: the exact solve, its first incumbent's baselines and the
+fixed recipes read the same memoised cost model instead of each pricing the same operators again.
+
+An `Evaluator`'s caches never change a price (physics/evaluate.py), so sharing one between callers of the
+same scenario content changes no answer. The key is the scenario's content (`Scenario.content_hash`, which
+holds its catalog files' content, and the fields it sets) and the catalog's every entry (its repr); the
+last `EVALUATOR_CACHE_SIZE` evaluators are kept (least recently used dropped first).
+"""
+
+from __future__ import annotations
+
+import hashlib
+from collections import OrderedDict
+
+from specpim_cp.catalog import Catalog
+from specpim_cp.physics.evaluate import Evaluator
+from specpim_cp.problem.scenario import Scenario
+
+#: How many evaluators `shared_evaluator` keeps.
+EVALUATOR_CACHE_SIZE = 8
+_EVALUATORS: OrderedDict[str, Evaluator] = OrderedDict()
+
+
+def evaluator_key(scenario: Scenario, catalog: Catalog) -> str:
+    """What an evaluator of (scenario, catalog) depends on, as one digest."""
+    blob = f"{scenario.content_hash()}|{sorted(scenario.model_fields_set)}|{catalog!r}"
+    return hashlib.sha256(blob.encode()).hexdigest()
+
+
+def shared_evaluator(scenario: Scenario, catalog: Catalog) -> Evaluator:
+    """`Evaluator(scenario, catalog)`, the same instance for the same content while it stays in the cache."""
+    key = evaluator_key(scenario, catalog)
+    ev = _EVALUATORS.get(key)
+    if ev is not None:
+        _EVALUATORS.move_to_end(key)
+        return ev
+    ev = _EVALUATORS[key] = Evaluator(scenario, catalog)
+    while len(_EVALUATORS) > EVALUATOR_CACHE_SIZE:
+        _EVALUATORS.popitem(last=False)
+    return ev
+
+
+__all__ = ["EVALUATOR_CACHE_SIZE", "evaluator_key", "shared_evaluator"]
