@@ -21,6 +21,7 @@ from test_cli_corpus import GOOD, OPT13, Case, _check
 
 from specpim_cp.catalog import (
     FIELD_LIMITS,
+    LOADER_FIELDS,
     MAX_MODEL_DIM,
     HostSpec,
     MemorySpec,
@@ -50,7 +51,8 @@ SPECS = {"models": ModelSpec, "ngrams": NgramSpec, "hosts": HostSpec, "memories"
 
 def _numeric_fields(cls) -> dict[str, str]:
     hints = typing.get_type_hints(cls)
-    return {f.name: hints[f.name].__name__ for f in dataclasses.fields(cls) if hints[f.name] in (int, float)}
+    return {f.name: hints[f.name].__name__ for f in dataclasses.fields(cls)
+            if hints[f.name] in (int, float) and f.name not in LOADER_FIELDS}
 
 
 def _entry(section: str, fields: dict[str, str], name: str = "mine", base: str | None = None) -> str:

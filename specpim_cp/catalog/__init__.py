@@ -233,14 +233,14 @@ def _checked_ranges(where: str, values: dict, ranges: dict) -> dict[str, tuple[f
     return out
 
 
-_LOADER_FIELDS = ("name", "source", "sources", "ranges", "slice_of")  # set by the loader, not written in an entry
+LOADER_FIELDS = ("name", "source", "sources", "ranges", "slice_of")  # set by the loader, not written in an entry
 _TYPE_WORDS = {"int": "an integer", "float": "a number", "bool": "true or false", "str": "a text"}
 
 
 def _make(cls, name: str, values: dict, where: str, **loader):
     """A catalog dataclass from an entry's values; an unknown or missing field, a value of the wrong
     type or one outside the values its field accepts (`FIELD_LIMITS`) is an error naming the field."""
-    known = {f.name: f for f in dataclasses.fields(cls) if f.name not in _LOADER_FIELDS}
+    known = {f.name: f for f in dataclasses.fields(cls) if f.name not in LOADER_FIELDS}
     for k in values:
         if k not in known:
             raise ScenarioError(f"catalog: {where}.{k}: unknown field (known: {', '.join(known)})")
