@@ -389,7 +389,8 @@ class DesignSpace:
         for opts, (label, md) in zip(self.models, design.models(), strict=True):
             out += self._model_violations(opts, label, md)
         if sc.shared_device:
-            out += shared_device_violations(sc, [(md.memory_type, md.pim_units) for _, md in design.models()])
+            out += shared_device_violations(sc, [(md.memory_type, md.pim_units) for _, md in design.models()
+                                                 if not md.colocated])  # an n-gram lookup takes no channel
         v = design.verifier.arch
         for label, md in design.models():
             if md.colocated and (md.memory_type, md.pim_units, md.devices) != (v.memory_type, v.pim_units, v.devices):

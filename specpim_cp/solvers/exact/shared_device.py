@@ -2,6 +2,7 @@
 
 - by channels: every model's architecture is a channel slice of one memory (EDGE-2a) and the slices take
   each of its channels exactly once (EDGE-2b);
+- a head on the verifier's architecture (an n-gram lookup) takes no channel and no capacity of its own;
 - interleaved: every model has the same architecture (EDGE-2c) and the models' PIM-side and normal-side
   bytes together fit the device (EDGE-2d), by the same per-tensor coefficients as CAP-1/2.
 """
@@ -55,8 +56,15 @@ def add_shared_device(sm: ModelRows) -> None:
         _interleaved_rows(sm, lit)
 
 
+def _device_models(sm: ModelRows) -> list[int]:
+    """The models that take a share of the device: all but heads whose every architecture is the verifier's
+    (an n-gram lookup runs on the host, stores nothing and takes no channel)."""
+    return [j for j, xs in enumerate(sm.x) if not all(a.colocated for a in xs)]
+
+
 def _channel_rows(sm: ModelRows, lit: cp_model.IntVar) -> None:
-    m, x = sm.m, sm.x
+    m = sm.m
+    x = [sm.x[j] for j in _device_models(sm)]
     bases: dict[str, int] = {}
     for xs in x:
         for a in xs:
@@ -75,14 +83,15 @@ def _channel_rows(sm: ModelRows, lit: cp_model.IntVar) -> None:
 
 def _interleaved_rows(sm: ModelRows, lit: cp_model.IntVar) -> None:
     m, x = sm.m, sm.x
-    for j in range(1, len(x)):
+    models = _device_models(sm)
+    for j in models[1:]:
         for a, v in x[0].items():
             m.add(x[j].get(a, 0) == v).only_enforce_if(lit)                                       # EDGE-2c
     if not sm.with_capacity:
         return
     for a, xa in x[0].items():
         pim, normal = [], []
-        for j in range(len(x)):
+        for j in models:
             p_need, n_need = model_need(sm, j, a)
             pim += p_need
             normal += n_need
