@@ -127,6 +127,14 @@ def test_designs_take_every_channel_once():
                  "verifier": {"model": "qwen2.5-3b"}, "drafters": [{"model": "qwen2.5-1.5b", "acceptance": 0.8}]}),
     ("latency", {"shared_device": "interleaved", "memory_types": ["lpddr5x-laptop-pim"], "host": "snapdragon-x-elite",
                  "max_draft_length": 1, "space": {"share_levels": 1, "pim_units": 2}}),
+    # a prompt-lookup drafter: no weights, no channel, no capacity (by channels the verifier takes all four)
+    ("latency", {"verifier": {"model": "llama-3.2-1b"}, "drafters": [{"kind": "ngram", "acceptance": 0.6}]}),
+    ("energy", {"shared_device": "interleaved", "verifier": {"model": "llama-3.2-1b", "weights": "int4"},
+                "drafters": [{"kind": "ngram", "acceptance": 0.6}]}),
+    ("latency", {"drafters": [{"model": "qwen2.5-0.5b", "acceptance": 0.7},  # the slices are the two models'
+                              {"kind": "ngram", "acceptance": 0.4}]}),
+    ("edp", {"shared_device": "interleaved", "drafters": [{"model": "qwen2.5-0.5b", "acceptance": 0.7},
+                                                          {"kind": "ngram", "acceptance": 0.4}]}),
 ])
 def test_shared_device_optimum_equals_brute_force(objective, over):
     """The exact model's EDGE-2 rows and slice architectures give the enumerated optimum: shared channels
@@ -137,6 +145,22 @@ def test_shared_device_optimum_equals_brute_force(objective, over):
     assert exact.report.status == "OPTIMAL"
     assert exact.report.objective == brute_force(sc, catalog=cat).report.objective
     assert Evaluator(sc, cat).evaluate(exact.design).metrics.objective(objective) == exact.report.objective
+
+
+def test_lookup_drafter_takes_no_channel_and_no_idle_share():
+    """[EDGE-2, EDGE-3] An n-gram lookup on a shared device sits on the verifier's architecture: by channels
+    the verifier may take every channel, interleaved it carries the device's whole idle power."""
+    cat = default_catalog()
+    lookup = {"verifier": {"model": "llama-3.2-1b"}, "drafters": [{"kind": "ngram", "acceptance": 0.6}]}
+    space = DesignSpace(parse_scenario(_scenario(**lookup), cat), cat)
+    assert {a.memory_type for a in space.models[0].archs} == {f"{PHONE}[{c}/4]" for c in (1, 2, 3, 4)}
+    assert all(a.colocated for a in space.models[1].archs)
+    sc = parse_scenario(_scenario(shared_device="interleaved", space={"share_levels": 1, "speculation": "on"},
+                                  **lookup), cat)
+    host_mw = cat.host(sc.host).idle_power_mw
+    assert CostModel(sc, cat).idle_power_mw(ArchConfig(PHONE, 1, 1)) == host_mw
+    exact = solve(sc, options=SolverOptions(60, deterministic=True), catalog=cat)
+    assert exact.report.status == "OPTIMAL" and exact.design.drafters[0].colocated
 
 
 def _cli_error(tmp_path, data: dict, *needles: str) -> None:
@@ -166,6 +190,8 @@ def _cli_error(tmp_path, data: dict, *needles: str) -> None:
     ({"verifier": {"model": "qwen2.5-1.5b", "weights": "int3"}}, ("verifier.weights",)),
     ({"verifier": {"model": "llama-3.1-8b"}, "drafters": [{"model": "llama-3.2-1b"}]}, ("infeasible", "CAP")),
     ({"space": {"mapping": "fc-offload", "share_levels": 1}}, ("mapping", "verifier")),
+    ({"drafters": [{"kind": "eagle"}]}, ("drafters[0].kind", "eagle head on a shared device")),
+    ({"drafters": [{"kind": "ngram", "channels": 1}]}, ("drafters[0].channels", "n-gram lookup")),
 ])
 def test_bad_edge_input_is_one_line_exit_2(tmp_path, over, needles):
     _cli_error(tmp_path, _scenario(**over), *needles)
