@@ -76,7 +76,9 @@ def test_shared_device_slices_and_idle_power():
     cat = default_catalog()
     sc = parse_scenario(_scenario(), cat)
     space = DesignSpace(sc, cat)
-    assert {a.memory_type for a in space.models[0].archs} == {f"{PHONE}[{c}/4]" for c in (1, 2, 3)}
+    assert {a.memory_type for a in space.models[0].archs} == {f"{PHONE}[{c}/4]" for c in (1, 2, 3, 4)}
+    assert {a.memory_type for a in space.models[0].archs if not space.alone_only(0, a)} == \
+        {f"{PHONE}[{c}/4]" for c in (1, 2, 3)}  # the whole device: the verifier alone's
     assert space.pipeline_options == (False,)
     costs = CostModel(sc, cat)
     host_mw = cat.host(sc.host).idle_power_mw
@@ -135,6 +137,10 @@ def test_designs_take_every_channel_once():
                               {"kind": "ngram", "acceptance": 0.4}]}),
     ("edp", {"shared_device": "interleaved", "drafters": [{"model": "qwen2.5-0.5b", "acceptance": 0.7},
                                                           {"kind": "ngram", "acceptance": 0.4}]}),
+    # [NOSPEC] a poor drafter: the verifier alone, on every channel of the device
+    ("latency", {"verifier": {"model": "qwen2.5-1.5b"}, "drafters": [{"model": "qwen2.5-0.5b", "acceptance": 0.05}]}),
+    ("energy", {"shared_device": "interleaved", "verifier": {"model": "qwen2.5-1.5b"},
+                "drafters": [{"model": "qwen2.5-0.5b", "acceptance": 0.05}]}),
 ])
 def test_shared_device_optimum_equals_brute_force(objective, over):
     """The exact model's EDGE-2 rows and slice architectures give the enumerated optimum: shared channels
@@ -161,6 +167,20 @@ def test_lookup_drafter_takes_no_channel_and_no_idle_share():
     assert CostModel(sc, cat).idle_power_mw(ArchConfig(PHONE, 1, 1)) == host_mw
     exact = solve(sc, options=SolverOptions(60, deterministic=True), catalog=cat)
     assert exact.report.status == "OPTIMAL" and exact.design.drafters[0].colocated
+
+
+def test_verifier_alone_takes_the_whole_device():
+    """[NOSPEC] on a device shared by channels the verifier alone takes every channel (the GPU-AR baseline's
+    and the evaluator's reading); that slice is offered to it only when not speculating."""
+    cat = default_catalog()
+    sc = parse_scenario(_scenario(verifier={"model": "qwen2.5-1.5b"},
+                                  drafters=[{"model": "qwen2.5-0.5b", "acceptance": 0.05}]), cat)
+    space = DesignSpace(sc, cat)
+    whole = ArchConfig(f"{PHONE}[4/4]", 1, 1)
+    assert whole in space.models[0].archs and space.alone_only(0, whole)
+    assert not space.alone_only(0, ArchConfig(f"{PHONE}[3/4]", 1, 1))
+    exact = solve(sc, options=SolverOptions(60, deterministic=True), catalog=cat)
+    assert not exact.design.drafters and exact.design.verifier.memory_type == f"{PHONE}[4/4]"
 
 
 def _cli_error(tmp_path, data: dict, *needles: str) -> None:

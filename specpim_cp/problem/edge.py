@@ -168,6 +168,12 @@ def slice_options(sc: Scenario, catalog: Catalog, memory: str, index: int) -> tu
     return tuple(slice_name(memory, c, total) for c in range(1, total - others + 1))
 
 
+def whole_device(catalog: Catalog, memory: str) -> str:
+    """The slice of every channel of `memory`: the verifier's when it decodes alone on a shared device."""
+    total = catalog.memory(memory).groups
+    return slice_name(memory, total, total)
+
+
 #: Operators whose weights take a model's precision (the LM head stays FP16; attention reads the FP16 KV cache).
 QUANTISED_OPS = ("qkv", "o_proj", "ffn_up", "ffn_down")
 

@@ -28,6 +28,7 @@ from dataclasses import dataclass, replace
 from functools import cached_property, lru_cache
 
 from specpim_cp.catalog import Catalog, MemorySpec, ModelSpec
+from specpim_cp.catalog.slices import parse_slice
 from specpim_cp.errors import ScenarioError
 from specpim_cp.problem.design import (
     DEVICE_COUNTS,
@@ -45,6 +46,7 @@ from specpim_cp.problem.edge import (
     sharing,
     slice_options,
     weight_precisions,
+    whole_device,
 )
 from specpim_cp.problem.heads import (
     HeadSpec,
@@ -220,6 +222,10 @@ class DesignSpace:
         """Whether model `index` may take `arch` only when not speculating: a verifier on the devices the
         drafters would have had (more than the budget leaves after one device per drafter) [NOSPEC-2]."""
         budget = self.scenario.device_budget
+        if index == 0 and self.offers_no_spec and sharing(self.scenario) == "channels":  # the drafters' channels
+            parsed = parse_slice(arch.memory_type)
+            return parsed is not None and arch.memory_type not in slice_options(self.scenario, self.catalog,
+                                                                                parsed[0], 0)
         return (index == 0 and self.offers_no_spec and budget is not None
                 and arch.devices > budget - self.drafter_devices_floor())
 
@@ -234,7 +240,10 @@ class DesignSpace:
         """Memory types model j may take: the allowed ones, or on a shared device their channel slices."""
         if sharing(self.scenario) != "channels":
             return self.memory_options()
-        return tuple(s for m in self.memory_options() for s in slice_options(self.scenario, self.catalog, m, j))
+        out = tuple(s for m in self.memory_options() for s in slice_options(self.scenario, self.catalog, m, j))
+        if j == 0 and self.offers_no_spec and self.scenario.verifier.channels is None:  # [NOSPEC-2] alone: all
+            out += tuple(s for m in self.memory_options() if (s := whole_device(self.catalog, m)) not in out)
+        return out
 
     def pim_unit_options(self, memory_type: str) -> tuple[int, ...]:
         if self.space.pim_units is not None:

@@ -36,6 +36,7 @@ class ModelRows(Protocol):
     stage_lit: Sequence[dict[Staging | None, cp_model.IntVar]]
     assumption_families: dict[str, cp_model.IntVar]
     with_capacity: bool
+    no_spec: cp_model.IntVar | None
 
     def valid(self, j: int, a: ArchConfig, op: str, p: Placement) -> bool: ...
 
@@ -62,6 +63,12 @@ def _device_models(sm: ModelRows) -> list[int]:
     return [j for j, xs in enumerate(sm.x) if not all(a.colocated for a in xs)]
 
 
+def _speculating(sm: ModelRows, lit: cp_model.IntVar) -> list:
+    """The enforcement of a row tying the drafters to the verifier: the verifier alone has no drafter
+    ([NOSPEC]; by channels EDGE-2b then gives it every channel)."""
+    return [lit] if sm.no_spec is None else [lit, sm.no_spec.Not()]
+
+
 def _channel_rows(sm: ModelRows, lit: cp_model.IntVar) -> None:
     m = sm.m
     x = [sm.x[j] for j in _device_models(sm)]
@@ -75,7 +82,7 @@ def _channel_rows(sm: ModelRows, lit: cp_model.IntVar) -> None:
     for base, total in bases.items():
         on_base = [sum(v for a, v in xs.items() if parse_slice(a.memory_type)[0] == base) for xs in x]
         for j in range(1, len(x)):
-            m.add(on_base[j] == on_base[0]).only_enforce_if(lit)                                   # EDGE-2a
+            m.add(on_base[j] == on_base[0]).only_enforce_if(_speculating(sm, lit))                 # EDGE-2a
         used = sum(parse_slice(a.memory_type)[1] * v for xs in x for a, v in xs.items()
                    if parse_slice(a.memory_type)[0] == base)
         m.add(used == total * on_base[0]).only_enforce_if(lit)                                     # EDGE-2b
@@ -86,7 +93,7 @@ def _interleaved_rows(sm: ModelRows, lit: cp_model.IntVar) -> None:
     models = _device_models(sm)
     for j in models[1:]:
         for a, v in x[0].items():
-            m.add(x[j].get(a, 0) == v).only_enforce_if(lit)                                       # EDGE-2c
+            m.add(x[j].get(a, 0) == v).only_enforce_if(_speculating(sm, lit))                     # EDGE-2c
     if not sm.with_capacity:
         return
     for a, xa in x[0].items():
