@@ -139,7 +139,7 @@ def test_designs_take_every_channel_once():
                                                           {"kind": "ngram", "acceptance": 0.4}]}),
     # [NOSPEC] a poor drafter: the verifier alone, on every channel of the device
     ("latency", {"verifier": {"model": "qwen2.5-1.5b"}, "drafters": [{"model": "qwen2.5-0.5b", "acceptance": 0.05}]}),
-    ("energy", {"shared_device": "interleaved", "verifier": {"model": "qwen2.5-1.5b"},
+    ("energy", {"shared_device": "interleaved", "verifier": {"model": "qwen2.5-1.5b"},  # no verifier alone here
                 "drafters": [{"model": "qwen2.5-0.5b", "acceptance": 0.05}]}),
 ])
 def test_shared_device_optimum_equals_brute_force(objective, over):
@@ -161,8 +161,8 @@ def test_lookup_drafter_takes_no_channel_and_no_idle_share():
     space = DesignSpace(parse_scenario(_scenario(**lookup), cat), cat)
     assert {a.memory_type for a in space.models[0].archs} == {f"{PHONE}[{c}/4]" for c in (1, 2, 3, 4)}
     assert all(a.colocated for a in space.models[1].archs)
-    sc = parse_scenario(_scenario(shared_device="interleaved", space={"share_levels": 1, "speculation": "on"},
-                                  **lookup), cat)
+    sc = parse_scenario(_scenario(shared_device="interleaved", **lookup), cat)
+    assert not DesignSpace(sc, cat).offers_no_spec  # [EDGE-3] the verifier alone would carry half the idle power
     host_mw = cat.host(sc.host).idle_power_mw
     assert CostModel(sc, cat).idle_power_mw(ArchConfig(PHONE, 1, 1)) == host_mw
     exact = solve(sc, options=SolverOptions(60, deterministic=True), catalog=cat)
