@@ -229,8 +229,8 @@ def test_defaults_keep_the_inputs_hash():
 
 
 def test_edge_set_loads_and_baselines_run_on_the_shared_device():
-    """Every `edge` scenario loads; on one of each sharing mode the edge baselines give designs of the shared
-    device that the evaluator accepts, none better than the exact optimum."""
+    """Every `edge` scenario loads; on one of each sharing mode (and with a prompt-lookup drafter) the edge
+    baselines give designs of the shared device that the evaluator accepts, none better than the exact optimum."""
     from specpim_cp.problem.builtin_sets import SET_DESCRIPTIONS, scenario_files
     from specpim_cp.problem.scenario import load_scenario
     from specpim_cp.solvers.baselines import run_baselines
@@ -241,7 +241,7 @@ def test_edge_set_loads_and_baselines_run_on_the_shared_device():
     assert len(files) >= 10
     for path in files.values():
         load_scenario(path, cat)
-    for name in ("phone-qwen2.5-3b-int4-channels", "phone-llama3.2-3b-int4"):
+    for name in ("phone-qwen2.5-3b-int4-channels", "phone-llama3.2-3b-int4", "phone-llama3.2-1b-lookup"):
         sc = load_scenario(files[name], cat)
         exact = solve(sc, options=SolverOptions(60, deterministic=True), catalog=cat)
         results = {b.name: b for b in run_baselines(sc, cat)}
