@@ -76,7 +76,9 @@ def test_shared_device_slices_and_idle_power():
     cat = default_catalog()
     sc = parse_scenario(_scenario(), cat)
     space = DesignSpace(sc, cat)
-    assert {a.memory_type for a in space.models[0].archs} == {f"{PHONE}[{c}/4]" for c in (1, 2, 3)}
+    assert {a.memory_type for a in space.models[0].archs} == {f"{PHONE}[{c}/4]" for c in (1, 2, 3, 4)}
+    assert {a.memory_type for a in space.models[0].archs if not space.alone_only(0, a)} == \
+        {f"{PHONE}[{c}/4]" for c in (1, 2, 3)}  # the whole device: the verifier alone's
     assert space.pipeline_options == (False,)
     costs = CostModel(sc, cat)
     host_mw = cat.host(sc.host).idle_power_mw
@@ -127,6 +129,18 @@ def test_designs_take_every_channel_once():
                  "verifier": {"model": "qwen2.5-3b"}, "drafters": [{"model": "qwen2.5-1.5b", "acceptance": 0.8}]}),
     ("latency", {"shared_device": "interleaved", "memory_types": ["lpddr5x-laptop-pim"], "host": "snapdragon-x-elite",
                  "max_draft_length": 1, "space": {"share_levels": 1, "pim_units": 2}}),
+    # a prompt-lookup drafter: no weights, no channel, no capacity (by channels the verifier takes all four)
+    ("latency", {"verifier": {"model": "llama-3.2-1b"}, "drafters": [{"kind": "ngram", "acceptance": 0.6}]}),
+    ("energy", {"shared_device": "interleaved", "verifier": {"model": "llama-3.2-1b", "weights": "int4"},
+                "drafters": [{"kind": "ngram", "acceptance": 0.6}]}),
+    ("latency", {"drafters": [{"model": "qwen2.5-0.5b", "acceptance": 0.7},  # the slices are the two models'
+                              {"kind": "ngram", "acceptance": 0.4}]}),
+    ("edp", {"shared_device": "interleaved", "drafters": [{"model": "qwen2.5-0.5b", "acceptance": 0.7},
+                                                          {"kind": "ngram", "acceptance": 0.4}]}),
+    # [NOSPEC] a poor drafter: the verifier alone, on every channel of the device
+    ("latency", {"verifier": {"model": "qwen2.5-1.5b"}, "drafters": [{"model": "qwen2.5-0.5b", "acceptance": 0.05}]}),
+    ("energy", {"shared_device": "interleaved", "verifier": {"model": "qwen2.5-1.5b"},  # no verifier alone here
+                "drafters": [{"model": "qwen2.5-0.5b", "acceptance": 0.05}]}),
 ])
 def test_shared_device_optimum_equals_brute_force(objective, over):
     """The exact model's EDGE-2 rows and slice architectures give the enumerated optimum: shared channels
@@ -137,6 +151,36 @@ def test_shared_device_optimum_equals_brute_force(objective, over):
     assert exact.report.status == "OPTIMAL"
     assert exact.report.objective == brute_force(sc, catalog=cat).report.objective
     assert Evaluator(sc, cat).evaluate(exact.design).metrics.objective(objective) == exact.report.objective
+
+
+def test_lookup_drafter_takes_no_channel_and_no_idle_share():
+    """[EDGE-2, EDGE-3] An n-gram lookup on a shared device sits on the verifier's architecture: by channels
+    the verifier may take every channel, interleaved it carries the device's whole idle power."""
+    cat = default_catalog()
+    lookup = {"verifier": {"model": "llama-3.2-1b"}, "drafters": [{"kind": "ngram", "acceptance": 0.6}]}
+    space = DesignSpace(parse_scenario(_scenario(**lookup), cat), cat)
+    assert {a.memory_type for a in space.models[0].archs} == {f"{PHONE}[{c}/4]" for c in (1, 2, 3, 4)}
+    assert all(a.colocated for a in space.models[1].archs)
+    sc = parse_scenario(_scenario(shared_device="interleaved", **lookup), cat)
+    assert not DesignSpace(sc, cat).offers_no_spec  # [EDGE-3] the verifier alone would carry half the idle power
+    host_mw = cat.host(sc.host).idle_power_mw
+    assert CostModel(sc, cat).idle_power_mw(ArchConfig(PHONE, 1, 1)) == host_mw
+    exact = solve(sc, options=SolverOptions(60, deterministic=True), catalog=cat)
+    assert exact.report.status == "OPTIMAL" and exact.design.drafters[0].colocated
+
+
+def test_verifier_alone_takes_the_whole_device():
+    """[NOSPEC] on a device shared by channels the verifier alone takes every channel (the GPU-AR baseline's
+    and the evaluator's reading); that slice is offered to it only when not speculating."""
+    cat = default_catalog()
+    sc = parse_scenario(_scenario(verifier={"model": "qwen2.5-1.5b"},
+                                  drafters=[{"model": "qwen2.5-0.5b", "acceptance": 0.05}]), cat)
+    space = DesignSpace(sc, cat)
+    whole = ArchConfig(f"{PHONE}[4/4]", 1, 1)
+    assert whole in space.models[0].archs and space.alone_only(0, whole)
+    assert not space.alone_only(0, ArchConfig(f"{PHONE}[3/4]", 1, 1))
+    exact = solve(sc, options=SolverOptions(60, deterministic=True), catalog=cat)
+    assert not exact.design.drafters and exact.design.verifier.memory_type == f"{PHONE}[4/4]"
 
 
 def _cli_error(tmp_path, data: dict, *needles: str) -> None:
@@ -166,6 +210,8 @@ def _cli_error(tmp_path, data: dict, *needles: str) -> None:
     ({"verifier": {"model": "qwen2.5-1.5b", "weights": "int3"}}, ("verifier.weights",)),
     ({"verifier": {"model": "llama-3.1-8b"}, "drafters": [{"model": "llama-3.2-1b"}]}, ("infeasible", "CAP")),
     ({"space": {"mapping": "fc-offload", "share_levels": 1}}, ("mapping", "verifier")),
+    ({"drafters": [{"kind": "eagle"}]}, ("drafters[0].kind", "eagle head on a shared device")),
+    ({"drafters": [{"kind": "ngram", "channels": 1}]}, ("drafters[0].channels", "n-gram lookup")),
 ])
 def test_bad_edge_input_is_one_line_exit_2(tmp_path, over, needles):
     _cli_error(tmp_path, _scenario(**over), *needles)
@@ -183,8 +229,8 @@ def test_defaults_keep_the_inputs_hash():
 
 
 def test_edge_set_loads_and_baselines_run_on_the_shared_device():
-    """Every `edge` scenario loads; on one of each sharing mode the edge baselines give designs of the shared
-    device that the evaluator accepts, none better than the exact optimum."""
+    """Every `edge` scenario loads; on one of each sharing mode (and with a prompt-lookup drafter) the edge
+    baselines give designs of the shared device that the evaluator accepts, none better than the exact optimum."""
     from specpim_cp.problem.builtin_sets import SET_DESCRIPTIONS, scenario_files
     from specpim_cp.problem.scenario import load_scenario
     from specpim_cp.solvers.baselines import run_baselines
@@ -195,7 +241,7 @@ def test_edge_set_loads_and_baselines_run_on_the_shared_device():
     assert len(files) >= 10
     for path in files.values():
         load_scenario(path, cat)
-    for name in ("phone-qwen2.5-3b-int4-channels", "phone-llama3.2-3b-int4"):
+    for name in ("phone-qwen2.5-3b-int4-channels", "phone-llama3.2-3b-int4", "phone-llama3.2-1b-lookup"):
         sc = load_scenario(files[name], cat)
         exact = solve(sc, options=SolverOptions(60, deterministic=True), catalog=cat)
         results = {b.name: b for b in run_baselines(sc, cat)}

@@ -33,7 +33,7 @@ from specpim_cp.catalog.precision import DEFAULT_PRECISION, weight_bytes
 from specpim_cp.physics.heads import embedding_rows, embeds, lookup_cost, stored_layers
 from specpim_cp.problem.context import kv_positions, pass_context
 from specpim_cp.problem.design import ArchConfig, Placement
-from specpim_cp.problem.edge import QUANTISED_OPS, pim_runs, sharing, weight_precisions
+from specpim_cp.problem.edge import QUANTISED_OPS, device_entries, pim_runs, sharing, weight_precisions
 from specpim_cp.problem.heads import head_op_shapes
 from specpim_cp.problem.operators import ATTENTION_OPS, PLACEABLE_OPS, OpShape, distinct_experts, op_shapes
 from specpim_cp.problem.scenario import Scenario
@@ -206,7 +206,7 @@ class CostModel:
         if mem.slice_of:
             return self.host.idle_power_mw * mem.groups // mem.slice_of
         if self.interleaved:  # every model on the whole device: an equal share each
-            return self.host.idle_power_mw // (1 + len(self.scenario.drafters))
+            return self.host.idle_power_mw // len(device_entries(self.scenario))
         return arch.devices * self.host.idle_power_mw
 
     def draft2_layout(self, arch: ArchConfig) -> str | None:

@@ -28,7 +28,7 @@ SET_DESCRIPTIONS: dict[str, str] = {
     "staged": "GPT-2 staged drafting with the pipeline on and off",
     "mix": "workload mixes over the `paper` families (solve-mix)",
     "edge": "on-device speculation on a phone and a laptop (LPDDR5X as sold and with an LPDDR5X-PIM what-if), "
-            "Llama 3.x and Qwen2.5 at FP16/INT8/INT4, staged and tree drafting, one shared device "
+            "Llama 3.x and Qwen2.5 at FP16/INT8/INT4, staged, tree and prompt-lookup drafting, one shared device "
             "(formulations/edge.md)",
 }
 #: A set whose scenarios are another set's under named changes -> that set (its twins share file names).

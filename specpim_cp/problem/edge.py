@@ -27,6 +27,7 @@ class ModelEntry(Protocol):
 
 class DrafterEntry(ModelEntry, Protocol):
     staging: object | None
+    kind: str
 
 
 class SpaceFields(Protocol):
@@ -76,6 +77,17 @@ def model_entries(sc: Scenario) -> list[tuple[str, ModelEntry]]:
     return [("verifier", sc.verifier)] + [(f"drafters[{i}]", d) for i, d in enumerate(sc.drafters)]
 
 
+def holds_channels(entry: ModelEntry) -> bool:
+    """Whether a model takes a share of a shared device's channels and capacity: every model but an n-gram
+    lookup, which runs on the host and stores nothing (formulations/edge.md [EDGE-2])."""
+    return getattr(entry, "kind", "model") != "ngram"
+
+
+def device_entries(sc: Scenario) -> list[tuple[str, ModelEntry]]:
+    """The model entries that take a share of a shared device (`holds_channels`), verifier first."""
+    return [(where, e) for where, e in model_entries(sc) if holds_channels(e)]
+
+
 def weight_precisions(sc: Scenario) -> dict[str, str]:
     """Per model name, the precision its weights are stored in: each entry's `weights`; a draft2 model takes
     its drafter's. ScenarioError when one model is named with two precisions."""
@@ -114,9 +126,13 @@ def check_edge(sc: Scenario, catalog: Catalog) -> None:
     if sc.device_budget is not None:
         raise ScenarioError("device_budget: a shared device is one device (leave device_budget out)")
     for i, d in enumerate(sc.drafters):
-        if d.kind != "model":
+        if d.kind not in ("model", "ngram"):
             raise ScenarioError(f"drafters[{i}].kind: a {d.kind} head on a shared device is not modelled; on one "
-                                "device a head already sits with the verifier (leave shared_device out)")
+                                "device a head already sits with the verifier (leave shared_device out; an "
+                                "n-gram lookup, which stores nothing, is)")
+        if not holds_channels(d) and d.channels is not None:
+            raise ScenarioError(f"drafters[{i}].channels: an n-gram lookup runs on the host and stores nothing, "
+                                "so it takes no channels")
     if sc.space.pipeline == "on":
         raise ScenarioError("space.pipeline: a shared device time-shares one host, so rounds are not pipelined")
     for where, e in entries:
@@ -125,6 +141,7 @@ def check_edge(sc: Scenario, catalog: Catalog) -> None:
     if sharing(sc) != "channels":
         return
     memories = [sc.space.memory_type] if sc.space.memory_type else sc.memory_types
+    entries = device_entries(sc)
     for m in memories:
         total = catalog.memory(m).groups
         given = sum(e.channels for _, e in entries if e.channels is not None)
@@ -141,14 +158,20 @@ def check_edge(sc: Scenario, catalog: Catalog) -> None:
 def slice_options(sc: Scenario, catalog: Catalog, memory: str, index: int) -> tuple[str, ...]:
     """The channel slices of `memory` model `index` (0 = verifier) may take on a shared device: its own
     `channels`, else every count that leaves the other models theirs (their given slices, one channel each
-    for the rest)."""
+    for the rest; an n-gram lookup takes none)."""
     entries = model_entries(sc)
     total = catalog.memory(memory).groups
     own = entries[index][1].channels
     if own is not None:
         return (slice_name(memory, own, total),)
-    others = sum(e.channels or 1 for j, (_, e) in enumerate(entries) if j != index)
+    others = sum(e.channels or 1 for j, (_, e) in enumerate(entries) if j != index and holds_channels(e))
     return tuple(slice_name(memory, c, total) for c in range(1, total - others + 1))
+
+
+def whole_device(catalog: Catalog, memory: str) -> str:
+    """The slice of every channel of `memory`: the verifier's when it decodes alone on a shared device."""
+    total = catalog.memory(memory).groups
+    return slice_name(memory, total, total)
 
 
 #: Operators whose weights take a model's precision (the LM head stays FP16; attention reads the FP16 KV cache).
@@ -162,7 +185,8 @@ def pim_runs(memory: MemorySpec, precision: str, op: str, engine: str) -> bool:
 
 
 def shared_device_violations(sc: Scenario, archs: list[tuple[str, int]]) -> list[str]:
-    """[EDGE-2] The models' (memory type, PIM units): interleaved, one memory and one PIM count for all; by
+    """[EDGE-2] The (memory type, PIM units) of the models that hold channels (heads on the verifier's
+    architecture left out): interleaved, one memory and one PIM count for all; by
     channels, slices of one memory that take every channel of it exactly once."""
     if sharing(sc) == "interleaved":
         if len(set(archs)) > 1:

@@ -28,6 +28,7 @@ from dataclasses import dataclass, replace
 from functools import cached_property, lru_cache
 
 from specpim_cp.catalog import Catalog, MemorySpec, ModelSpec
+from specpim_cp.catalog.slices import parse_slice
 from specpim_cp.errors import ScenarioError
 from specpim_cp.problem.design import (
     DEVICE_COUNTS,
@@ -45,6 +46,7 @@ from specpim_cp.problem.edge import (
     sharing,
     slice_options,
     weight_precisions,
+    whole_device,
 )
 from specpim_cp.problem.heads import (
     HeadSpec,
@@ -140,9 +142,11 @@ class DesignSpace:
         self.scenario = scenario
         #: [NOSPEC] whether the space holds the verifier decoding alone (a choice and a design like any other);
         #: `[space] speculation = "on"` leaves it out (so does a workload mix's every cell), and so does
-        #: `pipeline = "on"` (every design pipelines its drafters)
+        #: `pipeline = "on"` (every design pipelines its drafters), and so does an interleaved shared device
+        #: (its idle power is split over the models by architecture, [EDGE-3], so a verifier alone would carry
+        #: only its share; NPU-AR is its baseline)
         self.offers_no_spec = (bool(scenario.drafters) and scenario.space.speculation == "free"
-                               and scenario.space.pipeline != "on")
+                               and scenario.space.pipeline != "on" and sharing(scenario) != "interleaved")
         self._tree_menus = None if tree_menus is None else tuple(tuple(m) for m in tree_menus)
         self.catalog = catalog = with_heads(catalog, scenario)
         self.allow_spill = allow_spill  # whether a model may be marked `spill` (fixed recipes only)
@@ -220,6 +224,10 @@ class DesignSpace:
         """Whether model `index` may take `arch` only when not speculating: a verifier on the devices the
         drafters would have had (more than the budget leaves after one device per drafter) [NOSPEC-2]."""
         budget = self.scenario.device_budget
+        if index == 0 and self.offers_no_spec and sharing(self.scenario) == "channels":  # the drafters' channels
+            parsed = parse_slice(arch.memory_type)
+            return parsed is not None and arch.memory_type not in slice_options(self.scenario, self.catalog,
+                                                                                parsed[0], 0)
         return (index == 0 and self.offers_no_spec and budget is not None
                 and arch.devices > budget - self.drafter_devices_floor())
 
@@ -234,7 +242,10 @@ class DesignSpace:
         """Memory types model j may take: the allowed ones, or on a shared device their channel slices."""
         if sharing(self.scenario) != "channels":
             return self.memory_options()
-        return tuple(s for m in self.memory_options() for s in slice_options(self.scenario, self.catalog, m, j))
+        out = tuple(s for m in self.memory_options() for s in slice_options(self.scenario, self.catalog, m, j))
+        if j == 0 and self.offers_no_spec and self.scenario.verifier.channels is None:  # [NOSPEC-2] alone: all
+            out += tuple(s for m in self.memory_options() if (s := whole_device(self.catalog, m)) not in out)
+        return out
 
     def pim_unit_options(self, memory_type: str) -> tuple[int, ...]:
         if self.space.pim_units is not None:
@@ -389,7 +400,8 @@ class DesignSpace:
         for opts, (label, md) in zip(self.models, design.models(), strict=True):
             out += self._model_violations(opts, label, md)
         if sc.shared_device:
-            out += shared_device_violations(sc, [(md.memory_type, md.pim_units) for _, md in design.models()])
+            out += shared_device_violations(sc, [(md.memory_type, md.pim_units) for _, md in design.models()
+                                                 if not md.colocated])  # an n-gram lookup takes no channel
         v = design.verifier.arch
         for label, md in design.models():
             if md.colocated and (md.memory_type, md.pim_units, md.devices) != (v.memory_type, v.pim_units, v.devices):

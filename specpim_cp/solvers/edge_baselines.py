@@ -23,7 +23,7 @@ from specpim_cp.catalog.slices import slice_name
 from specpim_cp.errors import ScenarioError
 from specpim_cp.physics.evaluate import Evaluation
 from specpim_cp.problem.design import ArchConfig
-from specpim_cp.problem.edge import sharing, weight_precisions
+from specpim_cp.problem.edge import device_entries, holds_channels, sharing, weight_precisions
 from specpim_cp.problem.scenario import Scenario
 from specpim_cp.problem.space import model_labels
 
@@ -32,8 +32,9 @@ Recipe = Callable[[Scenario, Catalog, list[ArchConfig], list[str]], Evaluation]
 
 
 def channel_splits(scenario: Scenario, total: int) -> Iterator[tuple[int, ...]]:
-    """Every split of `total` channels over the models (verifier first): at least one each, given slices kept."""
-    given = [e.channels for _, e in model_labels(scenario)]
+    """Every split of `total` channels over the models that hold channels (verifier first, `device_entries`):
+    at least one each, given slices kept."""
+    given = [e.channels for _, e in device_entries(scenario)]
     ranges = [(g,) if g is not None else range(1, total + 1) for g in given]
     for split in itertools.product(*ranges):
         if sum(split) == total:
@@ -47,10 +48,12 @@ def _best_split(scenario: Scenario, catalog: Catalog, recipe: Recipe, pim: bool,
     spec = catalog.memory(mem)
     k = spec.max_pim_units if pim else 0
     best, last = None, None
+    holds = [holds_channels(e) for _, e in model_labels(scenario)]
+    rules = [r if h else "host-only" for r, h in zip(rules, holds, strict=True)]  # a lookup runs on the host
     if sharing(scenario) == "interleaved":  # every model over the whole device
-        layouts = [[ArchConfig(mem, k, 1)] * (1 + len(scenario.drafters))]
-    else:
-        layouts = [[ArchConfig(slice_name(mem, c, spec.groups), k, 1) for c in split]
+        layouts = [[ArchConfig(mem, k, 1)] * len(holds)]
+    else:  # an n-gram lookup takes no channel: `recipe_archs` puts it on the verifier's
+        layouts = [_with_lookups(holds, [ArchConfig(slice_name(mem, c, spec.groups), k, 1) for c in split])
                    for split in channel_splits(scenario, spec.groups)]
     for archs in layouts:
         try:
@@ -63,6 +66,12 @@ def _best_split(scenario: Scenario, catalog: Catalog, recipe: Recipe, pim: bool,
     if best is None:
         raise last or ScenarioError(f"memory_types: '{mem}' has too few channels for one per model")
     return best
+
+
+def _with_lookups(holds: list[bool], archs: list[ArchConfig]) -> list[ArchConfig]:
+    """One architecture per model: the channel holders' in order, the verifier's for the others."""
+    it = iter(archs)
+    return [next(it) if h else archs[0] for h in holds]
 
 
 def _pim_memory(scenario: Scenario, catalog: Catalog) -> None:

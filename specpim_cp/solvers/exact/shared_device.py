@@ -2,6 +2,7 @@
 
 - by channels: every model's architecture is a channel slice of one memory (EDGE-2a) and the slices take
   each of its channels exactly once (EDGE-2b);
+- a head on the verifier's architecture (an n-gram lookup) takes no channel and no capacity of its own;
 - interleaved: every model has the same architecture (EDGE-2c) and the models' PIM-side and normal-side
   bytes together fit the device (EDGE-2d), by the same per-tensor coefficients as CAP-1/2.
 """
@@ -35,6 +36,7 @@ class ModelRows(Protocol):
     stage_lit: Sequence[dict[Staging | None, cp_model.IntVar]]
     assumption_families: dict[str, cp_model.IntVar]
     with_capacity: bool
+    no_spec: cp_model.IntVar | None
 
     def valid(self, j: int, a: ArchConfig, op: str, p: Placement) -> bool: ...
 
@@ -55,8 +57,21 @@ def add_shared_device(sm: ModelRows) -> None:
         _interleaved_rows(sm, lit)
 
 
+def _device_models(sm: ModelRows) -> list[int]:
+    """The models that take a share of the device: all but heads whose every architecture is the verifier's
+    (an n-gram lookup runs on the host, stores nothing and takes no channel)."""
+    return [j for j, xs in enumerate(sm.x) if not all(a.colocated for a in xs)]
+
+
+def _speculating(sm: ModelRows, lit: cp_model.IntVar) -> list:
+    """The enforcement of a row tying the drafters to the verifier: the verifier alone has no drafter
+    ([NOSPEC]; by channels EDGE-2b then gives it every channel)."""
+    return [lit] if sm.no_spec is None else [lit, sm.no_spec.Not()]
+
+
 def _channel_rows(sm: ModelRows, lit: cp_model.IntVar) -> None:
-    m, x = sm.m, sm.x
+    m = sm.m
+    x = [sm.x[j] for j in _device_models(sm)]
     bases: dict[str, int] = {}
     for xs in x:
         for a in xs:
@@ -67,7 +82,7 @@ def _channel_rows(sm: ModelRows, lit: cp_model.IntVar) -> None:
     for base, total in bases.items():
         on_base = [sum(v for a, v in xs.items() if parse_slice(a.memory_type)[0] == base) for xs in x]
         for j in range(1, len(x)):
-            m.add(on_base[j] == on_base[0]).only_enforce_if(lit)                                   # EDGE-2a
+            m.add(on_base[j] == on_base[0]).only_enforce_if(_speculating(sm, lit))                 # EDGE-2a
         used = sum(parse_slice(a.memory_type)[1] * v for xs in x for a, v in xs.items()
                    if parse_slice(a.memory_type)[0] == base)
         m.add(used == total * on_base[0]).only_enforce_if(lit)                                     # EDGE-2b
@@ -75,14 +90,15 @@ def _channel_rows(sm: ModelRows, lit: cp_model.IntVar) -> None:
 
 def _interleaved_rows(sm: ModelRows, lit: cp_model.IntVar) -> None:
     m, x = sm.m, sm.x
-    for j in range(1, len(x)):
+    models = _device_models(sm)
+    for j in models[1:]:
         for a, v in x[0].items():
-            m.add(x[j].get(a, 0) == v).only_enforce_if(lit)                                       # EDGE-2c
+            m.add(x[j].get(a, 0) == v).only_enforce_if(_speculating(sm, lit))                     # EDGE-2c
     if not sm.with_capacity:
         return
     for a, xa in x[0].items():
         pim, normal = [], []
-        for j in range(len(x)):
+        for j in models:
             p_need, n_need = model_need(sm, j, a)
             pim += p_need
             normal += n_need

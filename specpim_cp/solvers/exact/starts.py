@@ -60,6 +60,8 @@ def best_choice_for(sm: SpecModel, ev: Evaluator, objective: str, start: Evaluat
             continue
         cand = sm.space.build(archs, places, c)
         try:
+            if not c.speculates:  # the verifier alone may not keep its hardware (a shared device's slice)
+                ev.check(cand)
             value = ev.metrics(cand, check=False).objective(objective)
         except ScenarioError:  # e.g. a draft2 model that cannot run on this drafter's host
             continue
