@@ -77,12 +77,16 @@ def tight_scenario(placement: str) -> dict:
             "host": "a100-40gb", "memory_types": ["gddr"], "max_draft_length": 2,
             "verifier": {"model": "opt-6.7b", "devices": 1},
             "drafters": [{"kind": "eagle", "placement": placement, "devices": 1, "acceptance": 0.7}],
-            "space": {"memory_type": "gddr", "pim_units": 0, "share_levels": 1, "mapping": "host-only"}}
+            "space": {"memory_type": "gddr", "pim_units": 0, "share_levels": 1, "mapping": "host-only",
+                      "speculation": "on"}}
 
 
 def test_a_head_that_does_not_fit_beside_the_verifier_gets_devices_of_its_own():
     with pytest.raises(ScenarioError):
         brute_force(parse_scenario(tight_scenario("verifier")))
+    free = tight_scenario("verifier")
+    free["space"]["speculation"] = "free"  # the verifier alone is then the only design [NOSPEC]
+    assert brute_force(parse_scenario(free)).design.drafters == []
     sc = parse_scenario(tight_scenario("free"))
     exact = solve(sc, options=SolverOptions(60, deterministic=True))
     assert exact.report.objective == brute_force(sc).report.objective

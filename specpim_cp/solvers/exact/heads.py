@@ -92,7 +92,9 @@ def add_transfers(sm) -> tuple[list, list]:
         spec = sm.data[j].spec
         if not any(not a.colocated for a in sm.x[j]):
             continue
-        per_choice = [transfer_cost(spec, host, batch, st.tokens_micro) for st in sm.stats]
+        # no transfer when not speculating ([NOSPEC]: the head is absent)
+        per_choice = [transfer_cost(spec, host, batch, st.tokens_micro) if c.speculates else (0, 0)
+                      for c, st in zip(sm.choices, sm.stats)]
         if not any(t or e for t, e in per_choice):
             continue
         t_var = m.new_int_var(0, max(t for t, _ in per_choice), f"head_transfer_ns[{j - 1}]")

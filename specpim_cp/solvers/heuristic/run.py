@@ -181,6 +181,8 @@ def run_heuristic(scenario: Scenario, *, budget: str | Budget = "quick", seed: i
         explorer.run(_warm_starts(scenario, catalog, space) if warm_start else [])
     finally:
         filler.close()
+    if (explorer.best_value == INFEASIBLE or not explorer.archive) and alone is not None:
+        return alone  # the time ran out (or nothing speculating fits): the verifier alone's search is the answer
     if explorer.best_value == INFEASIBLE or not explorer.archive:
         raise ScenarioError(f"heuristic: no design of scenario '{scenario.name}' within its [space] fits the "
                             "devices (every candidate priced was infeasible)")
