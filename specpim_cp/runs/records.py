@@ -255,13 +255,11 @@ class Record:
 
 
 def package_version() -> str:
-    """This package's name and version, as records carry it."""
-    from importlib.metadata import PackageNotFoundError, version
+    """This package's name and version, as records carry it (the package's own `__version__`: an editable
+    install's metadata keeps the version it was installed at)."""
+    from specpim_cp import __version__
 
-    try:
-        return f"specpim-cp {version('specpim-cp')}"
-    except PackageNotFoundError:  # pragma: no cover
-        return "specpim-cp (not installed)"
+    return f"specpim-cp {__version__}"
 
 
 def evaluation_fields(ev, catalog: Catalog) -> dict:
