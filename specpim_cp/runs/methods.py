@@ -41,7 +41,8 @@ def failed_record(inst: Instance, part: str, status: str, error: str, wall_s: fl
 # Methods
 # ------------------------------------------------------------------------------------------------
 def _run_solver(inst: Instance, sc: Scenario, catalog: Catalog) -> list[Record]:
-    options = inst.solver_options().with_deadline()  # the instance's limit: its solve and its ranges step
+    # the instance's deadline: its solve and its ranges step (deterministic: the limit for each, as `ranges`)
+    options = inst.solver_options().with_deadline(1.0 if inst.ranges_within is None else 2.0)
     hint = None
     if inst.hint is not None:
         try:
