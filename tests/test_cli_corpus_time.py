@@ -187,3 +187,23 @@ def test_sensitivity_with_a_wall_clock_limit_names_the_constants_left(tmp_path):
     out = json.loads(res.stdout)
     assert out["not_solved"], out  # the limit passed during the nominal solve: no constant re-solved
     assert len(out["rows"]) + len(out["not_solved"]) >= 10
+
+
+def test_a_batch_instance_left_without_a_design_at_its_deadline_is_time_limit_and_retried(monkeypatch):
+    """Not INFEASIBLE (the scenario may well have designs): TIME_LIMIT, which a re-run retries."""
+    from specpim_cp.problem.builtin_sets import builtin_sets
+    from specpim_cp.problem.scenario import load_scenario
+    from specpim_cp.runs import methods
+    from specpim_cp.runs.instances import BatchOptions, plan
+    from specpim_cp.runs.store import NOT_DONE
+
+    path = builtin_sets()["paper"] / "opt-13b-b1.toml"
+    insts, _ = plan([(path, load_scenario(path))], BatchOptions(methods=("exact",), time_limit_s=2.0))
+    inst = next(i for i in insts if i.method == "exact")
+
+    def late(inst, sc, catalog):
+        raise TimeLimitReached("--time-limit (2 s): no design found within the time limit (it passed while x)")
+
+    monkeypatch.setitem(methods.RUNNERS, "exact", late)
+    (record,) = methods.run_instance(inst)
+    assert record.status == "TIME_LIMIT" and "--time-limit" in record.error and record.status in NOT_DONE
