@@ -44,7 +44,7 @@ def failed_record(inst: Instance, part: str, status: str, error: str, wall_s: fl
 # ------------------------------------------------------------------------------------------------
 def _run_solver(inst: Instance, sc: Scenario, catalog: Catalog) -> list[Record]:
     # the instance's deadline: its solve and its ranges step (deterministic: the limit for each, as `ranges`)
-    options = inst.solver_options().with_deadline(1.0 if inst.ranges_within is None else 2.0)
+    options = inst.solver_options().with_deadline(1.0 if inst.options.get("ranges_within") is None else 2.0)
     hint = None
     if inst.hint is not None:
         try:
