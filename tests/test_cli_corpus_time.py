@@ -21,7 +21,7 @@ from specpim_cp.catalog import default_catalog
 from specpim_cp.cli import main
 from specpim_cp.physics.evaluate import Evaluator
 from specpim_cp.problem.mix import load_mix
-from specpim_cp.solvers.deadline import MARGIN_S, Deadline, TimeLimitReached
+from specpim_cp.solvers.deadline import DETERMINISTIC_FLOOR_S, MARGIN_S, Deadline, TimeLimitReached
 from specpim_cp.solvers.exact.session import SolverOptions, TimeBudget
 from specpim_cp.solvers.mix.cpsat_model import MixModel
 from specpim_cp.solvers.mix.sizing import MAX_MIX_CHOICES
@@ -74,7 +74,7 @@ def test_the_deadline_caps_every_cp_sat_solve_and_ends_the_budget():
     assert solver.parameters.max_time_in_seconds == pytest.approx(1.5)
     assert opts == SolverOptions(time_limit_s=60.0) and "deadline" not in opts.as_dict()  # not an input
     assert opts.with_deadline().deadline is deadline  # started once per command, kept below
-    assert SolverOptions(deterministic=True).with_deadline().deadline is None  # the same answer on any machine
+    assert SolverOptions(deterministic=True).with_deadline().deadline.remaining() == pytest.approx(60.0, abs=0.5)
     assert SolverOptions(time_limit_s=5.0).with_deadline().deadline.remaining() == pytest.approx(5.0, abs=0.5)
     now[0] = 102.0
     assert opts.expired and TimeBudget(opts).remaining() == 0
@@ -134,6 +134,52 @@ def test_sweep_stops_at_the_deadline_and_marks_the_points_left(tmp_path):
     assert all(float(r["wall_s"]) < 0.5 for r in rows if r["status"] == "TIME_LIMIT")  # not started
 
 
+def test_a_deterministic_solve_keeps_its_budget_and_only_its_safety_net_meets_the_deadline():
+    """The same answer on any machine whenever the command ends in time: the deadline never cuts the
+    deterministic budget, only the wall safety net (to the time left, at least DETERMINISTIC_FLOOR_S)."""
+    now = [100.0]
+    opts = SolverOptions(time_limit_s=5.0, deterministic=True, deadline=Deadline(103.0, lambda: now[0], 3.0))
+    solver = cp_model.CpSolver()
+    TimeBudget(opts).configure(solver)
+    assert solver.parameters.max_deterministic_time == 5.0
+    assert solver.parameters.max_time_in_seconds == pytest.approx(3.0)
+    now[0] = 102.9
+    TimeBudget(opts).configure(solver)
+    assert solver.parameters.max_deterministic_time == 5.0
+    assert solver.parameters.max_time_in_seconds == DETERMINISTIC_FLOOR_S
+    now[0] = 103.5
+    assert opts.expired and TimeBudget(opts).remaining() == 0  # no new solve once it has passed
+    twice = SolverOptions(time_limit_s=5.0, deterministic=True).with_deadline(2.0)  # the optimum, then the ranges
+    assert twice.deadline.remaining() == pytest.approx(10.0, abs=0.5)
+    assert SolverOptions(time_limit_s=5.0).with_deadline(2.0).deadline.remaining() == pytest.approx(5.0, abs=0.5)
+
+
+def test_deterministic_sensitivity_ends_within_its_limit_with_the_rows_it_proved(tmp_path):
+    """Deterministic by default, its limit once counted per solve only (2 x 14 solves of 5 units ran 270 s):
+    now the limit is the whole study's wall-clock budget too. A constant left or cut has no row; a row it
+    has is the one a study without a deadline prints (each solve keeps its deterministic budget)."""
+    res = _timed(["sensitivity", "paper/opt-13b-b1", "--time-limit", "3", "--json"], 3)
+    assert res.exit_code == 0, (res.output, res.exception)
+    out = json.loads(res.stdout)
+    names = [r["constant"] for r in out["rows"]]
+    assert out["not_solved"] and len(names) + len(out["not_solved"]) == 12, out  # 12 uncertain constants
+    assert not set(names) & set(out["not_solved"]), out
+    for name in names[:1]:
+        alone = CliRunner().invoke(main, ["sensitivity", "paper/opt-13b-b1", "--only", name, "--json"])
+        assert alone.exit_code == 0, alone.output
+        assert json.loads(alone.stdout)["rows"] == [r for r in out["rows"] if r["constant"] == name]
+
+
+def test_deterministic_sweep_stops_at_the_deadline_and_marks_the_points_left(tmp_path):
+    res = _timed(["sweep", HARD, "--acceptance", "0.5:0.9:0.05", "--time-limit", "2",
+                  "--out", str(tmp_path / "sweep")], 2)
+    assert res.exit_code == 0, (res.output, res.exception)
+    rows = list(csv.DictReader((tmp_path / "sweep" / "sweep.csv").open()))
+    statuses = [r["status"] for r in rows]
+    assert len(rows) == 9 and "TIME_LIMIT" in statuses and "INFEASIBLE" not in statuses, statuses
+    assert all(float(r["wall_s"]) < 0.5 for r in rows if r["status"] == "TIME_LIMIT")  # not started
+
+
 def test_sensitivity_with_a_wall_clock_limit_names_the_constants_left(tmp_path):
     """Each of its 2 x constants solves had the whole limit; with --no-deterministic the study has it."""
     res = _timed(["sensitivity", HARD, "--no-deterministic", "--time-limit", "2", "--json"], 2)
@@ -141,3 +187,23 @@ def test_sensitivity_with_a_wall_clock_limit_names_the_constants_left(tmp_path):
     out = json.loads(res.stdout)
     assert out["not_solved"], out  # the limit passed during the nominal solve: no constant re-solved
     assert len(out["rows"]) + len(out["not_solved"]) >= 10
+
+
+def test_a_batch_instance_left_without_a_design_at_its_deadline_is_time_limit_and_retried(monkeypatch):
+    """Not INFEASIBLE (the scenario may well have designs): TIME_LIMIT, which a re-run retries."""
+    from specpim_cp.problem.builtin_sets import builtin_sets
+    from specpim_cp.problem.scenario import load_scenario
+    from specpim_cp.runs import methods
+    from specpim_cp.runs.instances import BatchOptions, plan
+    from specpim_cp.runs.store import NOT_DONE
+
+    path = builtin_sets()["paper"] / "opt-13b-b1.toml"
+    insts, _ = plan([(path, load_scenario(path))], BatchOptions(methods=("exact",), time_limit_s=2.0))
+    inst = next(i for i in insts if i.method == "exact")
+
+    def late(inst, sc, catalog):
+        raise TimeLimitReached("--time-limit (2 s): no design found within the time limit (it passed while x)")
+
+    monkeypatch.setitem(methods.RUNNERS, "exact", late)
+    (record,) = methods.run_instance(inst)
+    assert record.status == "TIME_LIMIT" and "--time-limit" in record.error and record.status in NOT_DONE

@@ -105,7 +105,8 @@ class HeuristicOptions:
 
 @dataclass(frozen=True)
 class CompareOptions:
-    """`compare`: the heuristic's budget and seed, the exact solve's time limit (deterministic units)."""
+    """`compare`: the heuristic's budget and seed, the exact solve's time limit (deterministic units, and
+    seconds for its wall-clock deadline)."""
 
     budget: Any = "quick"
     time_limit_s: float = 60.0
@@ -135,8 +136,8 @@ class MixOptions(SolverRun):
 
 @dataclass(frozen=True)
 class SensitivityOptions:
-    """`sensitivity`: the time limit (deterministic units per solve; with `deterministic=False`, wall seconds for
-    the whole study), the seed, and `only` (vary the constants whose name contains it)."""
+    """`sensitivity`: the time limit (wall seconds for the whole study; deterministically also each solve's
+    deterministic units), the seed, and `only` (vary the constants whose name contains it)."""
 
     time_limit_s: float = 60.0
     seed: int = 0

@@ -61,7 +61,8 @@ WARM_START_SHARE = 0.5
 def warm_start(scenario: Scenario, options: SolveOptions, catalog=None, deadline=None) -> Design | None:
     """The design CP-SAT starts from: the checked hint, else the heuristic's quick design (none when
     `warm_start` is off or the heuristic finds none: the exact solver then names the real reason). With the
-    command's `deadline` the heuristic stops at WARM_START_SHARE of the time left."""
+    command's `deadline` the heuristic stops at WARM_START_SHARE of the time left (deterministic: only at the
+    deadline itself, so that the hint, and so the answer, is the same on any machine that ends in time)."""
     catalog = _catalog(scenario, catalog)
     if options.hint is not None:
         label = options.hint_label if isinstance(options.hint, Design) else f"{options.hint_label} {options.hint}"
@@ -73,7 +74,8 @@ def warm_start(scenario: Scenario, options: SolveOptions, catalog=None, deadline
     except ImportError:
         return None
     try:
-        limit = None if deadline is None else WARM_START_SHARE * deadline.remaining()
+        share = 1.0 if options.deterministic else WARM_START_SHARE
+        limit = None if deadline is None else share * deadline.remaining()
         return run_heuristic(scenario, budget="quick", seed=options.seed, catalog=catalog,
                              on_generation=options.on_warm_start, time_limit_s=limit).design
     except ScenarioError:

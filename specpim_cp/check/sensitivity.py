@@ -25,6 +25,7 @@ from specpim_cp.errors import ScenarioError
 from specpim_cp.physics.evaluate import Evaluator
 from specpim_cp.problem.design import Design
 from specpim_cp.problem.scenario import Scenario, scenario_catalog
+from specpim_cp.solvers.deadline import TimeLimitReached
 from specpim_cp.solvers.exact.session import SolverOptions
 from specpim_cp.views.figures import new_figure, save_figure
 
@@ -157,8 +158,9 @@ def sensitivity(scenario: Scenario, catalog: Catalog | None = None, *, options: 
                 on_point: Callable[[str], None] | None = None, only: str | None = None) -> SensitivityResult:
     """Solve the scenario nominally, then once per constant end (see the module docstring; `only`: just the
     constants whose name contains it), each solve with `options` (default: 60 deterministic time units,
-    one worker, seed 0). With wall-clock options every solve shares the command's deadline
-    (`SolverOptions.deadline`); the constants left when it passes have no row and are named in `not_solved`."""
+    one worker, seed 0). Every solve shares the command's wall-clock deadline (`SolverOptions.deadline`, the
+    time limit in seconds); a constant left when it passes, or whose solve it cut, has no row and is named in
+    `not_solved`."""
     from specpim_cp.solvers.exact import solve
     from specpim_cp.views.tables import design_summary
 
@@ -185,7 +187,12 @@ def sensitivity(scenario: Scenario, catalog: Catalog | None = None, *, options: 
             sc, cat = const.apply(value)
             resolved = not (const.energy_only and objective == "latency")
             if resolved:
-                res = solve(sc, options=options, catalog=cat, hint=_in_space(base.design, sc, cat))
+                try:
+                    res = solve(sc, options=options, catalog=cat, hint=_in_space(base.design, sc, cat))
+                except TimeLimitReached:
+                    break  # the deadline passed before this end's solve began
+                if res.report.status != "OPTIMAL" and options.expired:
+                    break  # the deadline cut this end's solve: no proven row
                 design, metrics = res.design, res.evaluation.metrics
             else:
                 design, metrics = base.design, Evaluator(sc, cat).evaluate(base.design).metrics
@@ -198,6 +205,9 @@ def sensitivity(scenario: Scenario, catalog: Catalog | None = None, *, options: 
                                            resolved, speedup))
             if on_point is not None:
                 on_point(f"{const.name} = {value:g}")
+        if len(points) < 2:
+            not_solved.append(const.name)
+            continue
         rows.append(SensitivityRow(const.name, const.nominal, points[0], points[1]))
     rows.sort(key=lambda r: -r.swing)
     return SensitivityResult(scenario.name, objective, nominal, nominal_energy, base_summary, tuple(rows),

@@ -108,8 +108,8 @@ def run_options(f):
                      help="Ray cluster to join (`ray start --head` there) [default: $RAY_ADDRESS, else a "
                           "local Ray runtime]"),
         click.option("--time-limit", type=float, default=60.0, show_default=True,
-                     help="per instance: seconds for its whole run, a Pareto front 5 times as many, with "
-                          "--no-deterministic; deterministic time units per solve when solving deterministically"),
+                     help="per instance: seconds for its whole run, a Pareto front 5 times as many; deterministically "
+                          "also each solve's deterministic time units (docs/limits.md)"),
         click.option("--resume/--no-resume", default=True, show_default=True,
                      help="skip instances already in OUT/results.jsonl (--no-resume moves it to "
                           "results.jsonl.old)"),
@@ -254,7 +254,7 @@ def report(directory: str, no_plots: bool) -> None:
 @click.option("--out", type=click.Path(file_okay=False), metavar="DIR",
               help="output directory [default: results/sweep-NAME]")
 @click.option("--time-limit", type=TIME_LIMIT_TYPE, default=60.0, show_default=True,
-              help="deterministic time units per solve; with --no-deterministic, seconds for the whole sweep")
+              help="seconds for the whole sweep; deterministically also each solve's deterministic time units")
 @click.option("--seed", type=SEED_TYPE, default=0, show_default=True)
 @click.option("--workers", type=WORKERS_TYPE, default=1, show_default=True)
 @click.option("--deterministic/--no-deterministic", default=True, show_default=True)

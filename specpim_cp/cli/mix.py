@@ -59,8 +59,8 @@ def check_output_and_policy_dir(output: str | None, policy_dir: str | None) -> N
                    "weight copies), cp-sat (the mix model, every objective), auto (the decomposition for latency, "
                    "the mix model otherwise)")
 @click.option("--time-limit", type=TIME_LIMIT_TYPE, default=120.0, show_default=True,
-              help="seconds for the whole command, model building and every solve included (deterministic time "
-                   "units for CP-SAT with --deterministic)")
+              help="seconds for the whole command, model building and every solve included (with --deterministic "
+                   "also CP-SAT's deterministic time units)")
 @click.option("--cell-time-limit", type=TIME_LIMIT_TYPE, default=60.0, show_default=True,
               help="seconds for each single-cell solve of the mix model's method (each cell's own optimum, each "
                    "fixed-hardware dataflow), within --time-limit")

@@ -69,7 +69,7 @@ def _generation_hook(bar: Progress, sc):
 @click.option("--objective", type=click.Choice(["latency", "energy", "edp", "request"]),
               help="default: the scenario's; request: time to first token + generated tokens x latency per token")
 @click.option("--time-limit", type=TIME_LIMIT_TYPE, default=60.0, show_default=True,
-              help="seconds for the whole command (deterministic time units with --deterministic)")
+              help="seconds for the whole command (with --deterministic also its deterministic time units)")
 @click.option("--workers", type=WORKERS_TYPE, default=1, show_default=True,
               help="CP-SAT workers (not with --deterministic)")
 @click.option("--seed", type=SEED_TYPE, default=0, show_default=True)
@@ -114,7 +114,7 @@ def solve(scenario, objective, time_limit, workers, seed, deterministic, method,
 @click.option("--objective", type=click.Choice(["latency", "energy"]), help="default: the scenario's")
 @click.option("--time-limit", type=TIME_LIMIT_TYPE, default=60.0, show_default=True,
               help="seconds for the whole command, the optimum then the ranges (with --deterministic: "
-                   "deterministic units for the optimum, and as much again for the ranges)")
+                   "deterministic units for the optimum, as much again for the ranges, and twice it in seconds)")
 @click.option("--workers", type=WORKERS_TYPE, default=1, show_default=True,
               help="CP-SAT workers (not with --deterministic)")
 @click.option("--seed", type=SEED_TYPE, default=0, show_default=True)
@@ -150,7 +150,7 @@ def ranges(scenario, within_pct, objective, time_limit, workers, seed, determini
 @click.command()
 @click.argument("scenario")
 @click.option("--time-limit", type=TIME_LIMIT_TYPE, default=300.0, show_default=True,
-              help="seconds for the whole front (deterministic time units with --deterministic)")
+              help="seconds for the whole front (with --deterministic also its deterministic time units)")
 @click.option("--workers", type=WORKERS_TYPE, default=1, show_default=True,
               help="CP-SAT workers (not with --deterministic)")
 @click.option("--seed", type=SEED_TYPE, default=0, show_default=True)
@@ -245,7 +245,7 @@ def heuristic(scenario, budget, seed, polish, time_limit, as_json, output, catal
 @click.argument("scenario")
 @click.option("--budget", default="quick", show_default=True, help="heuristic budget")
 @click.option("--time-limit", type=TIME_LIMIT_TYPE, default=60.0, show_default=True,
-              help="the exact solve's, in deterministic time units")
+              help="the exact solve's, in deterministic time units and in seconds")
 @click.option("--seed", type=SEED_TYPE, default=0, show_default=True)
 @catalog_option
 @user_errors
@@ -307,7 +307,7 @@ def compare(scenario, budget, time_limit, seed, catalog_files) -> None:
 @click.command()
 @click.argument("scenario")
 @click.option("--time-limit", type=TIME_LIMIT_TYPE, default=60.0, show_default=True,
-              help="per solve in deterministic time units; with --no-deterministic, wall seconds for the whole study")
+              help="seconds for the whole study; deterministically also each solve's deterministic time units")
 @click.option("--seed", type=SEED_TYPE, default=0, show_default=True)
 @click.option("--deterministic/--no-deterministic", default=True, show_default=True,
               help="deterministic time limits: the same table every run")

@@ -1,6 +1,7 @@
 """One instance run by its method, in a worker process: the exact optimizer (and each ladder step), the
 heuristic, the baselines, a Pareto front or a workload mix, into result records. `run_instance` never
-raises: an infeasible scenario and a crash become records (INFEASIBLE, ERROR), so a re-run retries.
+raises: an infeasible scenario, a deadline passed before any design and a crash become records (INFEASIBLE,
+TIME_LIMIT, ERROR; a re-run retries the last two).
 `RUNNERS` maps a method to its runner (tests replace entries).
 """
 
@@ -18,6 +19,7 @@ from specpim_cp.runs.instances import Instance, heuristic_budget, ranges_toleran
 from specpim_cp.runs.mixes import run_mix
 from specpim_cp.runs.records import FrontPoint, Record, evaluation_fields, objective_fields, package_version
 from specpim_cp.solvers import baselines, exact, heuristic
+from specpim_cp.solvers.deadline import TimeLimitReached
 from specpim_cp.solvers.exact.ranges import RANGE_OBJECTIVES, decision_ranges
 from specpim_cp.solvers.result import inputs_hash, solver_version
 from specpim_cp.views.fronts import front_statement
@@ -41,7 +43,8 @@ def failed_record(inst: Instance, part: str, status: str, error: str, wall_s: fl
 # Methods
 # ------------------------------------------------------------------------------------------------
 def _run_solver(inst: Instance, sc: Scenario, catalog: Catalog) -> list[Record]:
-    options = inst.solver_options().with_deadline()  # the instance's limit: its solve and its ranges step
+    # the instance's deadline: its solve and its ranges step (deterministic: the limit for each, as `ranges`)
+    options = inst.solver_options().with_deadline(1.0 if inst.options.get("ranges_within") is None else 2.0)
     hint = None
     if inst.hint is not None:
         try:
@@ -52,6 +55,8 @@ def _run_solver(inst: Instance, sc: Scenario, catalog: Catalog) -> list[Record]:
     if hint is not None:
         try:
             res, hinted = exact.solve(sc, options=options, hint=hint, catalog=catalog), True
+        except TimeLimitReached:
+            raise
         except ScenarioError:
             pass  # solve() skips a hint outside the space; should it ever reject one, solve without it
     if res is None:
@@ -140,6 +145,8 @@ def run_instance(inst: Instance) -> list[Record]:
     try:
         sc = parse_scenario(inst.scenario_data)  # with its own catalog files (absolute paths)
         records = RUNNERS[inst.method](inst, sc, scenario_catalog(sc))
+    except TimeLimitReached as exc:  # the instance's deadline passed before any design: unsolved, not infeasible
+        records = [failed_record(inst, part, "TIME_LIMIT", str(exc), time.perf_counter() - t0)]
     except ScenarioError as exc:
         records = [failed_record(inst, part, "INFEASIBLE", str(exc), time.perf_counter() - t0)]
     except Exception as exc:  # noqa: BLE001 -- a bug in a method: record it, a re-run retries

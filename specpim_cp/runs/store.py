@@ -24,7 +24,7 @@ from specpim_cp.files import path_in, write_atomic
 from specpim_cp.runs.instances import METHOD_ORDER
 from specpim_cp.runs.records import PimAllocation, Record
 
-NOT_DONE = ("ERROR",)  # statuses that a re-run retries
+NOT_DONE = ("ERROR", "TIME_LIMIT")  # statuses that a re-run retries (a crash, a deadline before any design)
 RESULTS_JSONL = "results.jsonl"
 RESULTS_CSV = "results.csv"
 PARETO_DIR = "pareto"

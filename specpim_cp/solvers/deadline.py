@@ -2,8 +2,9 @@
 solves. Created once from `--time-limit` (`Deadline.for_limit`), carried by `SolverOptions`; every CP-SAT
 solve is capped by `remaining()` and every loop (cells, stages, Dinkelbach steps, tie-break levels, range
 questions, front points, sweep points) stops when it has `expired`, returning its best proven-so-far result
-as FEASIBLE or TIME_LIMIT. A deterministic time limit counts CP-SAT's deterministic time per solve instead
-(the same answer on every machine) and has no deadline (docs/limits.md, "Time limits")."""
+as FEASIBLE or TIME_LIMIT. With a deterministic time limit each solve keeps its deterministic budget (the same
+answer on every machine whenever the command ends in time) and the deadline, the limit in seconds, only stops
+new solves and caps each solve's wall safety net (docs/limits.md, "Time limits")."""
 
 from __future__ import annotations
 
@@ -18,6 +19,9 @@ from specpim_cp.errors import ScenarioError
 MARGIN_S = 10.0
 #: Least wall time a CP-SAT solve is given once the deadline has passed (it then only reports what it has).
 LEAST_SOLVE_S = 0.01
+#: Least wall safety net of a deterministic solve: one started just before the deadline may finish a little
+#: of its deterministic budget, well within `MARGIN_S`.
+DETERMINISTIC_FLOOR_S = 1.0
 
 
 @dataclass(frozen=True)

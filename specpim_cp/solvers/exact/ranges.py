@@ -325,7 +325,7 @@ def decision_ranges(scenario: Scenario, *, within_pct: Fraction | int = 1, objec
     if objective not in RANGE_OBJECTIVES:
         raise ScenarioError(f"objective: decision ranges take a tolerance on latency or energy per token, not "
                             f"'{objective}' (EDP is a product of the two); use --objective latency or energy")
-    opts = (options or SolverOptions()).with_deadline()  # the optimum and the ranges share it
+    opts = (options or SolverOptions()).with_deadline(2.0)  # the optimum and the ranges share it
     catalog = catalog or scenario_catalog(scenario)
     res = optimum or solve(scenario, objective=objective, options=opts, catalog=catalog)
     if res.report.objective_name != objective:

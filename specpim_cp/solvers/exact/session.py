@@ -13,7 +13,7 @@ from typing import Protocol
 from ortools.sat.python import cp_model
 
 from specpim_cp.problem.design import Design
-from specpim_cp.solvers.deadline import Deadline, cap_seconds, expired
+from specpim_cp.solvers.deadline import DETERMINISTIC_FLOOR_S, Deadline, cap_seconds, expired
 from specpim_cp.solvers.exact.guards import ModelMismatch
 from specpim_cp.solvers.exact.ladder import NO_PRESOLVE, Answer, Part, Solved, solve_with_ladder
 from specpim_cp.solvers.exact.model import SpecModel
@@ -55,12 +55,15 @@ class SolverOptions:
     deterministic: bool = False
     deadline: Deadline | None = field(default=None, compare=False, repr=False)
 
-    def with_deadline(self) -> SolverOptions:
-        """These options with the command's deadline started now from the time limit (kept when set; none
-        when deterministic: that limit counts deterministic time per solve, the same answer on any machine)."""
-        if self.deadline is not None or self.deterministic:
+    def with_deadline(self, deterministic_solves: float = 1.0) -> SolverOptions:
+        """These options with the command's wall-clock deadline started now (kept when set): the time limit in
+        seconds, or with `deterministic` `deterministic_solves` times it (a command whose limit counts per solve,
+        such as the optimum then as much again for the ranges). Deterministic solves keep their deterministic
+        limit; the deadline only stops new solves and caps each solve's wall safety net (docs/limits.md)."""
+        if self.deadline is not None:
             return self
-        return replace(self, deadline=Deadline.for_limit(self.time_limit_s))
+        seconds = self.time_limit_s * (deterministic_solves if self.deterministic else 1.0)
+        return replace(self, deadline=Deadline.for_limit(seconds))
 
     @property
     def expired(self) -> bool:
@@ -103,7 +106,8 @@ class TimeBudget:
         if self.opts.deterministic:
             p.num_workers = 1
             p.max_deterministic_time = rem
-            p.max_time_in_seconds = cap_seconds(max(10.0 * rem, 60.0), self.opts.deadline)  # safety net only
+            # a wall safety net only, cut to the command's deadline (at least DETERMINISTIC_FLOOR_S)
+            p.max_time_in_seconds = max(cap_seconds(max(10.0 * rem, 60.0), self.opts.deadline), DETERMINISTIC_FLOOR_S)
         else:
             p.num_workers = self.opts.workers
             p.max_time_in_seconds = cap_seconds(rem, self.opts.deadline)
