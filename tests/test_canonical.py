@@ -24,6 +24,7 @@ from specpim_cp.problem.operators import PLACEABLE_OPS
 from specpim_cp.problem.scenario import Scenario, load_scenario, parse_scenario, scenario_catalog
 from specpim_cp.problem.space import DesignSpace
 from specpim_cp.solvers.brute import enumerate_designs
+from specpim_cp.solvers.deadline import Deadline
 from specpim_cp.solvers.exact import SolverOptions, solve
 from specpim_cp.solvers.exact.canonical import PACK_LIMIT, RATIO_LEVELS, pack_keys
 from specpim_cp.solvers.exact.model import TieKey
@@ -204,7 +205,9 @@ def test_a_tie_break_stopped_by_the_time_limit_claims_nothing():
     sc = load_scenario(resolve_scenario_path("paper/llama-32.5b-b8"))
     full = solve(sc, options=SolverOptions(60, deterministic=True))
     primary = sum(s["deterministic_time"] for s in full.report.extra["solves"] if not s["stage"].startswith("tie"))
-    res = solve(sc, options=SolverOptions(primary + 0.01, deterministic=True))
+    # the command's wall-clock deadline (a deterministic limit in seconds also sets one) far away: only the
+    # deterministic limit bites, on any machine
+    res = solve(sc, options=SolverOptions(primary + 0.01, deterministic=True, deadline=Deadline.after(600)))
     assert res.report.status == "OPTIMAL" and res.report.objective == full.report.objective
     extra = res.report.extra
     assert extra["canonical"] is False and "not canonical" in extra["tie_break_note"]

@@ -23,6 +23,7 @@ from specpim_cp.physics.mix import check_mix_capacity
 from specpim_cp.problem.mix import load_mix
 from specpim_cp.problem.scenario import scenario_catalog
 from specpim_cp.solvers.brute import every_design
+from specpim_cp.solvers.deadline import Deadline
 from specpim_cp.solvers.exact import SolverOptions
 from specpim_cp.solvers.mix import cpsat, solve_mix
 from specpim_cp.solvers.mix.canonical import mix_tie_keys
@@ -189,8 +190,10 @@ def test_regret_levels_and_unproven_tie_breaks(folder, monkeypatch):
     names = [lv["level"] for lv in res.report.extra["tie_break"]]
     assert names == ["regret", "latency", "energy", "pim_units", "devices", "order"]
     assert res.report.extra["canonical"]
-    short = solve_mix(mix, "latency", MixOptions(SolverOptions(0.001, deterministic=True), cell_time_limit_s=30,
-                                                 method="cp-sat"))
+    # a deterministic limit that stops the tie-break; the command's wall-clock deadline (which a deterministic
+    # limit in seconds also sets) far away, so only the deterministic limit bites on any machine
+    tiny = SolverOptions(0.001, deterministic=True, deadline=Deadline.after(600))
+    short = solve_mix(mix, "latency", MixOptions(tiny, cell_time_limit_s=30, method="cp-sat"))
     assert short.report.status == "OPTIMAL" and short.report.extra["canonical"] is False
     assert "time limit" in short.report.extra["tie_break_note"]
     assert "SKIPPED" in [lv["status"] for lv in short.report.extra["tie_break"]]
