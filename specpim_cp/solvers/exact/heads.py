@@ -17,6 +17,7 @@ from ortools.sat.python import cp_model
 from specpim_cp.physics.heads import transfer_cost
 from specpim_cp.problem.design import ArchConfig
 from specpim_cp.problem.operators import PLACEABLE_OPS
+from specpim_cp.solvers.exact.rows import capacity_terms
 
 
 def base_arch(a: ArchConfig) -> ArchConfig:
@@ -58,14 +59,7 @@ def colocated_needs(sm) -> tuple[list, list]:
         for a in sm.x[j]:
             if not a.colocated:
                 continue
-            pim, normal = [], []
-            for op in PLACEABLE_OPS:
-                for p, yp in sm.y[j][op].items():
-                    if sm.valid(j, a, op, p):
-                        pk, nk = pm.tensor_kib[(a, op, p.layout)]
-                        pim.append(pk * yp)
-                        normal.append(nk * yp)
-            rows[a] = (pim, normal)
+            rows[a] = capacity_terms(sm, j, a)  # a head has no staging: its placement literals only
         ub_p = max(sum(max((pm.tensor_kib[(a, op, p.layout)][0] for p in sm.y[j][op] if sm.valid(j, a, op, p)),
                            default=0) for op in PLACEABLE_OPS) for a in rows)
         ub_n = max(sum(max((pm.tensor_kib[(a, op, p.layout)][1] for p in sm.y[j][op] if sm.valid(j, a, op, p)),

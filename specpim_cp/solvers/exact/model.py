@@ -47,7 +47,7 @@ from specpim_cp.solvers.exact.choice_bounds import (
 )
 from specpim_cp.solvers.exact.energy_bounds import TimePricedEnergy
 from specpim_cp.solvers.exact.prices import PriceTable
-from specpim_cp.solvers.exact.rows import add_ceil, ub
+from specpim_cp.solvers.exact.rows import add_ceil, capacity_terms, ub
 from specpim_cp.solvers.exact.shared_device import add_shared_device
 from specpim_cp.solvers.exact.tie_keys import TieKey
 
@@ -323,21 +323,8 @@ class SpecModel:
         for a, xa in self.x[j].items():
             if a.colocated:  # [HEAD-2] counted in the verifier's rows
                 continue
-            pim_need, normal_need = list(heads_pim), list(heads_normal)
-            for op in PLACEABLE_OPS:
-                for p, yp in self.y[j][op].items():
-                    if self.valid(j, a, op, p):
-                        pk, nk = pm.tensor_kib[(a, op, p.layout)]
-                        pim_need.append(pk * yp)
-                        normal_need.append(nk * yp)
-            if j > 0:
-                for st, lit in self.stage_lit[j - 1].items():
-                    if st is not None and st.draft2 in self.catalog.models:
-                        split = pm.draft2_kib[(a, st.draft2)]
-                        if split is None:  # the host may use no memory: CYC-2 excludes the pair
-                            continue
-                        pim_need.append(split[0] * lit)
-                        normal_need.append(split[1] * lit)
+            pim_terms, normal_terms = capacity_terms(self, j, a)
+            pim_need, normal_need = list(heads_pim) + pim_terms, list(heads_normal) + normal_terms
             pim_cap, normal_cap = pm.capacity_kib[a]
             m.add(sum(pim_need) <= pim_cap).only_enforce_if([xa, cap_lit])        # CAP-1
             m.add(sum(normal_need) <= normal_cap).only_enforce_if([xa, cap_lit])  # CAP-2

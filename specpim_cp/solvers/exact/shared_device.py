@@ -19,9 +19,9 @@ from specpim_cp.catalog.slices import parse_slice
 from specpim_cp.errors import ScenarioError
 from specpim_cp.problem.design import ArchConfig, Placement, Staging
 from specpim_cp.problem.edge import sharing
-from specpim_cp.problem.operators import PLACEABLE_OPS
 from specpim_cp.problem.scenario import Scenario
 from specpim_cp.solvers.exact.prices import PriceTable
+from specpim_cp.solvers.exact.rows import capacity_terms
 
 
 class ModelRows(Protocol):
@@ -99,32 +99,9 @@ def _interleaved_rows(sm: ModelRows, lit: cp_model.IntVar) -> None:
     for a, xa in x[0].items():
         pim, normal = [], []
         for j in models:
-            p_need, n_need = model_need(sm, j, a)
+            p_need, n_need = capacity_terms(sm, j, a)
             pim += p_need
             normal += n_need
         pim_cap, normal_cap = sm.prices.models[0].capacity_kib[a]
         m.add(sum(pim) <= pim_cap).only_enforce_if([xa, lit])                                      # EDGE-2d
         m.add(sum(normal) <= normal_cap).only_enforce_if([xa, lit])
-
-
-def model_need(sm: ModelRows, j: int, a: ArchConfig) -> tuple[list, list]:
-    """Model j's (PIM-side, normal-side) KiB terms on architecture `a`: CAP-1/2's coefficients on its
-    placement literals and its staging literals (a draft2 model on the drafter's host)."""
-    pm = sm.prices.models[j]
-    pim, normal = [], []
-    if a not in pm.capacity_kib:
-        return pim, normal
-    for op in PLACEABLE_OPS:
-        for p, yp in sm.y[j][op].items():
-            if sm.valid(j, a, op, p):
-                pk, nk = pm.tensor_kib[(a, op, p.layout)]
-                pim.append(pk * yp)
-                normal.append(nk * yp)
-    if j > 0:
-        for st, stage in sm.stage_lit[j - 1].items():
-            if st is not None and st.draft2 in sm.catalog.models:
-                split = pm.draft2_kib[(a, st.draft2)]
-                if split is not None:
-                    pim.append(split[0] * stage)
-                    normal.append(split[1] * stage)
-    return pim, normal
