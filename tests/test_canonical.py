@@ -177,7 +177,8 @@ def test_known_ties_pick_the_fewest_pim_units():
                                                "PIM units")
 
 
-@pytest.mark.parametrize("name", ["examples/opt-13b", "paper/llama-32.5b-b8", "paper/palm-62b-b1"])
+@pytest.mark.parametrize("name", ["examples/opt-13b", "paper/llama-32.5b-b8",
+                                  pytest.param("paper/palm-62b-b1", marks=pytest.mark.slow)])  # 8 s: bench_slow_checks
 def test_same_design_whatever_the_workers(name):
     sc = load_scenario(resolve_scenario_path(name))
     one = solve(sc, options=SolverOptions(120, deterministic=True))

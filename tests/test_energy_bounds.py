@@ -171,8 +171,9 @@ def test_optimum_equals_brute_force(data, objective):
     assert exact.report.objective == brute_force(sc).report.objective
 
 
-@pytest.mark.parametrize(("data", "objective"), [(BRUTE[0], "energy"), (BRUTE[0], "edp"), (BRUTE[1], "latency")],
-                         ids=["llama-energy", "llama-edp", "palm-latency"])
+@pytest.mark.parametrize(("data", "objective"), [(BRUTE[0], "energy"), (BRUTE[0], "edp"),
+                                                 pytest.param(BRUTE[1], "latency", marks=pytest.mark.slow)],
+                         ids=["llama-energy", "llama-edp", "palm-latency"])  # palm: 6.5 s, bench_slow_checks
 def test_a_contradicted_step_is_solved_per_choice(monkeypatch, data, objective):
     """[OBJ-1] CP-SAT 9.15's fault simulated: every Dinkelbach step (with presolve, CP-SAT's own presolve and
     none) answers INFEASIBLE although its incumbent satisfies it; the per-choice parts answer truly, and the

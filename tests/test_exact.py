@@ -60,7 +60,12 @@ def small_scenarios(n: int, seed: int = 7) -> list[dict]:
     return out
 
 
-@pytest.mark.parametrize("data", small_scenarios(12), ids=lambda d: d["name"])
+#: the two largest small spaces (about 12 s each) run with `-m slow` (benchmarks/bench_slow_checks.py)
+SLOW_SMALL = ("small-7-palm", "small-11-palm")
+
+
+@pytest.mark.parametrize("data", [pytest.param(d, id=d["name"], marks=[pytest.mark.slow] if d["name"] in SLOW_SMALL
+                                               else []) for d in small_scenarios(12)])
 def test_cp_sat_optimum_equals_brute_force(data):
     sc = parse_scenario(data)
     exact = solve(sc, options=SolverOptions(60, deterministic=True))

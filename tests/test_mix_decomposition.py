@@ -226,6 +226,7 @@ def _levels(res) -> list[tuple]:
     return [(lv["level"], lv["ties"], lv["value"]) for lv in res.report.extra["tie_break"]]
 
 
+@pytest.mark.slow  # 14 s: benchmarks/bench_slow_checks.py runs it
 def test_decomposition_equals_brute_force_on_a_parallel_block(folder):
     mix = load_mix(folder / "parallel.toml")
     brute = MixEnumeration(mix).optimum("latency")
@@ -319,6 +320,7 @@ def test_random_small_mixes_equal_the_mix_model(tmp_path, seed):
     assert cellwise == (seed in (1, 3, 5, 7, 8, 9))
 
 
+@pytest.mark.slow  # 17 s: benchmarks/bench_slow_checks.py runs it
 def test_a_coupled_random_mix_equals_brute_force(tmp_path):
     mix = _random_mix(tmp_path, 6)
     brute = MixEnumeration(mix)
