@@ -20,6 +20,9 @@ from specpim_cp.solvers.exact import SolverOptions, solve
 
 
 def head_line(design) -> str:
+    if not design.drafters:  # the verifier alone is the optimum ([NOSPEC])
+        return (f"no speculation: the verifier alone wins; verifier {design.verifier.memory_type} "
+                f"k={design.verifier.pim_units}")
     d = design.drafters[0]
     where = "on the verifier's devices" if d.colocated else f"{d.devices} own device(s)"
     draft = f"tree {list(d.tree)}" if d.tree else f"draft length {d.draft_length}"
