@@ -12,9 +12,8 @@ import dataclasses
 from collections.abc import Callable
 from dataclasses import dataclass
 
-from specpim_cp.catalog import Catalog, ModelSpec, default_catalog
-from specpim_cp.errors import ScenarioError
-from specpim_cp.problem.design import ArchConfig
+from specpim_cp.catalog import Catalog, default_catalog
+from specpim_cp.check.pim_gemv import pim_speedup
 
 
 @dataclass(frozen=True)
@@ -175,35 +174,9 @@ def _power_rows(catalog: Catalog) -> list[ValidationRow]:
 # ------------------------------------------------------------------------------------------------
 # PIM GEMV throughput against the devices' published figures
 # ------------------------------------------------------------------------------------------------
-def _gemv_model(size: int) -> ModelSpec:
-    """A synthetic model whose o_proj is a size x size FP16 GEMV (the other fields are irrelevant)."""
-    return ModelSpec(name=f"gemv-{size}", family="gemv", tokenizer="none", layers=1, hidden=size, heads=size // 128,
-                     kv_heads=size // 128, head_dim=128, ffn=size, ffn_kind="two-matrix", parallel_block=False,
-                     vocab=size, tied_embeddings=True, bytes_per_param=2, nominal_params_b=0.0,
-                     source="synthetic GEMV for validation")
-
-
-def _pim_speedup(catalog: Catalog, memory: str, k: int, size: int = 4096) -> float:
-    """A size x size GEMV on PIM (k PIM units per group, every PIM unit) against streaming the same
-    weights over the same memory's external bandwidth: the speed-up PIM adds to that memory."""
-    from specpim_cp.physics.costs import CostModel
-    from specpim_cp.problem.scenario import parse_scenario
-
-    sc = parse_scenario({"name": "gemv", "batch_size": 1, "prompt_tokens": 1, "generated_tokens": 1,
-                         "memory_types": [memory], "verifier": {"model": "gpt2-small", "devices": 1}}, catalog)
-    costs = CostModel(sc, catalog)
-    mem = catalog.memory(memory)
-    arch = ArchConfig(memory, k, 1)
-    pim = costs.op_cost(_gemv_model(size), "o_proj", "pim", sc.space.share_levels, arch, 1)
-    if pim is None:
-        raise ScenarioError(f"validate: no PIM units on {arch.label()}")
-    external_ns = size * size * 2 / (mem.groups * mem.group_external_bandwidth_gbps)
-    return external_ns / pim.time_ns
-
-
 def _pim_rows(catalog: Catalog) -> list[ValidationRow]:
-    hbm = _pim_speedup(catalog, "hbm", catalog.memory("hbm").units_per_group // 2)
-    aim = _pim_speedup(catalog, "gddr", catalog.memory("gddr").units_per_group)
+    hbm = pim_speedup(catalog, "hbm", catalog.memory("hbm").units_per_group // 2)
+    aim = pim_speedup(catalog, "gddr", catalog.memory("gddr").units_per_group)
     return [
         ValidationRow("PIM GEMV", "HBM-PIM (Aquabolt-XL: 4 of 8 dies PIM), 4096 x 4096 FP16 GEMV: speed-up over the "
                                   "same stacks' external bandwidth", f"{hbm:.2f}x", "2.8x (Alveo U280 system)",

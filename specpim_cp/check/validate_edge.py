@@ -13,8 +13,8 @@ from __future__ import annotations
 from collections.abc import Callable
 from typing import Any
 
-from specpim_cp.catalog import Catalog, ModelSpec
-from specpim_cp.problem.design import ArchConfig
+from specpim_cp.catalog import Catalog
+from specpim_cp.check.pim_gemv import pim_speedup
 
 #: The validation table's row type (`validate.ValidationRow`, which imports this module): (area, quantity,
 #: model, measured, tolerance, ok, source) -> a row.
@@ -83,29 +83,11 @@ def _laptop_bound_rows(catalog: Catalog, row: RowType) -> list:
     return out
 
 
-def _gemv_model(size: int) -> ModelSpec:
-    """A synthetic model whose o_proj is a size x size FP16 GEMV."""
-    return ModelSpec(name=f"gemv-{size}", family="gemv", tokenizer="none", layers=1, hidden=size, heads=size // 128,
-                     kv_heads=size // 128, head_dim=128, ffn=size, ffn_kind="two-matrix", parallel_block=False,
-                     vocab=size, tied_embeddings=True, bytes_per_param=2, nominal_params_b=0.0,
-                     source="synthetic GEMV for validation")
-
-
 def lpddr_pim_speedup(catalog: Catalog, memory: str = "lpddr5x-phone-pim", size: int = 4096) -> float:
     """A size x size FP16 GEMV on every channel's PIM die against streaming it over the channels' external
     bandwidth."""
-    from specpim_cp.physics.costs import CostModel
-    from specpim_cp.problem.scenario import parse_scenario
-
-    sc = parse_scenario({"name": "gemv", "batch_size": 1, "prompt_tokens": 1, "generated_tokens": 1,
-                         "host": "snapdragon-8-gen-3", "memory_types": [memory],
-                         "verifier": {"model": "qwen2.5-0.5b", "devices": 1}}, catalog)
-    mem = catalog.memory(memory)
-    pim = CostModel(sc, catalog).op_cost(_gemv_model(size), "o_proj", "pim", sc.space.share_levels,
-                                         ArchConfig(memory, mem.max_pim_units, 1), 1)
-    assert pim is not None
-    external_ns = size * size * 2 / (mem.groups * mem.group_external_bandwidth_gbps)
-    return external_ns / pim.time_ns
+    return pim_speedup(catalog, memory, catalog.memory(memory).max_pim_units, size, host="snapdragon-8-gen-3",
+                       verifier="qwen2.5-0.5b")
 
 
 def edge_rows(catalog: Catalog, row: RowType) -> list:

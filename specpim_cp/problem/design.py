@@ -58,6 +58,12 @@ class ArchConfig:
     def label(self) -> str:
         return f"{self.memory_type}-k{self.pim_units}-x{self.devices}" + ("-on-verifier" if self.colocated else "")
 
+    @property
+    def own_devices(self) -> int:
+        """Devices this architecture adds to the design's count and the device budget: none for a head on the
+        verifier's devices ([HEAD-2])."""
+        return 0 if self.colocated else self.devices
+
 
 class StrictModel(BaseModel):
     """The base of every input schema (designs, scenarios, mixes): frozen; an unknown field, or `true`/`false`

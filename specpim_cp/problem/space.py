@@ -408,7 +408,7 @@ class DesignSpace:
                 out.append(f"design.{label}: a head on the verifier's devices has the verifier's architecture "
                            f"({v.label()}), not {md.arch.label()}")
         if sc.device_budget is not None:
-            total = sum(md.devices for _, md in design.models() if not md.colocated)
+            total = sum(md.arch.own_devices for _, md in design.models())
             if total > sc.device_budget:
                 out.append(f"design: {total} devices exceed device_budget {sc.device_budget}")
         return out

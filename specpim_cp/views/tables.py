@@ -167,7 +167,7 @@ def format_baselines(sc: Scenario, results) -> str:
 def devices_text(design: Design) -> str:
     """The devices a design uses: their total, and per model when there are several (`4 (2+1+1)`); a head on
     the verifier's devices adds none."""
-    counts = [0 if md.colocated else md.devices for _, md in design.models()]
+    counts = [md.arch.own_devices for _, md in design.models()]
     return str(counts[0]) if len(counts) == 1 else f"{sum(counts)} ({'+'.join(map(str, counts))})"
 
 

@@ -62,7 +62,7 @@ def min_pass_bounds(prices: PriceTable, d: ModelOptions, j: int, tokens: set[int
     per architecture and token count (`SpecModel._bound_cuts`)."""
     out: dict[int, dict[int, tuple[int, int, int]]] = {}
     for a in d.archs:
-        row = out.setdefault(0 if a.colocated else a.devices, {})  # a head on the verifier's adds none
+        row = out.setdefault(a.own_devices, {})  # a head on the verifier's adds none
         power = prices.models[j].idle_power_mw[a]
         for t in tokens:
             cur = row.get(t)

@@ -24,11 +24,6 @@ def base_arch(a: ArchConfig) -> ArchConfig:
     return ArchConfig(a.memory_type, a.pim_units, a.devices)
 
 
-def budget_devices(a: ArchConfig) -> int:
-    """Devices an architecture adds to the device budget (a head on the verifier's adds none)."""
-    return 0 if a.colocated else a.devices
-
-
 def add_colocation(sm) -> dict[int, cp_model.IntVar]:
     """[HEAD-2] per head with colocated architectures: colo_j (j its model index) and x[j][a'] => x[0][a]."""
     m = sm.m

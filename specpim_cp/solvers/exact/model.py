@@ -138,7 +138,7 @@ class SpecModel:
         if self.scenario.device_budget is not None:
             lit = m.new_bool_var("assume[ARCH-2]")
             self.assumption_families["ARCH-2 device budget"] = lit
-            m.add(sum(head_rows.budget_devices(a) * v for xs in self.x for a, v in xs.items())
+            m.add(sum(a.own_devices * v for xs in self.x for a, v in xs.items())
                   <= self.scenario.device_budget).only_enforce_if(lit)
 
     def add_placement(self) -> None:

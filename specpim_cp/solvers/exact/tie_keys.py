@@ -10,7 +10,6 @@ from ortools.sat.python import cp_model
 
 from specpim_cp.problem.design import Design
 from specpim_cp.problem.operators import PLACEABLE_OPS
-from specpim_cp.solvers.exact.heads import budget_devices
 
 
 @dataclass(frozen=True)
@@ -31,9 +30,10 @@ def tie_break_keys(sm) -> list[TieKey]:
     in PLACEABLE_OPS order its placement's index in `places(j, op)`; last the speculation choice's
     index in `choices`. The order keys' values fix every decision literal, so one design attains
     them."""
-    n = budget_devices  # a head on the verifier's devices adds none [HEAD-2]
-    pim = tuple((a.pim_units * n(a), v) for xs in sm.x for a, v in xs.items() if a.pim_units * n(a))
-    devices = tuple((n(a), v) for xs in sm.x for a, v in xs.items() if n(a))
+    # a head on the verifier's devices adds none [HEAD-2]
+    pim = tuple((a.pim_units * a.own_devices, v) for xs in sm.x for a, v in xs.items()
+                if a.pim_units * a.own_devices)
+    devices = tuple((a.own_devices, v) for xs in sm.x for a, v in xs.items() if a.own_devices)
     keys = [TieKey("pim_units", "pim_units", pim, 1 + sum(max(a.pim_units * a.devices for a in xs)
                                                           for xs in sm.x)),
             TieKey("devices", "devices", devices, 1 + sum(max(a.devices for a in xs) for xs in sm.x))]
