@@ -476,3 +476,11 @@ def test_golden_paper_objectives():
         res = solve(sc, options=SolverOptions.from_dict(opts))
         assert res.report.status == "OPTIMAL"
         assert res.report.objective == Fraction(optimal[name]["objective_exact"]), name
+
+
+def test_records_carry_the_packages_own_version():
+    """The version records carry is the package's `__version__` (not an editable install's stale metadata)."""
+    import specpim_cp
+    from specpim_cp.runs.records import package_version
+
+    assert package_version() == f"specpim-cp {specpim_cp.__version__}"

@@ -21,7 +21,7 @@ from specpim_cp.physics import speculation as spec
 from specpim_cp.physics.evaluate import Evaluator
 from specpim_cp.physics.heads import transfer_cost
 from specpim_cp.problem.heads import head_graph, head_op_shapes
-from specpim_cp.problem.scenario import parse_scenario
+from specpim_cp.problem.scenario import parse_scenario, scenario_catalog
 from specpim_cp.problem.space import DesignSpace
 from specpim_cp.solvers.brute import brute_force
 from specpim_cp.solvers.exact import SolverOptions, solve
@@ -318,3 +318,20 @@ def test_a_medusa_head_on_the_verifiers_lm_head_stores_only_its_blocks():
     assert on_v.pim_need_kib + on_v.normal_need_kib == blocks_kib
     assert own.pim_need_kib + own.normal_need_kib == blocks_kib + v.hidden * v.vocab * 2 // 1024
     assert solve(sc, options=SolverOptions(60, deterministic=True)).report.objective == brute_force(sc).report.objective
+
+
+def test_a_head_free_to_sit_with_the_verifier_leaves_it_the_whole_budget():
+    """A budget of 2 with a head that may sit on the verifier's devices: while speculating the verifier may take
+    both devices (the head needs none of its own), and the exact optimum equals brute force over that space."""
+    d = head_scenario("eagle", max_draft_length=2)
+    d.update(device_budget=2, verifier={"model": "opt-1.3b", "max_devices": 2})
+    d["drafters"][0].pop("devices")
+    d["drafters"][0]["max_devices"] = 1
+    d["space"]["speculation"] = "on"
+    sc = parse_scenario(d)
+    space = DesignSpace(sc, scenario_catalog(sc))
+    assert 2 in space.device_options(0)
+    two = [a for a in space.models[0].archs if a.devices == 2]
+    assert two and not any(space.alone_only(0, a) for a in two)
+    exact = solve(sc, options=SolverOptions(60, deterministic=True))
+    assert exact.report.objective == brute_force(sc).report.objective
