@@ -2,7 +2,7 @@
 
     python benchmarks/bench_solver.py [SET_OR_DIR ...] [--objective latency|energy|edp] [--time-limit S]
                                       [--workers N] [--deterministic] [--json OUT] [--compare REF.json ...]
-                                      [--profile]
+                                      [--profile] [--cli]
 
 Default: the `examples` set (and `paper`/`staged` when given), objective latency (whatever the scenario
 files say; energy and EDP solve the same scenarios for those objectives: EDP by the exact Pareto front,
@@ -17,6 +17,11 @@ and adds the objective's change against it per scenario (matched by file stem, t
 record of another objective is not compared): 0 for an unchanged optimum. `--profile` prints every
 CP-SAT solve of every scenario (stage, status, times). For EDP the gap is 0 when the front is proven and
 n/a otherwise (no bound), and the iterations count every Dinkelbach solve of the front.
+
+`--cli` runs each scenario as a user does, `specpim-cp solve FILE --json` in a fresh process: the wall is the
+whole command's (Python start-up, imports, the heuristic's warm start, the "no speculation" note, the
+output), CP-SAT's seconds those the command's report sums. Without it the exact solver is called in this
+process (no warm start, no note).
 """
 
 from __future__ import annotations
@@ -25,8 +30,10 @@ import argparse
 import json
 import os
 import statistics
+import subprocess
 import sys
 import time
+from dataclasses import dataclass
 from fractions import Fraction
 from pathlib import Path
 
@@ -66,6 +73,39 @@ def load_1min() -> float:
     return os.getloadavg()[0]
 
 
+@dataclass
+class Run:
+    """One scenario's solve as the table reads it, from the solver's result or the CLI's JSON."""
+
+    status: str
+    objective: Fraction
+    iterations: int
+    gap: float | None
+    extra: dict
+    design: str | None
+
+
+def solve_in_process(sc, args) -> Run:
+    r = solve(sc, objective=args.objective,
+              options=SolverOptions(args.time_limit, args.workers, deterministic=args.deterministic))
+    return Run(r.report.status, r.report.objective, r.report.iterations, r.report.gap, r.report.extra,
+               r.design.key() if hasattr(r.design, "key") else None)
+
+
+def solve_by_cli(path: Path, args) -> Run:
+    """`specpim-cp solve PATH --json` in a fresh process (ScenarioError with its one line when it fails)."""
+    cmd = [sys.executable, "-m", "specpim_cp.cli", "solve", str(path), "--json", "--objective", args.objective,
+           "--time-limit", str(args.time_limit)]
+    cmd += ["--deterministic"] if args.deterministic else ["--workers", str(args.workers)]
+    out = subprocess.run(cmd, check=False, capture_output=True, text=True)
+    if out.returncode != 0:
+        raise ScenarioError((out.stderr.strip().splitlines() or [f"exit {out.returncode}"])[-1])
+    data = json.loads(out.stdout)
+    rep = data["solve"]
+    return Run(rep["status"], Fraction(rep["objective_exact"]), rep["iterations"], rep.get("gap"), rep["extra"],
+               json.dumps(data["design"], sort_keys=True))
+
+
 def main() -> int:
     ap = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     ap.add_argument("sets", nargs="*", default=["examples"])
@@ -77,6 +117,7 @@ def main() -> int:
     ap.add_argument("--json", help="write the per-scenario records to this file")
     ap.add_argument("--compare", nargs="*", default=[], help="bench JSON or golden files to compare objectives with")
     ap.add_argument("--profile", action="store_true", help="print every CP-SAT solve of every scenario")
+    ap.add_argument("--cli", action="store_true", help="time `specpim-cp solve FILE --json` in a fresh process")
     args = ap.parse_args()
     ref = load_reference(args.compare, args.objective)
     rows, times, dtimes, ratios, records = [], [], [], [], []
@@ -85,8 +126,7 @@ def main() -> int:
         sc = load_scenario(path)
         t0 = time.perf_counter()
         try:
-            r = solve(sc, objective=args.objective,
-                      options=SolverOptions(args.time_limit, args.workers, deterministic=args.deterministic))
+            r = solve_by_cli(path, args) if args.cli else solve_in_process(sc, args)
         except (ScenarioError, ModelMismatch) as exc:  # ModelMismatch: the 9.15 fault guard refused a claim
             status = "ERROR" if isinstance(exc, ScenarioError) else "MISMATCH"
             wall = time.perf_counter() - t0
@@ -98,38 +138,38 @@ def main() -> int:
             continue
         wall = time.perf_counter() - t0
         load = load_1min()
-        dtime = r.report.extra.get("deterministic_time", float("nan"))
-        cp_sat = r.report.extra.get("cp_sat_s", float("nan"))
+        dtime = r.extra.get("deterministic_time", float("nan"))
+        cp_sat = r.extra.get("cp_sat_s", float("nan"))
         ratio = wall / cp_sat if cp_sat > 0 else float("nan")
         times.append(wall)
         dtimes.append(dtime)
         ratios.append(ratio)
-        size = r.report.extra.get("model_size", {})
-        gap = "n/a" if r.report.gap is None else f"{100 * r.report.gap:.2g}%"
-        obj = r.report.objective
+        size = r.extra.get("model_size", {})
+        gap = "n/a" if r.gap is None else f"{100 * r.gap:.2g}%"
+        obj = r.objective
         base = ref.get(path.stem, ref.get(sc.name))
         change = "" if base is None else f"{100 * float((obj - base) / base):+.3f}%"
-        rows.append([sc.name, r.report.status, f"{wall:.1f}", f"{cp_sat:.1f}", f"{ratio:.2f}", f"{dtime:.1f}",
-                     f"{load:.2f}", r.report.iterations, gap,
+        rows.append([sc.name, r.status, f"{wall:.1f}", f"{cp_sat:.1f}", f"{ratio:.2f}", f"{dtime:.1f}",
+                     f"{load:.2f}", r.iterations, gap,
                      size.get("variables", ""), size.get("constraints", ""),
                      OBJECTIVE_TEXT[args.objective](float(obj)), change])
         records.append({"file": path.stem, "name": sc.name, "objective_name": args.objective,
-                        "status": r.report.status, "wall_s": round(wall, 3), "cp_sat_s": cp_sat,
-                        "wall_over_cp_sat": round(ratio, 3), "deterministic_time": dtime, "load_1min": round(load, 2), "iterations": r.report.iterations,
-                        "gap": r.report.gap, "objective": float(obj),
-                        "objective_exact": f"{obj.numerator}/{obj.denominator}",
-                        "design": r.design.key() if hasattr(r.design, "key") else None,
-                        "pareto_points": r.report.extra.get("pareto_points"),
-                        "solves": r.report.extra.get("solves", [])})
+                        "status": r.status, "wall_s": round(wall, 3), "cp_sat_s": cp_sat,
+                        "wall_over_cp_sat": round(ratio, 3), "deterministic_time": dtime, "load_1min": round(load, 2),
+                        "iterations": r.iterations, "gap": r.gap, "objective": float(obj),
+                        "objective_exact": f"{obj.numerator}/{obj.denominator}", "design": r.design,
+                        "pareto_points": r.extra.get("pareto_points"), "cli": args.cli,
+                        "solves": r.extra.get("solves", [])})
         if args.profile:
-            for k, s in enumerate(r.report.extra.get("solves", [])):
+            for k, s in enumerate(r.extra.get("solves", [])):
                 print(f"  {sc.name} solve {k}: {s['stage'] or args.objective} {s['status']} "
                       f"dtime {s['deterministic_time']:.2f} wall {s['wall_s']:.2f}", file=sys.stderr, flush=True)
-        print(f"done {sc.name}: {r.report.status} {wall:.1f} s, dtime {dtime:.1f}, load {load:.2f}",
+        print(f"done {sc.name}: {r.status} {wall:.1f} s, dtime {dtime:.1f}, load {load:.2f}",
               file=sys.stderr, flush=True)
     print(table(["scenario", "status", "wall s", "CP-SAT s", "wall/CP-SAT", "det time", "load", "iterations", "gap", "variables", "constraints",
                  "objective", "vs ref"], rows))
     settings = ("" if args.objective == "latency" else f"objective {args.objective}, ")
+    settings += "by the CLI, " if args.cli else ""
     settings += (f"time limit {args.time_limit} s, workers {args.workers}, deterministic {args.deterministic}; "
                 f"1-min load {load_start:.2f} at start, {load_1min():.2f} at end")
     if times:

@@ -103,7 +103,7 @@ def solve(scenario: Scenario, options: SolveOptions | None = None) -> SolveResul
     solver = options.solver_options().with_deadline()  # the command's: the warm start and the solves share it
     hint = warm_start(scenario, options, catalog, solver.deadline)
     res = cp_solve(scenario, objective=options.objective, options=solver, hint=hint,
-                   catalog=catalog, on_progress=options.on_progress)
+                   catalog=catalog, on_progress=options.on_progress, note=True)
     return with_speculation_note(scenario, res, options, catalog, solver)
 
 
@@ -128,7 +128,8 @@ def with_speculation_note(scenario: Scenario, res: SolveResult, options: SolveOp
         return cp_solve(sc, objective=options.objective, options=solver,
                         hint=warm_start(sc, quiet, catalog, solver.deadline), catalog=catalog)
 
-    note = speculation_note(scenario, res, other)
+    # the exact solver's own note (its model, the other side fixed) when it gave one, else a second solve
+    note = res.report.extra.get("no_speculation") or speculation_note(scenario, res, other)
     if note is not None:
         res.report.extra["no_speculation"] = note
     res.report.extra["acceptance"] = [acceptance_origin(scenario, catalog, i).as_dict()

@@ -39,14 +39,21 @@ def speculation_note(scenario: Scenario, result: SolveResult,
     try:
         other = solve(alone_scenario(scenario) if speculates else speculating_scenario(scenario))
     except ScenarioError as exc:  # e.g. no speculating design fits the devices
-        other = None
-        error = str(exc)
-    value = result.report.objective
-    out: dict = {"optimum_speculates": speculates, "objective": result.report.objective_name}
+        return speculation_note_of(speculates, result.report.objective_name, result.report.objective, None,
+                                   str(exc))
+    return speculation_note_of(speculates, result.report.objective_name, result.report.objective,
+                               (other.report.objective, other.report.status))
+
+
+def speculation_note_of(speculates: bool, objective: str, value: Fraction, other: tuple[Fraction, str] | None,
+                        error: str | None = None) -> dict:
+    """The note's record: whether the optimum (of `value`) speculates, the other side's optimum and status
+    (`other`; None with the `error` that says why it has none) and the margin between them."""
+    out: dict = {"optimum_speculates": speculates, "objective": objective}
     if other is None:
         out.update({"other": None, "other_status": "none", "margin_pct": None, "error": error})
         return out
-    out.update({"other": float(other.report.objective), "other_status": other.report.status,
-                "margin_pct": margin_pct(value, other.report.objective)})
-    out["verifier_alone" if speculates else "best_speculating"] = float(other.report.objective)
+    other_value, status = other
+    out.update({"other": float(other_value), "other_status": status, "margin_pct": margin_pct(value, other_value)})
+    out["verifier_alone" if speculates else "best_speculating"] = float(other_value)
     return out

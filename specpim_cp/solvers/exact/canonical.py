@@ -15,10 +15,9 @@ from ortools.sat.python import cp_model
 from specpim_cp.physics.evaluate import Evaluation
 from specpim_cp.problem.design import ArchConfig, Design
 from specpim_cp.solvers.exact.guards import IntegerRangeError, ModelMismatch
-from specpim_cp.solvers.exact.ladder import Answer, Part
+from specpim_cp.solvers.exact.ladder import ENERGY_LINEARIZATION, Answer, Part
 from specpim_cp.solvers.exact.model import SpecModel, TieKey
 from specpim_cp.solvers.exact.ratio import (
-    ENERGY_LINEARIZATION,
     RatioObjective,
     RatioRow,
     add_ratio_rows,

@@ -481,6 +481,7 @@ class SpecModel:
         self.arch_energy_bounds: dict[int, dict[tuple[int, ArchConfig], int]] = {}  # CUT-4, `tighten_energy`
         self._cut4_done: dict[int, Fraction] = {}  # per choice: the limit `tighten_energy` priced it up to
         self._priced: TimePricedEnergy | None = None
+        self.settled: list | None = None  # [NOSPEC-6] the verifier alone's designs once `no_spec.settle` ran
         for c, st in zip(self.choices, self.stats):
             best_t = best_e = None
             self.device_bounds.append([])

@@ -16,6 +16,7 @@ from ortools.sat.python import cp_model
 
 from specpim_cp.problem.design import SpecChoice
 from specpim_cp.solvers.exact.choice_bounds import choice_device_bounds
+from specpim_cp.solvers.exact.ladder import ENERGY_LINEARIZATION
 
 
 def no_spec_literal(choices: Sequence[SpecChoice], z: Sequence[cp_model.IntVar]) -> cp_model.IntVar | None:
@@ -98,9 +99,12 @@ def settle(sm, run) -> list:
     vanish in presolve), raise its CUT-3 bounds to the proven values (CP-SAT's bound when the time runs out):
     CUT-1's pass bound ignores capacity and can be several times below the verifier's real pass, which leaves
     z_0 alive in every Dinkelbach step and canonical level. Returns the designs found (a start for the
-    search). An INFEASIBLE answer changes nothing (the Dinkelbach steps settle it with their ladder)."""
+    search). An INFEASIBLE answer changes nothing (the Dinkelbach steps settle it with their ladder). A model
+    settled once (a solve's, reused by `ranges`) keeps its rows: its designs are returned again."""
     if sm.no_spec is None:
         return []
+    if sm.settled is not None:
+        return list(sm.settled)
     k = next(i for i, c in enumerate(sm.choices) if not c.speculates)
     bounds = [list(sm.choice_bounds[0]), list(sm.choice_bounds[1])]
     found = []
@@ -113,10 +117,13 @@ def settle(sm, run) -> list:
             sm.drop_energy_rows(model)
         model.minimize(model.get_int_var_from_proto_index(var.index))
         run.stage = f"no speculation: least {'round time' if level == 0 else 'energy'}"
+        before = run.linearization
+        if level == 1:  # the energy solves' LP level: at CP-SAT's default the idle rows' LP stalls
+            run.linearization = ENERGY_LINEARIZATION
         try:
             solved = run.solve(model)
         finally:
-            run.stage = stage
+            run.stage, run.linearization = stage, before
         if solved.status not in ("OPTIMAL", "FEASIBLE"):  # INFEASIBLE is left to the search itself: an
             continue  # answer the ladder does not re-check is no proof (objectives.md, 'A CP-SAT 9.15 fault')
         bounds[level][k] = max(bounds[level][k], math.floor(solved.solver.best_objective_bound))
@@ -124,4 +131,5 @@ def settle(sm, run) -> list:
     sm.m.add(sm.T >= bounds[0][k] * sm.no_spec)
     sm.energy_rows.append(sm.m.add(sm.energy >= bounds[1][k] * sm.no_spec).index)
     sm.choice_bounds = (tuple(bounds[0]), tuple(bounds[1]))
-    return found
+    sm.settled = found
+    return list(found)

@@ -29,9 +29,11 @@ from specpim_cp.problem.scenario import Scenario, scenario_catalog
 from specpim_cp.problem.space import model_labels
 from specpim_cp.solvers.exact import no_spec
 from specpim_cp.solvers.exact.guards import ModelMismatch, build_model
+from specpim_cp.solvers.exact.ladder import ENERGY_LINEARIZATION
 from specpim_cp.solvers.exact.model import SpecModel
-from specpim_cp.solvers.exact.ratio import ENERGY_LINEARIZATION, RatioRow, add_ratio_rows
+from specpim_cp.solvers.exact.ratio import RatioRow, add_ratio_rows
 from specpim_cp.solvers.exact.session import SolverOptions, SolveSession
+from specpim_cp.solvers.exact.settled import settled_model
 from specpim_cp.solvers.exact.solve import solve
 from specpim_cp.solvers.result import SolveResult, Status, inputs_hash, solver_version
 from specpim_cp.solvers.shared_evaluator import shared_evaluator
@@ -330,9 +332,9 @@ def decision_ranges(scenario: Scenario, *, within_pct: Fraction | int = 1, objec
     res = optimum or solve(scenario, objective=objective, options=opts, catalog=catalog)
     if res.report.objective_name != objective:
         raise ScenarioError(f"optimum: solved for {res.report.objective_name}, ranges asked for {objective}")
-    sm = build_model(scenario, catalog, shared_evaluator(scenario, catalog))
+    sm = settled_model(scenario, catalog) or build_model(scenario, catalog, shared_evaluator(scenario, catalog))
     run = SolveSession(sm, opts)
-    no_spec.settle(sm, run)  # [NOSPEC-6] the verifier alone's proven bounds
+    no_spec.settle(sm, run)  # [NOSPEC-6] the verifier alone's proven bounds (kept by the solve's model)
     if objective == "energy":  # the energy rows stay: CP-SAT's LP stalls on them (objectives.md, 'Scaled rows')
         run.linearization = ENERGY_LINEARIZATION
     row, limit = tolerance_row(sm, objective, res.evaluation, within)

@@ -17,7 +17,7 @@ from specpim_cp.physics import speculation as spec
 from specpim_cp.physics.evaluate import Evaluation
 from specpim_cp.problem.design import Design
 from specpim_cp.solvers.exact.guards import ModelMismatch, guarded_numerator
-from specpim_cp.solvers.exact.ladder import Answer, Part
+from specpim_cp.solvers.exact.ladder import ENERGY_LINEARIZATION, Answer, Part
 from specpim_cp.solvers.exact.model import SpecModel, ub
 from specpim_cp.solvers.exact.session import SolveSession
 from specpim_cp.solvers.result import Status
@@ -25,9 +25,6 @@ from specpim_cp.solvers.result import Status
 #: OBJ-1 focus: the first Dinkelbach solves see only the choices whose CUT-3 bound ratio is at most
 #: (1 + FOCUS_SLACK) x the least one (formulations/objectives.md).
 FOCUS_SLACK = Fraction(1, 50)
-#: CP-SAT's linearization level in energy Dinkelbach steps (objectives.md, 'Scaled rows'): at the default
-#: (1) the LP of the idle-energy rows stalls some energy steps; at 0 they finish.
-ENERGY_LINEARIZATION = 0
 #: A contradicted Dinkelbach step is solved again as one plain minimisation per choice it leaves when it
 #: leaves at most this many (`per_choice_parts`).
 PER_CHOICE_MAX = 4

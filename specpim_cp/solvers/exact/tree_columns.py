@@ -24,10 +24,9 @@ from specpim_cp.solvers.exact.guards import (
     check_capacity_rows,
     check_integer_range,
 )
-from specpim_cp.solvers.exact.ladder import Answer
+from specpim_cp.solvers.exact.ladder import ENERGY_LINEARIZATION, Answer
 from specpim_cp.solvers.exact.model import SpecModel, ub
 from specpim_cp.solvers.exact.ratio import (
-    ENERGY_LINEARIZATION,
     FOCUS_SLACK,
     RatioObjective,
     capped,

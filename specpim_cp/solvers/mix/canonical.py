@@ -31,8 +31,8 @@ from specpim_cp.solvers.exact.canonical import (
     pack_keys,
     solve_key_groups,
 )
+from specpim_cp.solvers.exact.ladder import ENERGY_LINEARIZATION
 from specpim_cp.solvers.exact.model import TieKey
-from specpim_cp.solvers.exact.ratio import ENERGY_LINEARIZATION
 from specpim_cp.solvers.mix.arch_bounds import ArchBounds, units
 from specpim_cp.solvers.mix.cell_solves import cell_kind
 from specpim_cp.solvers.mix.cpsat_model import (

@@ -35,7 +35,7 @@ from specpim_cp.physics.mix import mix_value
 from specpim_cp.problem.design import ArchConfig, Design
 from specpim_cp.solvers.exact.canonical import TieLevel, pack_keys
 from specpim_cp.solvers.exact.guards import ModelMismatch
-from specpim_cp.solvers.exact.ratio import ENERGY_LINEARIZATION
+from specpim_cp.solvers.exact.ladder import ENERGY_LINEARIZATION
 from specpim_cp.solvers.mix.canonical import MIX_PACK_LIMIT, mix_tie_keys, translate_keys
 from specpim_cp.solvers.mix.cpsat_model import MixModel, ObjectivePlan, cell_units
 from specpim_cp.solvers.mix.records import MixStage
