@@ -482,6 +482,7 @@ class SpecModel:
         self._cut4_done: dict[int, Fraction] = {}  # per choice: the limit `tighten_energy` priced it up to
         self._priced: TimePricedEnergy | None = None
         self.settled: list | None = None  # [NOSPEC-6] the verifier alone's designs once `no_spec.settle` ran
+        self.excluded: frozenset[int] = frozenset()  # choices fixed to 0 in `m` (the note's other side, NOSPEC-7)
         for c, st in zip(self.choices, self.stats):
             best_t = best_e = None
             self.device_bounds.append([])

@@ -33,6 +33,7 @@ def other_side_note(sm: SpecModel, opts: SolverOptions, objective: str, result: 
     speculates = bool(result.design.drafters)
     base = sm.m
     sm.m = base.clone()  # the other side on a copy: the solve's model stays whole (`settled.py` keeps it)
+    sm.excluded = frozenset(k for k, c in enumerate(sm.choices) if c.speculates == speculates)
     try:
         sm.m.add(sm.m.get_bool_var_from_proto_index(sm.no_spec.index) == (1 if speculates else 0))
         run = SolveSession(sm, opts)
@@ -40,7 +41,7 @@ def other_side_note(sm: SpecModel, opts: SolverOptions, objective: str, result: 
         status, value = other_optimum(sm, run, objective, side_starts(sm, objective, not speculates, starts))
         error = explain_infeasible(sm, opts) if status == Status.INFEASIBLE else None
     finally:
-        sm.m = base
+        sm.m, sm.excluded = base, frozenset()
     extra = result.report.extra
     extra["cp_sat_s"] = round(extra.get("cp_sat_s", 0.0) + run.cp_sat_s, 3)
     extra.setdefault("solves", []).extend(
