@@ -259,3 +259,9 @@ def test_edge_validation_rows_hold():
 
     rows = edge_rows(default_catalog(), ValidationRow)
     assert rows and all(r.ok for r in rows), [(r.quantity, r.model, r.measured) for r in rows if not r.ok]
+    laptop = [r for r in rows if "X Elite" in r.quantity]
+    phone = [r for r in rows if "Galaxy S24" in r.quantity]
+    # the laptop's bandwidth fraction is fitted on one row and tested on others held out, each sourced
+    assert sum("(fitted)" in r.tolerance for r in laptop) == 1
+    assert sum("(held out)" in r.tolerance for r in laptop) >= 2 and len(phone) >= 2
+    assert all(r.source for r in laptop + phone)
