@@ -137,6 +137,11 @@ def test_designs_take_every_channel_once():
                               {"kind": "ngram", "acceptance": 0.4}]}),
     ("edp", {"shared_device": "interleaved", "drafters": [{"model": "qwen2.5-0.5b", "acceptance": 0.7},
                                                           {"kind": "ngram", "acceptance": 0.4}]}),
+    # the sub-500M Llama drafters, staged: LLaMA-68M as the draft2 of LLaMA-160M for an INT4 Llama-2-7B
+    ("latency", {"shared_device": "interleaved", "verifier": {"model": "llama-2-7b", "weights": "int4"},
+                 "drafters": [{"model": "llama-160m", "staging": {"draft2": ["llama-68m"], "max_draft_length": 2}}]}),
+    ("energy", {"verifier": {"model": "llama-2-7b", "weights": "int4"},
+                "drafters": [{"model": "llama-160m", "staging": {"draft2": ["llama-68m"], "max_draft_length": 2}}]}),
     # [NOSPEC] a poor drafter: the verifier alone, on every channel of the device
     ("latency", {"verifier": {"model": "qwen2.5-1.5b"}, "drafters": [{"model": "qwen2.5-0.5b", "acceptance": 0.05}]}),
 ])
