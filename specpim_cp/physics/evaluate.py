@@ -48,7 +48,7 @@ from specpim_cp.physics.rounds import (
     verifier_tokens,
 )
 from specpim_cp.physics.schedule import layer_schedule
-from specpim_cp.physics.shared_device import check_joint_capacity
+from specpim_cp.physics.shared_device import check_joint_capacity, design_idle_powers_mw
 from specpim_cp.problem.design import ArchConfig, Design, ModelDesign, Placement
 from specpim_cp.problem.heads import with_heads
 from specpim_cp.problem.operators import LAYER_OPS, PLACEABLE_OPS, is_chain, layer_order
@@ -602,7 +602,8 @@ class Evaluator:
         xfer_ns, xfer_nj = self.head_transfer(drafters, stats.tokens_micro)
         round_ns += xfer_ns
         draft_nj = [drafting_energy_nj(stats, i, cycle.energy_nj) for i, cycle in enumerate(cycles)]
-        idle_nj = sum(idle_energy_nj(self.idle_power_mw(md), round_ns) for md in mds)
+        powers = design_idle_powers_mw(self.costs, [self.idle_power_mw(md) for md in mds], colocated)  # [EDGE-3]
+        idle_nj = sum(idle_energy_nj(p, round_ns) for p in powers)
         energy_nj = verify.energy_nj + sum(draft_nj) + idle_nj + xfer_nj
         prefill = self.prefill.price(design)
         metrics = Metrics(round_ns, stats.tokens_micro, energy_nj, batch, prefill.ttft_ns, prefill.energy_nj,

@@ -18,6 +18,7 @@ from dataclasses import dataclass
 from specpim_cp.catalog import Catalog, ModelSpec
 from specpim_cp.kernels.linear import MAX_TOKENS
 from specpim_cp.physics.costs import COMPONENTS, CostModel, OpCost
+from specpim_cp.physics.shared_device import design_idle_powers_mw
 from specpim_cp.problem.context import prefill_attended
 from specpim_cp.problem.design import ArchConfig, Design, ModelDesign
 from specpim_cp.problem.operators import ATTENTION_OPS, LAYER_OPS, layer_order
@@ -118,7 +119,9 @@ class PrefillModel:
         if price is None:
             models = tuple(self.model_prefill(md) for md in mds)
             ttft = max(m.time_ns for m in models)
-            idle = sum(-(-self.costs.idle_power_mw(md.arch) * ttft // 1000) for md in mds)
+            powers = design_idle_powers_mw(self.costs, [self.costs.idle_power_mw(md.arch) for md in mds],
+                                           [md.colocated for md in mds])  # [EDGE-3]
+            idle = sum(-(-p * ttft // 1000) for p in powers)
             price = PrefillPrice(ttft, sum(m.energy_nj for m in models) + idle, models)
             if len(self._designs) >= CACHE_LIMIT:
                 self._designs.clear()

@@ -142,11 +142,10 @@ class DesignSpace:
         self.scenario = scenario
         #: [NOSPEC] whether the space holds the verifier decoding alone (a choice and a design like any other);
         #: `[space] speculation = "on"` leaves it out (so does a workload mix's every cell), and so does
-        #: `pipeline = "on"` (every design pipelines its drafters), and so does an interleaved shared device
-        #: (its idle power is split over the models by architecture, [EDGE-3], so a verifier alone would carry
-        #: only its share; NPU-AR is its baseline)
+        #: `pipeline = "on"` (every design pipelines its drafters); on an interleaved shared device the verifier
+        #: alone carries the whole device's idle power ([EDGE-3], physics/shared_device.py)
         self.offers_no_spec = (bool(scenario.drafters) and scenario.space.speculation == "free"
-                               and scenario.space.pipeline != "on" and sharing(scenario) != "interleaved")
+                               and scenario.space.pipeline != "on")
         self._tree_menus = None if tree_menus is None else tuple(tuple(m) for m in tree_menus)
         self.catalog = catalog = with_heads(catalog, scenario)
         self.allow_spill = allow_spill  # whether a model may be marked `spill` (fixed recipes only)

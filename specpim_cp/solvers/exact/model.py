@@ -48,7 +48,7 @@ from specpim_cp.solvers.exact.choice_bounds import (
 from specpim_cp.solvers.exact.energy_bounds import TimePricedEnergy
 from specpim_cp.solvers.exact.prices import PriceTable
 from specpim_cp.solvers.exact.rows import add_ceil, capacity_terms, ub
-from specpim_cp.solvers.exact.shared_device import add_shared_device
+from specpim_cp.solvers.exact.shared_device import add_shared_device, idle_energy_var
 from specpim_cp.solvers.exact.tie_keys import TieKey
 
 
@@ -697,9 +697,7 @@ class SpecModel:
             power = {a: self.prices.models[j].idle_power_mw[a] for a in self.x[j]}
             if max(power.values()) == 0:
                 continue
-            idle = m.new_int_var(0, -(-max(power.values()) * ub(self.T) // 1000), f"idle_nj[{j}]")
-            for a, xa in self.x[j].items():
-                add_ceil(m, idle, power[a] * self.T, 1000, xa)
+            idle = idle_energy_var(self, j, power, ub(self.T))  # EN-2 ([EDGE-3] the verifier alone)
             m.add(1000 * idle >= min(power.values()) * self.T - nospec.idle_relief(self, j, min(power.values())))
             nospec.add_absent_energy(self, j, idle)
             self.idle_parts.append((j, idle, power))

@@ -4,7 +4,8 @@
   each of its channels exactly once (EDGE-2b);
 - a head on the verifier's architecture (an n-gram lookup) takes no channel and no capacity of its own;
 - interleaved: every model has the same architecture (EDGE-2c) and the models' PIM-side and normal-side
-  bytes together fit the device (EDGE-2d), by the same per-tensor coefficients as CAP-1/2.
+  bytes together fit the device (EDGE-2d), by the same per-tensor coefficients as CAP-1/2;
+- [EDGE-3] interleaved, the verifier alone carries the whole device's idle power (EN-2's idle row on z_0).
 """
 
 from __future__ import annotations
@@ -17,11 +18,12 @@ from ortools.sat.python import cp_model
 from specpim_cp.catalog import Catalog
 from specpim_cp.catalog.slices import parse_slice
 from specpim_cp.errors import ScenarioError
+from specpim_cp.physics.shared_device import IdleCosts, alone_idle_power_mw
 from specpim_cp.problem.design import ArchConfig, Placement, Staging
 from specpim_cp.problem.edge import sharing
 from specpim_cp.problem.scenario import Scenario
 from specpim_cp.solvers.exact.prices import PriceTable
-from specpim_cp.solvers.exact.rows import capacity_terms
+from specpim_cp.solvers.exact.rows import add_ceil, capacity_terms
 
 
 class ModelRows(Protocol):
@@ -37,6 +39,8 @@ class ModelRows(Protocol):
     assumption_families: dict[str, cp_model.IntVar]
     with_capacity: bool
     no_spec: cp_model.IntVar | None
+    T: cp_model.IntVar
+    costs: IdleCosts
 
     def valid(self, j: int, a: ArchConfig, op: str, p: Placement) -> bool: ...
 
@@ -105,3 +109,19 @@ def _interleaved_rows(sm: ModelRows, lit: cp_model.IntVar) -> None:
         pim_cap, normal_cap = sm.prices.models[0].capacity_kib[a]
         m.add(sum(pim) <= pim_cap).only_enforce_if([xa, lit])                                      # EDGE-2d
         m.add(sum(normal) <= normal_cap).only_enforce_if([xa, lit])
+
+
+def idle_energy_var(sm: ModelRows, j: int, power: dict[ArchConfig, int], ub_round_ns: int) -> cp_model.IntVar:
+    """EN-2's idle energy of model j per round, I_j = ceil(P_j(a) T / 1000) on its architecture a (nJ, mW x ns /
+    1000), with [EDGE-3]'s amendment: on an interleaved shared device the verifier alone (z_0) carries the whole
+    device's idle power, not its share. `ub_round_ns`: the round time's upper bound."""
+    alone = alone_idle_power_mw(sm.costs) if j == 0 and sm.no_spec is not None else None
+    top = max(max(power.values()), alone or 0)
+    idle = sm.m.new_int_var(0, -(-top * ub_round_ns // 1000), f"idle_nj[{j}]")
+    for a, xa in sm.x[j].items():
+        if alone is None or alone == power[a]:
+            add_ceil(sm.m, idle, power[a] * sm.T, 1000, xa)
+        else:
+            add_ceil(sm.m, idle, power[a] * sm.T, 1000, [xa, sm.no_spec.Not()])
+            add_ceil(sm.m, idle, alone * sm.T, 1000, [xa, sm.no_spec])                       # EDGE-3
+    return idle
