@@ -24,6 +24,7 @@ from __future__ import annotations
 import dataclasses
 import itertools
 import math
+from collections import OrderedDict
 from dataclasses import dataclass
 
 from specpim_cp.catalog import Catalog
@@ -45,7 +46,7 @@ from specpim_cp.problem.operators import PLACEABLE_OPS
 from specpim_cp.problem.scenario import Scenario, scenario_catalog
 from specpim_cp.problem.space import draft_length_options, model_labels, tree_options
 from specpim_cp.solvers.edge_baselines import EDGE_BASELINES
-from specpim_cp.solvers.shared_evaluator import shared_evaluator
+from specpim_cp.solvers.shared_evaluator import evaluator_key, shared_evaluator
 
 HALF = "half"
 TREES = "trees"  # a baseline that needs a drafter with token trees
@@ -377,8 +378,26 @@ BASELINES = (
 )
 
 
+#: How many scenarios' baselines `run_baselines` keeps (a solve's first incumbent and the batch's baselines
+#: instance of the same scenario read them once).
+BASELINES_CACHE_SIZE = 8
+_BASELINES: OrderedDict[str, tuple[BaselineResult, ...]] = OrderedDict()
+
+
 def run_baselines(scenario: Scenario, catalog: Catalog | None = None) -> list[BaselineResult]:
+    """Every baseline of the scenario (fixed recipes, each best over its free choices), priced by the
+    evaluator; kept per scenario content (`evaluator_key`), since the recipes are deterministic."""
     catalog = catalog or scenario_catalog(scenario)
+    key = evaluator_key(scenario, catalog)
+    if key not in _BASELINES:
+        _BASELINES[key] = tuple(_all_baselines(scenario, catalog))
+        while len(_BASELINES) > BASELINES_CACHE_SIZE:
+            _BASELINES.popitem(last=False)
+    _BASELINES.move_to_end(key)
+    return list(_BASELINES[key])
+
+
+def _all_baselines(scenario: Scenario, catalog: Catalog) -> list[BaselineResult]:
     if scenario.shared_device:  # one device split by channels (formulations/edge.md)
         return [_run(name, desc, lambda fn=fn: fn(scenario, catalog, best_fixed_recipe))
                 for name, desc, fn in EDGE_BASELINES if name == "GPU-AR" or scenario.drafters]

@@ -182,11 +182,9 @@ class CanonicalOptimum:
     def _clone(self, n_rows: int, n_keys: int, minimise: list[TieKey] = ()):
         """A clone with the first `n_rows` ratio rows and `n_keys` keys fixed (and `minimise` minimised)."""
         sm = self.sm
-        model = sm.m.clone()
-        sm.enforce_families(model)
+        # only the latency fixed: the energy rows restrict nothing, a copy without them
+        model = sm.working_copy(latency_only=all(r.name == "latency" for r in self.rows[:n_rows]))
         add_ratio_rows(sm, model, self.rows[:n_rows])
-        if all(r.name == "latency" for r in self.rows[:n_rows]):
-            sm.drop_energy_rows(model)  # only the latency is fixed: the energy rows restrict nothing
         return model, sm.add_tie_break(model, self.keys, self.values[:n_keys], minimise)
 
     def integer_levels(self) -> bool:

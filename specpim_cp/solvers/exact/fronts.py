@@ -27,6 +27,7 @@ from specpim_cp.solvers.exact.ratio import (
     ratio_limits,
 )
 from specpim_cp.solvers.exact.session import ProgressHook, SolverOptions, SolveSession
+from specpim_cp.solvers.exact.settled import keep_settled, settled_model
 from specpim_cp.solvers.result import DEFAULT_MAX_POINTS, DEFAULT_RESOLUTION, Status
 from specpim_cp.solvers.shared_evaluator import shared_evaluator
 
@@ -273,10 +274,11 @@ def pareto(scenario: Scenario, *, options: SolverOptions | None = None, catalog:
     opts = (options or PARETO_OPTIONS).with_deadline()  # the command's deadline, unless started above
     check_options(opts.time_limit_s, opts.workers)
     catalog = catalog or scenario_catalog(scenario)
-    sm = build_model(scenario, catalog, shared_evaluator(scenario, catalog))
+    sm = settled_model(scenario, catalog) or build_model(scenario, catalog, shared_evaluator(scenario, catalog))
     run = SolveSession(sm, opts)
     run.on_progress = on_progress
-    no_spec.settle(sm, run)  # [NOSPEC-6] the verifier alone's proven bounds
+    no_spec.settle(sm, run)  # [NOSPEC-6] the verifier alone's proven bounds (kept by a solve's model)
+    keep_settled(scenario, catalog, sm)
     front, status, _, resolution = epsilon_front(sm, run, resolution=asked, max_points=max_points)
     if status == Status.INFEASIBLE:
         raise ScenarioError(explain_infeasible(sm, opts))

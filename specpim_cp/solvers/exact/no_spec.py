@@ -110,11 +110,8 @@ def settle(sm, run) -> list:
     found = []
     stage = run.stage
     for level, var in ((0, sm.T), (1, sm.energy)):
-        model = sm.m.clone()
-        sm.enforce_families(model)
+        model = sm.working_copy(latency_only=level == 0)
         model.add(model.get_bool_var_from_proto_index(sm.no_spec.index) == 1)
-        if level == 0:
-            sm.drop_energy_rows(model)
         model.minimize(model.get_int_var_from_proto_index(var.index))
         run.stage = f"no speculation: least {'round time' if level == 0 else 'energy'}"
         before = run.linearization

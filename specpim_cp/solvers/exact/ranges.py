@@ -229,15 +229,15 @@ class _Ranges:
         self.optimum = optimum
         self.on_stage = on_stage
         self.witnesses: list[Design] = [optimum]
+        self._base: cp_model.CpModel | None = None
 
     def base(self) -> cp_model.CpModel:
-        sm = self.sm
-        model = sm.m.clone()
-        sm.enforce_families(model)
-        add_ratio_rows(sm, model, [self.row])
-        if self.objective == "latency":
-            sm.drop_energy_rows(model)  # only the latency is bounded: the energy rows restrict nothing
-        return model
+        """A copy of the model with the tolerance row (latency: its energy rows emptied), built once."""
+        if self._base is None:
+            sm = self.sm
+            self._base = sm.working_copy(latency_only=self.objective == "latency")
+            add_ratio_rows(sm, self._base, [self.row])  # only the latency is bounded: energy rows restrict nothing
+        return self._base.clone()
 
     def witness(self, solver: cp_model.CpSolver) -> Design:
         """The solution's design, which the evaluator must price within the tolerance."""

@@ -69,10 +69,11 @@ class RatioRun(NamedTuple):
     bound: Fraction
 
 
-def capped(sm: SpecModel, var, cap: int, name: str) -> tuple[cp_model.CpModel, cp_model.IntVar]:
-    """A clone of the model with a copy of `var` whose domain is [0, cap] (keeps objectives in int64)."""
-    model = sm.m.clone()
-    sm.enforce_families(model)
+def capped(sm: SpecModel, var, cap: int, name: str, latency_only: bool = False
+           ) -> tuple[cp_model.CpModel, cp_model.IntVar]:
+    """A working copy of the model (`latency_only`: its energy rows emptied) with a copy of `var` whose
+    domain is [0, cap] (keeps objectives in int64)."""
+    model = sm.working_copy(latency_only)
     return model, cap_copy(model, var, cap, name)
 
 
@@ -121,15 +122,15 @@ def minimize_ratio(run: SolveSession, ratio: RatioObjective, extra=None, start: 
         run.linearization = before
 
 
-def first_incumbent(run: SolveSession, ratio: RatioObjective, prepare: Callable, start: Evaluation | None
-                    ) -> Incumbent | Status:
+def first_incumbent(run: SolveSession, ratio: RatioObjective, prepare: Callable, start: Evaluation | None,
+                    latency_only: bool = False) -> Incumbent | Status:
     """The starting point: `start` when given (a known feasible design: the evaluator's integers are the
     model's), else CP-SAT's first solution of the least N; INFEASIBLE or UNKNOWN without one."""
     sm = run.sm
     if start is not None:
         run.hint = sm.decision_literals(start.design)
         return measure(run, ratio, start.design)
-    model, nvar = capped(sm, ratio.num, ub(ratio.num), "N")
+    model, nvar = capped(sm, ratio.num, ub(ratio.num), "N", latency_only)
     prepare(model)
     model.minimize(nvar)
     status, solver = run.solve(model, first_solution=True)
@@ -151,10 +152,8 @@ def dinkelbach(run: SolveSession, ratio: RatioObjective, extra, start: Evaluatio
     def prepare(model: cp_model.CpModel) -> None:
         if extra is not None:
             extra(model)
-        if latency_only:
-            sm.drop_energy_rows(model)
 
-    incumbent = first_incumbent(run, ratio, prepare, start)
+    incumbent = first_incumbent(run, ratio, prepare, start, latency_only)
     if isinstance(incumbent, Status):
         return RatioRun(incumbent, None, None, Fraction(0))
     if ratio.name == "energy":  # [CUT-4] time-priced energy bounds of the choices that can beat the incumbent
@@ -171,7 +170,7 @@ def dinkelbach(run: SolveSession, ratio: RatioObjective, extra, start: Evaluatio
         n_prev, d_prev, _ = incumbent
         focused = focus is not None and focus < Fraction(n_prev, d_prev)  # narrower than the pruning below
         cap = -(-n_prev * d_max // d_prev)  # any x with ratio <= lambda has N <= lambda * D_max
-        model, nvar = capped(sm, ratio.num, cap, "N")
+        model, nvar = capped(sm, ratio.num, cap, "N", latency_only)
         prepare(model)
         # OBJ-1 pruning: a choice whose CUT-3 bound ratio exceeds lambda cannot give F < 0 (the
         # incumbent's own choice stays: its bound is at most its ratio)
@@ -192,7 +191,8 @@ def dinkelbach(run: SolveSession, ratio: RatioObjective, extra, start: Evaluatio
         # an unfocused step keeps its incumbent (G = 1): INFEASIBLE or OPTIMAL above 1 contradicts it
         answer = run.solve_with_ladder(model, lambda solver, g=objective: int(solver.value(g)),
                                        None if focused else contradicts_incumbent,
-                                       split=lambda k=kept, lim=limits: per_choice_parts(run, ratio, prepare, k, lim))
+                                       split=lambda k=kept, lim=limits: per_choice_parts(run, ratio, prepare, k, lim,
+                                                                                      latency_only))
         status, solver, f_val = answer.status, answer.solver, answer.value
         if not focused and contradicts_incumbent(answer):
             said = "INFEASIBLE" if status == Status.INFEASIBLE else f"OPTIMAL with F = {f_val}"
@@ -255,7 +255,7 @@ def settled(sm: SpecModel, ratio: RatioObjective, kept: Sequence[int], limits: S
 
 
 def per_choice_parts(run: SolveSession, ratio: RatioObjective, prepare, kept: Sequence[int],
-                     limits: Sequence[int]) -> Iterator[Part] | None:
+                     limits: Sequence[int], latency_only: bool = False) -> Iterator[Part] | None:
     """[OBJ-1] The ladder's split of a Dinkelbach step, per speculation choice: with z_k fixed the tokens per
     round are the constant D_k, so min G = min over the choices k left of (min N given z_k) - limits[k].
     Each part is the base model with the step's extra rows (`prepare`) and z_k = 1, minimising N itself: no
@@ -267,8 +267,7 @@ def per_choice_parts(run: SolveSession, ratio: RatioObjective, prepare, kept: Se
 
     def parts() -> Iterator[Part]:
         for k in kept:
-            sub = sm.m.clone()
-            sm.enforce_families(sub)
+            sub = sm.working_copy(latency_only)
             prepare(sub)
             sub.add(sub.get_bool_var_from_proto_index(sm.z[k].index) == 1)
             n_k = sub.get_int_var_from_proto_index(ratio.num.index)

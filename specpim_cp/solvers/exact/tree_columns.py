@@ -172,9 +172,7 @@ def column_step(run: SolveSession, ratio_name: str, relaxed: dict, n_prev: int, 
         sm.tighten_energy(Fraction(n_prev, d_prev))
     bounds = sm.choice_bounds[0 if ratio_name == "latency" else 1]
     d_max = max(st.tokens_micro for st in sm.stats)
-    model, nvar = capped(sm, num, min(-(-n_prev * d_max // d_prev), ub(num)), "N")
-    if ratio_name == "latency":
-        sm.drop_energy_rows(model)
+    model, nvar = capped(sm, num, min(-(-n_prev * d_max // d_prev), ub(num)), "N", ratio_name == "latency")
     limits = []
     for k, (z, lb, st) in enumerate(zip(sm.z, bounds, sm.stats)):
         if lb * d_prev > n_prev * st.tokens_micro or (focus is not None and Fraction(lb, st.tokens_micro) > focus):
