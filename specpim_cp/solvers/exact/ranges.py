@@ -259,19 +259,33 @@ class _Ranges:
     def _lits(self, model: cp_model.CpModel, lits: Sequence[Literal]):
         return [model.get_bool_var_from_proto_index(v.index) for v in lits]
 
-    def reach(self, decision: Decision, value: object) -> str:
-        """REACHED | EXCLUDED | UNKNOWN: whether a design within the tolerance takes `value`."""
-        if any(decision.of(w) == value for w in self.witnesses):
-            return "REACHED"
-        if self.run.budget.remaining() <= 0:
-            return "UNKNOWN"
-        model = self.base()
-        model.add_bool_or(self._lits(model, decision.values[value]))
-        status, solver = self._solve(model, f"ranges: {decision.model}.{decision.name} = {value}?", True)
-        if status in (Status.OPTIMAL, Status.FEASIBLE):
-            self.witness(solver)
-            return "REACHED"
-        return "EXCLUDED" if status == Status.INFEASIBLE else "UNKNOWN"
+    def reach(self, decision: Decision) -> dict[object, str]:
+        """Per value of the decision, REACHED | EXCLUDED | UNKNOWN: whether a design within the tolerance
+        takes it. One question asks for a design with any value no witness has: a design found reaches its
+        value (and the question is asked again of the values left), INFEASIBLE excludes every value left."""
+        verdict: dict[object, str] = {}
+        for value in decision.values:
+            if any(decision.of(w) == value for w in self.witnesses):
+                verdict[value] = "REACHED"
+        left = [v for v in decision.values if v not in verdict]
+        while left:
+            if self.run.budget.remaining() <= 0:
+                verdict.update(dict.fromkeys(left, "UNKNOWN"))
+                break
+            model = self.base()
+            model.add_bool_or(self._lits(model, [lit for v in left for lit in decision.values[v]]))
+            asked = f"= {left[0]}" if len(left) == 1 else "in {" + ", ".join(map(str, left)) + "}"
+            status, solver = self._solve(model, f"ranges: {decision.model}.{decision.name} {asked}?", True)
+            if status in (Status.OPTIMAL, Status.FEASIBLE):
+                value = decision.of(self.witness(solver))
+                if value not in left:  # the row asked for one of `left`: the model and the decoder disagree
+                    raise ModelMismatch(f"CP-SAT found a design with {decision.name} = {value}, asked for one of {left}")
+                verdict[value] = "REACHED"
+                left = [v for v in left if v != value]
+                continue
+            verdict.update(dict.fromkeys(left, "EXCLUDED" if status == Status.INFEASIBLE else "UNKNOWN"))
+            break
+        return verdict
 
     def end(self, decision: Decision, sign: int) -> tuple[int, str, int | None]:
         """(value, status, CP-SAT's bound) of the least (sign 1) or largest (sign -1) value."""
@@ -297,9 +311,9 @@ class _Ranges:
             out.low, out.low_status, out.low_bound = self.end(decision, 1)
             out.high, out.high_status, out.high_bound = self.end(decision, -1)
             return out
+        verdict = self.reach(decision)
         for value in decision.values:
-            verdict = self.reach(decision, value)
-            {"REACHED": out.reached, "EXCLUDED": out.excluded, "UNKNOWN": out.unknown}[verdict].append(value)
+            {"REACHED": out.reached, "EXCLUDED": out.excluded, "UNKNOWN": out.unknown}[verdict[value]].append(value)
         return out
 
 
