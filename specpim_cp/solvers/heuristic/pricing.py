@@ -64,10 +64,12 @@ class ChoiceRound(NamedTuple):
 class Pricer:
     """Prices concrete designs of one SearchSpace under one objective, with caches and counters."""
 
-    def __init__(self, space: SearchSpace, catalog: Catalog, objective: str):
+    def __init__(self, space: SearchSpace, catalog: Catalog, objective: str, evaluator: Evaluator | None = None):
+        """`evaluator`: an Evaluator of the space's scenario and `catalog` whose caches to read and fill
+        (`shared_evaluator`: the baselines' and the exact solve's); None: a fresh one."""
         self.space = space
         self.objective = objective
-        self.evaluator = Evaluator(space.scenario, catalog)
+        self.evaluator = Evaluator(space.scenario, catalog) if evaluator is None else evaluator
         self._placements = {HOST_NORMAL: Placement(engine="host", share=0),
                              HOST_SPREAD: Placement(engine="host", share=0, layout="spread")}
         self._placements.update({s: Placement(engine="pim", share=s) for s in range(1, space.levels + 1)})
