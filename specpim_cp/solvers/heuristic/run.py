@@ -35,7 +35,7 @@ import numpy as np
 from specpim_cp import __version__
 from specpim_cp.catalog import Catalog
 from specpim_cp.errors import ScenarioError
-from specpim_cp.physics.evaluate import Evaluator, Metrics
+from specpim_cp.physics.evaluate import Metrics
 from specpim_cp.problem.design import ArchConfig, DrafterChoice, SpecChoice
 from specpim_cp.problem.mapping_rules import rule_placement
 from specpim_cp.problem.scenario import Scenario, scenario_catalog
@@ -200,7 +200,7 @@ def run_heuristic(scenario: Scenario, *, budget: str | Budget = "quick", seed: i
     archive = pricer.metrics(_contenders(explorer.archive, search, select))  # exact prices, validated
     key = _select(archive, search, select)
     design = pricer.design(key)
-    evaluator = Evaluator(scenario, catalog)  # a plain evaluator: fresh caches
+    evaluator = pricer.evaluator  # the shared evaluator: its caches never change a price
     evaluation = evaluator.evaluate(design)
     if alone is not None:
         alone_eval = evaluator.evaluate(alone.design)
