@@ -8,8 +8,8 @@ and `Evaluator.drafter_cycle`, round statistics from `physics/rounds.round_stats
 them with `Evaluator._price`'s integer rules and divides as `Metrics.objective` does (a float of an exact
 ratio of integers is the same however the ratio is reduced; tests/test_evaluator_speedpath.py checks it).
 `Pricer` caches whole designs by key (`evaluations` counts requests, `unique_designs` the pricings) and,
-per compact key, each model's passes, cycles and capacity use. The archive and the returned design are
-re-priced by `Evaluator.metrics` and `Evaluator.evaluate` on the validated `Design`.
+per compact key, each model's passes, cycles and capacity use. The archive's designs the selection may pick
+and the returned design are re-priced by `Evaluator.metrics` and `Evaluator.evaluate` on the validated `Design`.
 
 The capacity checker (CAP-1, CAP-2, formulations/architecture_capacity.md): a model whose PIM units or
 normal units cannot hold what its layouts put there is not a design; the checker offers a re-placement

@@ -111,7 +111,8 @@ def _warm_starts(scenario: Scenario, catalog: Catalog, space: SearchSpace) -> li
 def _contenders(archive: dict[DesignKey, tuple[float, float]], search: str, select: str) -> list[DesignKey]:
     """The archive's designs `_select` may pick, the only ones re-priced exactly: a search value is the float
     of the evaluator's exact ratio (correctly rounded, so in the same order), and only designs within
-    SELECT_TOLERANCE of the best (none with one objective) can be picked; FLOAT_SLACK covers the rounding."""
+    SELECT_TOLERANCE of the best (only the best when select == search) can be picked; FLOAT_SLACK covers
+    the rounding."""
     best = min(value for value, _ in archive.values())
     cut = best * (1 + (0 if select == search else SELECT_TOLERANCE)) * (1 + FLOAT_SLACK)
     return [key for key, (value, _) in archive.items() if value <= cut]
