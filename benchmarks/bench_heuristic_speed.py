@@ -87,7 +87,7 @@ def _run_keeping_pricer(sc, budget, seed: int, workers: int):
         res = run_heuristic(sc, budget=budget, seed=seed, workers=workers)
     finally:
         RUN.Pricer = Pricer
-    return res, (_KeptPricer.made[0] if _KeptPricer.made else None)
+    return res, (_KeptPricer.made[-1] if _KeptPricer.made else None)  # the verifier alone's search prices first
 
 
 def _forget_memos() -> None:

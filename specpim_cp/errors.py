@@ -2,7 +2,10 @@
 
 from __future__ import annotations
 
-from pydantic import ValidationError
+from typing import TYPE_CHECKING
+
+if TYPE_CHECKING:  # pydantic loads with the models that raise it, not with `--help`
+    from pydantic import ValidationError
 
 
 class ScenarioError(ValueError):

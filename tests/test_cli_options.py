@@ -99,6 +99,7 @@ def test_export_tree_refuses_odd_drafter_indices(pick, needle, tmp_path):
 
 
 def test_cheap_copies_equal_their_sources():
+    from specpim_cp.check.simulate import MAX_ROUNDS
     from specpim_cp.kernels import linear
     from specpim_cp.problem.mix import MIX_OBJECTIVES
     from specpim_cp.solvers import result
@@ -110,6 +111,7 @@ def test_cheap_copies_equal_their_sources():
     assert limits.MIX_OBJECTIVES == MIX_OBJECTIVES and limits.MIX_METHODS == MIX_METHODS
     assert (limits.MAX_FEATURES, limits.MAX_TOKENS, limits.MAX_TENSOR_PARALLEL) == (
         linear.MAX_FEATURES, linear.MAX_TOKENS, linear.MAX_TENSOR_PARALLEL)
+    assert limits.MAX_SIMULATE_ROUNDS == MAX_ROUNDS
 
 
 def test_help_imports_no_solver():

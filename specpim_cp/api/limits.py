@@ -26,17 +26,16 @@ MAX_FEATURES = 10**8  # kernels/linear.py: a layer's width
 MAX_TOKENS = 10**6  # kernels/linear.py: tokens of a pass
 MAX_TENSOR_PARALLEL = 1024  # kernels/linear.py: GPUs sharing a layer
 MIN_SIMULATE_ROUNDS = 100  # `simulate`: fewer rounds say nothing about a 95% confidence interval
+MAX_SIMULATE_ROUNDS = 5_000_000  # check/simulate.py: MAX_ROUNDS
 
 
 def option_limit(name: str) -> Any:
-    """The `Limit` (runs/instances.py) of the option `seed`, `time_limit`, `workers` or `rounds`; imported
-    when a command parses or shows its options, not when the package is imported."""
-    from specpim_cp.runs.instances import SEED, TIME_LIMIT, WORKERS, Limit
+    """The `Limit` (runs/limits.py) of the option `seed`, `time_limit`, `workers` or `rounds`; imported
+    when a command parses or shows its options (no scenario, no solver), not when the package is imported."""
+    from specpim_cp.runs.limits import SEED, TIME_LIMIT, WORKERS, Limit
 
     if name == "rounds":
-        from specpim_cp.check.simulate import MAX_ROUNDS
-
-        return Limit(True, MIN_SIMULATE_ROUNDS, MAX_ROUNDS, why="at most about 90 s and 250 MB")
+        return Limit(True, MIN_SIMULATE_ROUNDS, MAX_SIMULATE_ROUNDS, why="at most about 90 s and 250 MB")
     return {"seed": SEED, "time_limit": TIME_LIMIT, "workers": WORKERS}[name]
 
 

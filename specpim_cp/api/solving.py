@@ -5,7 +5,7 @@ from __future__ import annotations
 
 from dataclasses import dataclass, replace
 from pathlib import Path
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
 from specpim_cp.api.limits import RESOLUTION_HIGH_PCT, WITHIN_HIGH_PCT, percent
 from specpim_cp.api.options import (
@@ -16,14 +16,16 @@ from specpim_cp.api.options import (
     SimulateOptions,
     SolveOptions,
 )
-from specpim_cp.check.simulate import format_simulation
 from specpim_cp.errors import ScenarioError
 from specpim_cp.physics.evaluate import Evaluation, Evaluator
 from specpim_cp.problem.design import Design, load_design
 from specpim_cp.problem.scenario import Scenario, scenario_catalog
-from specpim_cp.runs.instances import heuristic_budget
-from specpim_cp.solvers.baselines import BaselineResult, run_baselines
+from specpim_cp.runs.limits import heuristic_budget
 from specpim_cp.solvers.result import MAX_FRONT_POINTS, SolveResult
+
+if TYPE_CHECKING:  # the baselines and the Monte Carlo load with the functions that run them
+    from specpim_cp.check.simulate import SimulationResult
+    from specpim_cp.solvers.baselines import BaselineResult
 
 __all__ = ["Comparison", "baseline_results", "baselines", "check_hint", "check_max_points", "compare", "design_of",
            "evaluate", "format_simulation", "heuristic", "heuristic_budget", "no_fit_detail", "pareto", "ranges",
@@ -32,6 +34,13 @@ __all__ = ["Comparison", "baseline_results", "baselines", "check_hint", "check_m
 
 def _catalog(scenario: Scenario, catalog):
     return catalog if catalog is not None else scenario_catalog(scenario)
+
+
+def format_simulation(result: SimulationResult) -> str:
+    """A Monte Carlo result as a short table: simulated mean +- 95% CI vs the closed form."""
+    from specpim_cp.check.simulate import format_simulation as formatted
+
+    return formatted(result)
 
 
 def design_of(design: Design | str | Path) -> Design:
@@ -222,6 +231,8 @@ def compare(scenario: Scenario, options: CompareOptions | None = None) -> Compar
                                                 on_generation=options.on_generation))
     exact = cp_solve(scenario, options=SolverOptions(options.time_limit_s, seed=options.seed, deterministic=True),
                      hint=heur.design, catalog=catalog, on_progress=options.on_progress)
+    from specpim_cp.solvers.baselines import run_baselines
+
     return Comparison(exact, heur, run_baselines(scenario, catalog))
 
 
@@ -233,6 +244,8 @@ def evaluate(scenario: Scenario, design: Design | str | Path, catalog=None) -> E
 def baseline_results(scenario: Scenario, catalog=None) -> list[BaselineResult]:
     """Every baseline as the reports list it (an infeasible one carries its error); ScenarioError when even
     GPU-AR is infeasible (the verifier does not fit its devices)."""
+    from specpim_cp.solvers.baselines import run_baselines
+
     res = run_baselines(scenario, _catalog(scenario, catalog))
     if res and res[0].evaluation is None:
         raise ScenarioError(res[0].error or "the verifier does not fit its devices")

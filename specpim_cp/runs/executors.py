@@ -29,20 +29,13 @@ from dataclasses import dataclass
 from typing import Any, Protocol
 
 from specpim_cp.errors import ScenarioError
+from specpim_cp.runs.limits import shown
 
 EXECUTORS = ("local", "ray")
 RAY_MISSING = "--executor ray: Ray is not installed (pip install -e '.[ray]', or pip install ray)"
 CONNECT_TIMEOUT_S = 5.0
 DEFAULT_LOCAL_JOBS = 2  # `--jobs` of the local executor when not given
 MAX_CLUSTER_JOBS = 1024  # Ray tasks in flight on a cluster (Ray queues those beyond its free CPUs)
-
-
-def shown(value: Any) -> str:
-    """A user's value for an error line: numbers as given (very long ones cut), text quoted."""
-    if isinstance(value, float):
-        return f"{value:g}"
-    text = str(value) if isinstance(value, int) else repr(value)
-    return text if len(text) <= 40 else f"{text[:20]}... ({len(text)} characters)"
 
 
 def machine_cpus() -> int:

@@ -173,11 +173,8 @@ class _Fill:
                         best[0], best[1], best[2] = v, k, aid
                     return self.reward(v)
 
-                def allowed(aid: int, j: int = j) -> bool:
-                    return sp.devices_ok(current[:j] + [aid] + current[j + 1:])
-
-                done = tree.search(self.rng, leaves, price_leaf, None if sp.device_budget is None else allowed,
-                                   solved=(current[j],))
+                done = tree.search(self.rng, leaves, price_leaf, solved=(current[j],),
+                                   max_devices=sp.device_room(current, j))
                 self.backups[j] += (inherited, *done)
                 self.leaves[j] += len(done)
                 self.value, self.key, current[j] = best

@@ -82,6 +82,7 @@ class SearchSpace:
                     self.archs.append(arch)
                 ids.append(self._arch_id[arch])
             self.model_archs.append(tuple(ids))
+        self.arch_devices = tuple(a.devices for a in self.archs)  # devices of each architecture id
         # engines and host layouts each architecture offers (a missing one is replaced by one offered)
         costs = CostModel(scenario, catalog)
         self._offered: list[tuple[int, ...]] = []
@@ -150,7 +151,14 @@ class SearchSpace:
     def devices_ok(self, arch_ids: tuple[int, ...] | list[int]) -> bool:
         if self.device_budget is None:
             return True
-        return sum(self.archs[a].devices for a in arch_ids) <= self.device_budget
+        return sum(map(self.arch_devices.__getitem__, arch_ids)) <= self.device_budget
+
+    def device_room(self, arch_ids: tuple[int, ...] | list[int], j: int) -> int | None:
+        """The most devices model j may take with the other models on `arch_ids` (None: no budget)."""
+        if self.device_budget is None:
+            return None
+        devices = self.arch_devices
+        return self.device_budget - sum(map(devices.__getitem__, arch_ids)) + devices[arch_ids[j]]
 
     def nearest_archs(self, j: int, arch_id: int) -> list[int]:
         """Model j's architecture ids, nearest to `arch_id` first (same memory, close k, close devices)."""

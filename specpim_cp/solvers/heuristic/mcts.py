@@ -39,6 +39,7 @@ class ArchTree:
         self.children: list[list[int]] = [[]]
         self.leaf_arch: list[int] = [-1]
         self.leaf_of: dict[int, int] = {}  # arch id -> leaf node
+        self.arch_devices: dict[int, int] = {}  # arch id -> its devices
         parent = [-1]
         index: dict[tuple, int] = {(): 0}
         for aid in arch_ids:
@@ -56,6 +57,7 @@ class ArchTree:
                 node = index[path]
             self.leaf_arch[node] = aid
             self.leaf_of[aid] = node
+            self.arch_devices[aid] = a.devices
         self.parent = parent
         self.paths: dict[int, tuple[int, ...]] = {}
         for leaf in self.leaf_of.values():
@@ -70,6 +72,7 @@ class ArchTree:
                 self.leaves_under[n] += 1
         self.visits = [0] * len(self.children)
         self.value = [0.0] * len(self.children)
+        self._blocked: dict[int, list[int]] = {}  # max devices -> solved leaves under each node (`search`)
 
     @property
     def n_leaves(self) -> int:
@@ -87,12 +90,27 @@ class ArchTree:
             visits[n] += 1
             value[n] += reward
 
+    def _blocked_done(self, max_devices: int) -> list[int]:
+        """Per node, the marks `search` makes for its architectures with more than `max_devices` devices
+        (once per architecture id, as `allowed` marks them: ids that share a leaf mark it once each)."""
+        done = self._blocked.get(max_devices)
+        if done is None:
+            done = self._blocked[max_devices] = [0] * len(self.children)
+            for aid, leaf in self.leaf_of.items():
+                if self.arch_devices[aid] > max_devices:
+                    for n in self.paths[leaf]:
+                        done[n] += 1
+        return done
+
     def search(self, rng: np.random.Generator, leaf_budget: int, price_leaf: Callable[[int], float],
-               allowed: Callable[[int], bool] | None = None, solved: Iterable[int] = ()) -> list[tuple[int, float]]:
+               allowed: Callable[[int], bool] | None = None, solved: Iterable[int] = (),
+               max_devices: int | None = None) -> list[tuple[int, float]]:
         """Up to `leaf_budget` UCT descents, each pricing one new leaf with `price_leaf(arch_id)`
         (a reward in [0, 1], 0 for infeasible) and backing it up. Leaves in `solved` (already priced
-        by the caller) and leaves not `allowed` are skipped. Returns the (arch id, reward) backups."""
-        done = [0] * len(self.children)  # solved leaves under each node, this search
+        by the caller), leaves not `allowed` and leaves with more than `max_devices` devices are skipped.
+        Returns the (arch id, reward) backups."""
+        # solved leaves under each node, this search
+        done = [0] * len(self.children) if max_devices is None else list(self._blocked_done(max_devices))
         paths = self.paths
 
         def mark(leaf: int) -> None:

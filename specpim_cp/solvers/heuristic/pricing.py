@@ -8,8 +8,8 @@ and `Evaluator.drafter_cycle`, round statistics from `physics/rounds.round_stats
 them with `Evaluator._price`'s integer rules and divides as `Metrics.objective` does (a float of an exact
 ratio of integers is the same however the ratio is reduced; tests/test_evaluator_speedpath.py checks it).
 `Pricer` caches whole designs by key (`evaluations` counts requests, `unique_designs` the pricings) and,
-per compact key, each model's passes, cycles and capacity use. The archive and the returned design are
-re-priced by `Evaluator.metrics` and `Evaluator.evaluate` on the validated `Design`.
+per compact key, each model's passes, cycles and capacity use. The archive's designs the selection may pick
+and the returned design are re-priced by `Evaluator.metrics` and `Evaluator.evaluate` on the validated `Design`.
 
 The capacity checker (CAP-1, CAP-2, formulations/architecture_capacity.md): a model whose PIM units or
 normal units cannot hold what its layouts put there is not a design; the checker offers a re-placement
@@ -64,10 +64,12 @@ class ChoiceRound(NamedTuple):
 class Pricer:
     """Prices concrete designs of one SearchSpace under one objective, with caches and counters."""
 
-    def __init__(self, space: SearchSpace, catalog: Catalog, objective: str):
+    def __init__(self, space: SearchSpace, catalog: Catalog, objective: str, evaluator: Evaluator | None = None):
+        """`evaluator`: an Evaluator of the space's scenario and `catalog` whose caches to read and fill
+        (`shared_evaluator`: the baselines' and the exact solve's); None: a fresh one."""
         self.space = space
         self.objective = objective
-        self.evaluator = Evaluator(space.scenario, catalog)
+        self.evaluator = Evaluator(space.scenario, catalog) if evaluator is None else evaluator
         self._placements = {HOST_NORMAL: Placement(engine="host", share=0),
                              HOST_SPREAD: Placement(engine="host", share=0, layout="spread")}
         self._placements.update({s: Placement(engine="pim", share=s) for s in range(1, space.levels + 1)})

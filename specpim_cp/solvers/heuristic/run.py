@@ -35,7 +35,7 @@ import numpy as np
 from specpim_cp import __version__
 from specpim_cp.catalog import Catalog
 from specpim_cp.errors import ScenarioError
-from specpim_cp.physics.evaluate import Evaluator, Metrics
+from specpim_cp.physics.evaluate import Metrics
 from specpim_cp.problem.design import ArchConfig, DrafterChoice, SpecChoice
 from specpim_cp.problem.mapping_rules import rule_placement
 from specpim_cp.problem.scenario import Scenario, scenario_catalog
@@ -46,9 +46,11 @@ from specpim_cp.solvers.heuristic.ga import GeneticExplorer
 from specpim_cp.solvers.heuristic.genes import Genome, SearchSpace
 from specpim_cp.solvers.heuristic.pricing import INFEASIBLE, DesignKey, Pricer
 from specpim_cp.solvers.result import SolveReport, SolveResult, Status, inputs_hash
+from specpim_cp.solvers.shared_evaluator import shared_evaluator
 
 OBJECTIVES = ("latency", "energy", "edp")
 SELECT_TOLERANCE = 0.05  # select among designs within 5 % of the best search objective
+FLOAT_SLACK = 1e-9  # relative: a search value's float is within one rounding of the exact ratio
 #: The share of a time limit the search of the verifier alone takes (its space is a model's, not several).
 ALONE_SHARE = 0.2
 
@@ -104,6 +106,16 @@ def _warm_starts(scenario: Scenario, catalog: Catalog, space: SearchSpace) -> li
         choice = SpecChoice(tuple(DrafterChoice(g) for g in gammas), False)
         designs.append(space.design_space.build(archs, [rule_placement(rule, space.levels)] * n, choice))
     return [space.project(d) for d in designs]
+
+
+def _contenders(archive: dict[DesignKey, tuple[float, float]], search: str, select: str) -> list[DesignKey]:
+    """The archive's designs `_select` may pick, the only ones re-priced exactly: a search value is the float
+    of the evaluator's exact ratio (correctly rounded, so in the same order), and only designs within
+    SELECT_TOLERANCE of the best (only the best when select == search) can be picked; FLOAT_SLACK covers
+    the rounding."""
+    best = min(value for value, _ in archive.values())
+    cut = best * (1 + (0 if select == search else SELECT_TOLERANCE)) * (1 + FLOAT_SLACK)
+    return [key for key, (value, _) in archive.items() if value <= cut]
 
 
 def _select(archive: dict[DesignKey, Metrics], search: str, select: str) -> DesignKey:
@@ -169,7 +181,7 @@ def run_heuristic(scenario: Scenario, *, budget: str | Budget = "quick", seed: i
                               search_objective=search, select_objective=select, catalog=catalog,
                               time_limit_s=share, workers=workers, polish=polish, warm_start=warm_start, clock=clock)
         time_limit_s = None if time_limit_s is None else time_limit_s - share
-    pricer = Pricer(space, catalog, search)
+    pricer = Pricer(space, catalog, search, shared_evaluator(scenario, catalog))  # GPU-SI's prices, and the solve's
     if workers == 1:
         filler = SerialFiller(Filler(space, pricer, bud.mcts_leaves_per_model))
     else:
@@ -186,10 +198,10 @@ def run_heuristic(scenario: Scenario, *, budget: str | Budget = "quick", seed: i
     if explorer.best_value == INFEASIBLE or not explorer.archive:
         raise ScenarioError(f"heuristic: no design of scenario '{scenario.name}' within its [space] fits the "
                             "devices (every candidate priced was infeasible)")
-    archive = pricer.metrics(explorer.archive)  # exact prices of the best designs, validated
+    archive = pricer.metrics(_contenders(explorer.archive, search, select))  # exact prices, validated
     key = _select(archive, search, select)
     design = pricer.design(key)
-    evaluator = Evaluator(scenario, catalog)  # a plain evaluator: fresh caches
+    evaluator = pricer.evaluator  # the shared evaluator: its caches never change a price
     evaluation = evaluator.evaluate(design)
     if alone is not None:
         alone_eval = evaluator.evaluate(alone.design)
