@@ -24,10 +24,8 @@ def best_known(sm: SpecModel, ev: Evaluator, objective: str, hint: Design | None
     """The best of the hint and the baselines of `baselines_of` that lie in the model's space (a candidate
     raising one of `skip` is left out; with `speculating` set, only the designs that do, or do not, use
     drafters), priced by the evaluator; None when none does."""
-    from specpim_cp.solvers.baselines import run_baselines
-
     candidates = [hint] if hint is not None else []
-    candidates += [b.evaluation.design for b in run_baselines(baselines_of, sm.catalog)
+    candidates += [b.evaluation.design for b in space_baselines(baselines_of, sm.catalog)
                    if b.evaluation is not None and (len(b.evaluation.design.drafters) == sm.n_drafters
                                                     or (not b.evaluation.design.drafters and sm.no_spec is not None))]
     if speculating is not None:
@@ -42,6 +40,26 @@ def best_known(sm: SpecModel, ev: Evaluator, objective: str, hint: Design | None
         if best is None or e.metrics.objective(objective) < best.metrics.objective(objective):
             best = e
     return best
+
+
+#: The [space] fields the ablation ladder restricts (problem/ablation_ladder.py): a start is chosen among the
+#: baselines of the space without them, which the scenario's every ladder step and its batch baselines share.
+LADDER_FIELDS = ("memory_type", "pim_units", "mapping", "pipeline", "speculation")
+
+
+def space_baselines(scenario: Scenario, catalog) -> list:
+    """The baselines of `scenario` with its LADDER_FIELDS at their defaults (kept per scenario content by
+    `run_baselines`, so the ladder's steps price them once); those of `scenario` itself when that space is
+    refused. The caller keeps only the designs its own model's space holds."""
+    from specpim_cp.problem.scenario import Space
+    from specpim_cp.solvers.baselines import run_baselines
+
+    default = Space()
+    space = scenario.space.model_copy(update={f: getattr(default, f) for f in LADDER_FIELDS})
+    try:
+        return run_baselines(scenario.model_copy(update={"space": space}), catalog)
+    except ScenarioError:
+        return run_baselines(scenario, catalog)
 
 
 #: Most speculation choices `best_choice_for` prices one by one.
