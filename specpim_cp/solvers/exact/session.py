@@ -153,10 +153,11 @@ class SolveSession:
         invalid = model.validate()
         if invalid:
             raise ModelMismatch(f"CP-SAT rejects the model: {invalid}")
-        if self.hint is not None:
+        if self.hint is not None:  # written into the proto in bulk (the model's own indices: a clone keeps them)
             model.clear_hints()
-            for v, val in self.hint:
-                model.add_hint(model.get_bool_var_from_proto_index(v.index), val)
+            hint = model.proto.solution_hint
+            hint.vars.extend([v.index for v, _ in self.hint])
+            hint.values.extend([int(val) for _, val in self.hint])
         solver = cp_model.CpSolver()
         self.budget.configure(solver)
         if cautious:

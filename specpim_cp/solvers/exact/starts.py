@@ -55,7 +55,10 @@ def space_baselines(scenario: Scenario, catalog) -> list:
     from specpim_cp.solvers.baselines import run_baselines
 
     default = Space()
-    space = scenario.space.model_copy(update={f: getattr(default, f) for f in LADDER_FIELDS})
+    relaxed = {f: getattr(default, f) for f in LADDER_FIELDS}
+    if all(getattr(scenario.space, f) == v for f, v in relaxed.items()):
+        return run_baselines(scenario, catalog)  # the scenario itself: the batch's baselines share its key
+    space = scenario.space.model_copy(update=relaxed)
     try:
         return run_baselines(scenario.model_copy(update={"space": space}), catalog)
     except ScenarioError:
