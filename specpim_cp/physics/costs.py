@@ -26,6 +26,8 @@ from collections.abc import Sequence
 from dataclasses import dataclass
 from fractions import Fraction
 
+import numpy as np
+
 from specpim_cp import kernels
 from specpim_cp.catalog import Catalog, HostSpec, MemorySpec, ModelSpec
 from specpim_cp.catalog.heads import HeadSpec
@@ -42,6 +44,8 @@ from specpim_cp.problem.space import placement_options
 KIB = 1024
 BITS_PER_BYTE = 8
 PJ_PER_NJ = 1000
+#: Whole numbers below this are exact in float64 (and so are their sums and products below it).
+_EXACT_FLOAT = float(1 << 53)
 
 #: Energy components of every price, in this order (nJ each).
 COMPONENTS = ("host_dram", "host_compute", "pim_internal", "pim_compute", "transfer")
@@ -289,8 +293,49 @@ class CostModel:
 
     def placement_costs(self, model: ModelSpec, op: str, p: Placement, arch: ArchConfig,
                         token_counts: Sequence[int]) -> dict[int, OpCost | None]:
-        """`placement_cost` at every count of `token_counts` (memoised like it)."""
-        return {t: self.op_cost(model, op, p.engine, p.share, arch, t, p.layout) for t in token_counts}
+        """`placement_cost` at every count of `token_counts`, memoised like it: the counts not yet priced are
+        priced at once over numpy arrays (`_raw_costs`), integers identical to `op_cost`'s one by one."""
+        engine, lay = p.engine, ("pim" if p.engine == "pim" else p.layout)
+        share = p.share if engine == "pim" else 0
+        keys = {t: (model.name, op, engine, share, lay, arch, t, None) for t in token_counts}
+        cache = self._op_cache
+        missing = [t for t, k in keys.items() if k not in cache]
+        if missing:
+            s = self.shapes(model)[op]
+            priced = None
+            if not s.parts and not (isinstance(model, HeadSpec) and lookup_cost(model, op, 1) is not None):
+                priced = self._costs_over(model, s, engine, p.share, arch, missing, lay)
+            if priced is None:  # MoE kernels, an n-gram lookup, or integers beyond float64's: one count at a time
+                for t in missing:
+                    self.op_cost(model, op, engine, p.share, arch, t, p.layout)
+            else:
+                for t, cost in zip(missing, priced):
+                    cache[keys[t]] = cost
+        return {t: cache[k] for t, k in keys.items()}
+
+    def _costs_over(self, model: ModelSpec, s: OpShape, engine: str, share: int, arch: ArchConfig,
+                    token_counts: list[int], layout: str) -> list[OpCost | None] | None:
+        """`_op_cost` of a plain kernel at every count of `token_counts` (the None of an impossible placement
+        at each), from `_raw_costs`; None when some integer of the formula reaches 2^53 or a price is not
+        finite, where float64 arrays could round differently from Python's integers (the caller then prices
+        one count at a time)."""
+        raw = self._raw_costs(model, s, engine, share, arch, np.array(token_counts, dtype=np.float64), layout)
+        if raw is None:
+            return [None] * len(token_counts)
+        if raw is NotImplemented:
+            return None
+        t_ns, parts_pj = raw
+        width = len(token_counts)
+        rounded = np.empty((1 + len(COMPONENTS), width))
+        rounded[0] = np.ceil(t_ns - 1e-9)
+        for c, part in enumerate(parts_pj):
+            rounded[1 + c] = np.ceil(part / PJ_PER_NJ - 1e-9)  # `make_cost`'s rounding, element by element
+        if not (np.isfinite(rounded).all() and np.abs(rounded).max() < _EXACT_FLOAT):
+            return None
+        out = []
+        for time_ns, *parts in rounded.astype(np.int64).T.tolist():
+            out.append(OpCost(time_ns, sum(parts), tuple(parts)))
+        return out
 
     def _op_cost(self, model: ModelSpec, op: str, engine: str, share: int, arch: ArchConfig,
                  tokens: int, layout: str, context: int | None = None) -> OpCost | None:
@@ -399,6 +444,93 @@ class CostModel:
             t_broadcast = input_bytes_dev / mem.unit_external_bandwidth_gbps  # every unit gets the input
             t_readback = output_bytes_dev / (units * mem.unit_external_bandwidth_gbps)
             t_ns = mem.pim_mode_switch_ns + max(t_stream, t_compute) / mem.pim_efficiency + t_broadcast + t_readback
+            parts = (0.0, 0.0, stream_bytes_dev * n * e_int, macs_total * mem.pim_mac_energy_pj,
+                     (input_bytes_dev * units + output_bytes_dev) * n * e_ext)
+        else:
+            raise ValueError(f"unknown engine {engine!r}")
+        return t_ns, parts
+
+    def _raw_costs(self, model: ModelSpec, s: OpShape, engine: str, share: int, arch: ArchConfig,
+                   counts: np.ndarray, layout: str):
+        """`_raw_cost` of a dense FC or attention kernel (no MoE parts) at every count of `tokens` (float64
+        holding whole numbers): (ns, pJ per component) as arrays, each operation the scalar formula's in its
+        order, so every price rounds alike; None when impossible; NotImplemented when an integer of the
+        formula reaches 2^53 (float64 would round what Python keeps exact). Mirrors `_raw_cost`, the
+        reference: change both together (tests/test_price_arrays.py compares them on every built-in set)."""
+        mem = self.memory(arch)
+        n = arch.devices
+        bpp = model.bytes_per_param
+        batch = self.scenario.batch_size
+        tokens = counts * s.token_factor  # [HEAD-1]
+        e_ext = mem.external_energy_pj_per_bit * BITS_PER_BYTE
+        e_int = mem.internal_energy_pj_per_bit * BITS_PER_BYTE
+        e_chip = self.host.onchip_energy_pj_per_bit * BITS_PER_BYTE
+        stream_macs_dev = None
+        if s.kind == "fc":
+            in_dev = -(-s.in_features // n) if s.row_parallel else s.in_features
+            out_dev = s.out_features if s.row_parallel else -(-s.out_features // n)
+            weight_bytes_dev = self.weight_bytes(model, s.name, in_dev * out_dev)  # [EDGE-1]
+            macs_total = tokens * s.in_features * s.out_features
+            stream_bytes_dev = tokens * weight_bytes_dev
+            stream_macs_dev = tokens * in_dev * out_dev
+            input_bytes_dev, output_bytes_dev = tokens * in_dev * bpp, tokens * out_dev * bpp
+            host_bytes_dev = weight_bytes_dev
+            whole = [macs_total, stream_bytes_dev * n, stream_macs_dev, input_bytes_dev, output_bytes_dev]
+        else:
+            ctx = np.array([pass_context(self.scenario, model, t // batch) for t in counts.astype(np.int64).tolist()],
+                           dtype=np.float64)
+            kvh = self.kv_heads_per_device(model, n)
+            heads_dev = -(-model.heads // n)
+            kv_bytes_seq = ctx * kvh * model.head_dim * bpp
+            group = max(1, heads_dev // kvh)
+            stream_bytes_dev = tokens * group * kv_bytes_seq
+            host_bytes_dev = batch * kv_bytes_seq
+            host_flops_dev = 2 * tokens * ctx * heads_dev * model.head_dim
+            macs_total = tokens * ctx * heads_dev * model.head_dim * n
+            q_bytes, p_bytes = tokens * heads_dev * model.head_dim * bpp, tokens * heads_dev * ctx * bpp
+            input_bytes_dev, output_bytes_dev = (q_bytes, p_bytes) if s.name == "score" else (p_bytes, q_bytes)
+            whole = [stream_bytes_dev * n, host_bytes_dev * n, host_flops_dev, macs_total, q_bytes, p_bytes]
+        if max(float(np.max(w)) for w in whole) >= _EXACT_FLOAT:
+            return NotImplemented
+        if engine == "host":
+            if not self.host_layout_allowed(arch, layout):
+                return None
+            bw = self.layout_bandwidth_gbps(arch, layout)
+            if s.kind == "fc":  # [EDGE-1] (a dense kernel always streams: `_raw_cost`'s stream_macs_dev > 0)
+                bw = bw * float(bpp * in_dev * out_dev) / weight_bytes_dev
+                h = self.host
+                fc_counts = tokens.astype(np.int64).tolist()
+                if h.kernel_table == kernels.ROOFLINE:
+                    t_ns = np.array([kernels.roofline_linear_ns(
+                        in_dev, out_dev, t, bandwidth_gbps=bw, peak_fp16_tflops=h.peak_fp16_tflops,
+                        bandwidth_efficiency=h.attention_bandwidth_efficiency, compute_efficiency=h.compute_efficiency,
+                        launch_overhead_ns=h.launch_overhead_ns) for t in fc_counts])
+                else:
+                    scale = bw / h.kernel_table_bandwidth_gbps
+                    t_ns = np.array([kernels.linear_time_us(h.kernel_table, in_dev, out_dev, t, scale) * 1e3
+                                     for t in fc_counts])
+            else:
+                t_mem = host_bytes_dev / (self.host.attention_bandwidth_efficiency * bw)
+                t_cmp = host_flops_dev / (self.host.compute_efficiency * self.host.peak_fp16_tflops * 1e3)
+                t_ns = self.host.launch_overhead_ns + np.maximum(t_mem, t_cmp)
+            moved = host_bytes_dev * n
+            parts = (moved * e_ext, moved * e_chip + macs_total * self.host.mac_energy_pj, 0.0, 0.0, 0.0)
+        elif engine == "pim":
+            if arch.pim_units == 0 or not 1 <= share <= self.share_levels:
+                return None
+            frac = share / self.share_levels
+            lanes = self.pim_lanes(arch) * frac
+            units = mem.groups * arch.pim_units * frac
+            t_stream = stream_bytes_dev / (lanes * mem.pim_lane_bandwidth_gbps)
+            if stream_macs_dev is not None and not pim_runs(
+                    mem, self.precisions.get(model.name, DEFAULT_PRECISION), s.name, engine):
+                return None  # [EDGE-1]
+            macs_dev = stream_bytes_dev / bpp if stream_macs_dev is None else stream_macs_dev
+            t_compute = 2 * macs_dev / (lanes * mem.pim_lane_gflops)
+            t_broadcast = input_bytes_dev / mem.unit_external_bandwidth_gbps
+            t_readback = output_bytes_dev / (units * mem.unit_external_bandwidth_gbps)
+            t_ns = (mem.pim_mode_switch_ns + np.maximum(t_stream, t_compute) / mem.pim_efficiency + t_broadcast
+                    + t_readback)
             parts = (0.0, 0.0, stream_bytes_dev * n * e_int, macs_total * mem.pim_mac_energy_pj,
                      (input_bytes_dev * units + output_bytes_dev) * n * e_ext)
         else:
