@@ -35,7 +35,7 @@ def _scenarios(sample: bool) -> list:
 def _compare(path) -> int:
     """Prices every placement the physics offers of every model, architecture and operator of the scenario at
     every pass's token count, once over arrays and once count by count (two fresh cost models); returns how
-    many kernels were priced over arrays."""
+    many operators were priced over arrays."""
     sc = load_scenario(path)
     catalog = scenario_catalog(sc)
     space = DesignSpace(sc, catalog)
@@ -43,15 +43,15 @@ def _compare(path) -> int:
     vectorised = 0
     for d in space.models:
         tokens = sorted(set(pass_token_counts(sc.batch_size, space.choice_list, d.index)) | set(EXTRA_TOKENS))
-        for a in d.archs:
-            for op in PLACEABLE_OPS:
-                plain = not arrays.shapes(d.spec)[op].parts and not (isinstance(d.spec, HeadSpec)
-                                                                      and d.spec.kind == "ngram")
-                for p in arrays.placements(a):
-                    got = arrays.placement_costs(d.spec, op, p, a, tokens)
-                    want = {t: scalar.op_cost(d.spec, op, p.engine, p.share, a, t, p.layout) for t in tokens}
-                    assert got == want, (path.name, d.spec.name, a, op, p)
-                    vectorised += plain
+        for op in PLACEABLE_OPS:
+            pairs = [(a, p) for a in d.archs for p in arrays.placements(a)]
+            got = arrays.placements_costs(d.spec, op, pairs, tokens)
+            for (a, p), by_tokens in zip(pairs, got, strict=True):
+                want = {t: scalar.op_cost(d.spec, op, p.engine, p.share, a, t, p.layout) for t in tokens}
+                assert by_tokens == want, (path.name, d.spec.name, a, op, p)
+            shape = arrays.shapes(d.spec)[op]
+            vectorised += (not shape.parts and not (isinstance(d.spec, HeadSpec) and d.spec.kind == "ngram")
+                           and arrays._costs_grid(d.spec, shape, pairs, tokens) is not None)
     return vectorised
 
 
@@ -78,6 +78,6 @@ def test_an_integer_beyond_float64_is_priced_count_by_count():
     huge = [1 << 40]
     shape = costs.shapes(d.spec)["score"]
     host = next(p for p in costs.placements(a) if p.engine == "host")
-    assert costs._costs_over(d.spec, shape, "host", 0, a, huge, host.layout) is None
+    assert costs._costs_grid(d.spec, shape, [(a, host)], huge) is None
     got = costs.placement_costs(d.spec, "score", host, a, huge)
     assert got == {huge[0]: CostModel(sc, catalog).op_cost(d.spec, "score", "host", 0, a, huge[0], host.layout)}

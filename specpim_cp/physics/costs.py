@@ -118,7 +118,8 @@ class CostModel:
         self.count_idle = scenario.assumptions.energy_accounting == "total"
         self.precisions = weight_precisions(scenario)  # [EDGE-1] per model name
         self.interleaved = sharing(scenario) == "interleaved"  # [EDGE-3]
-        self._op_cache: dict[tuple, OpCost | None] = {}
+        # (model, op, engine, share, layout, arch, context) -> token count -> price
+        self._op_cache: dict[tuple, dict[int, OpCost | None]] = {}
         self._shapes: dict[str, dict[str, OpShape]] = {}
         self._tensor_bytes: dict[tuple[str, int], TensorBytes] = {}
         self._allreduce: dict[tuple[str, ArchConfig, int], OpCost] = {}
@@ -280,61 +281,88 @@ class CostModel:
         placement is impossible.
         """
         lay = "pim" if engine == "pim" else layout
-        key = (model.name, op, engine, share if engine == "pim" else 0, lay, arch, tokens, context)
-        if key not in self._op_cache:
+        key = (model.name, op, engine, share if engine == "pim" else 0, lay, arch, context)
+        by_tokens = self._op_cache.get(key)
+        if by_tokens is None:
+            by_tokens = self._op_cache[key] = {}
+        if tokens not in by_tokens:
             lookup = lookup_cost(model, op, tokens) if isinstance(model, HeadSpec) else None
-            self._op_cache[key] = (self._op_cost(model, op, engine, share, arch, tokens, lay, context)
-                                   if lookup is None else
-                                   OpCost(lookup[0], lookup[1], (0, lookup[1], 0, 0, 0)))  # [HEAD-1] host lookup
-        return self._op_cache[key]
+            by_tokens[tokens] = (self._op_cost(model, op, engine, share, arch, tokens, lay, context)
+                                 if lookup is None else
+                                 OpCost(lookup[0], lookup[1], (0, lookup[1], 0, 0, 0)))  # [HEAD-1] host lookup
+        return by_tokens[tokens]
 
     def placement_cost(self, model: ModelSpec, op: str, p: Placement, arch: ArchConfig, tokens: int) -> OpCost | None:
         return self.op_cost(model, op, p.engine, p.share, arch, tokens, p.layout)
 
     def placement_costs(self, model: ModelSpec, op: str, p: Placement, arch: ArchConfig,
                         token_counts: Sequence[int]) -> dict[int, OpCost | None]:
-        """`placement_cost` at every count of `token_counts`, memoised like it: the counts not yet priced are
-        priced at once over numpy arrays (`_raw_costs`), integers identical to `op_cost`'s one by one."""
-        engine, lay = p.engine, ("pim" if p.engine == "pim" else p.layout)
-        share = p.share if engine == "pim" else 0
-        keys = {t: (model.name, op, engine, share, lay, arch, t, None) for t in token_counts}
-        cache = self._op_cache
-        missing = [t for t, k in keys.items() if k not in cache]
-        if missing:
-            s = self.shapes(model)[op]
-            priced = None
-            if not s.parts and not (isinstance(model, HeadSpec) and lookup_cost(model, op, 1) is not None):
-                priced = self._costs_over(model, s, engine, p.share, arch, missing, lay)
-            if priced is None:  # MoE kernels, an n-gram lookup, or integers beyond float64's: one count at a time
-                for t in missing:
-                    self.op_cost(model, op, engine, p.share, arch, t, p.layout)
-            else:
-                for t, cost in zip(missing, priced):
-                    cache[keys[t]] = cost
-        return {t: cache[k] for t, k in keys.items()}
+        """`placement_cost` at every count of `token_counts` (memoised like it; `placements_costs`)."""
+        return self.placements_costs(model, op, [(arch, p)], token_counts)[0]
 
-    def _costs_over(self, model: ModelSpec, s: OpShape, engine: str, share: int, arch: ArchConfig,
-                    token_counts: list[int], layout: str) -> list[OpCost | None] | None:
-        """`_op_cost` of a plain kernel at every count of `token_counts` (the None of an impossible placement
-        at each), from `_raw_costs`; None when some integer of the formula reaches 2^53 or a price is not
-        finite, where float64 arrays could round differently from Python's integers (the caller then prices
-        one count at a time)."""
-        raw = self._raw_costs(model, s, engine, share, arch, np.array(token_counts, dtype=np.float64), layout)
-        if raw is None:
-            return [None] * len(token_counts)
-        if raw is NotImplemented:
-            return None
-        t_ns, parts_pj = raw
-        width = len(token_counts)
-        rounded = np.empty((1 + len(COMPONENTS), width))
-        rounded[0] = np.ceil(t_ns - 1e-9)
-        for c, part in enumerate(parts_pj):
-            rounded[1 + c] = np.ceil(part / PJ_PER_NJ - 1e-9)  # `make_cost`'s rounding, element by element
-        if not (np.isfinite(rounded).all() and np.abs(rounded).max() < _EXACT_FLOAT):
-            return None
-        out = []
-        for time_ns, *parts in rounded.astype(np.int64).T.tolist():
-            out.append(OpCost(time_ns, sum(parts), tuple(parts)))
+    def placements_costs(self, model: ModelSpec, op: str, pairs: Sequence[tuple[ArchConfig, Placement]],
+                         token_counts: Sequence[int]) -> list[dict[int, OpCost | None]]:
+        """`placement_costs` of every (architecture, placement) of `pairs`, memoised like `op_cost`: what is
+        not yet priced is priced at once over numpy arrays (a row per pair, a column per count:
+        `_raw_grid`), integers identical to `op_cost`'s one by one."""
+        counts = list(token_counts)
+        cache = self._op_cache
+        known, todo = [], []  # per pair, its prices by token count; the pairs with a count not yet priced
+        for i, (a, p) in enumerate(pairs):
+            pim = p.engine == "pim"
+            key = (model.name, op, p.engine, p.share if pim else 0, "pim" if pim else p.layout, a, None)
+            by_tokens = cache.get(key)
+            if by_tokens is None:
+                by_tokens = cache[key] = {}
+            known.append(by_tokens)
+            if any(t not in by_tokens for t in counts):
+                todo.append(i)
+        if todo:
+            s = self.shapes(model)[op]
+            grid = None
+            if not s.parts and not (isinstance(model, HeadSpec) and lookup_cost(model, op, 1) is not None):
+                grid = self._costs_grid(model, s, [pairs[i] for i in todo], counts)
+            if grid is None:  # MoE kernels, an n-gram lookup, or integers beyond float64's: one count at a time
+                for i in todo:
+                    a, p = pairs[i]
+                    for t in counts:
+                        self.op_cost(model, op, p.engine, p.share, a, t, p.layout)
+            else:
+                for i, row in zip(todo, grid):
+                    known[i].update(zip(counts, row))
+        return [{t: by_tokens[t] for t in counts} for by_tokens in known]
+
+    def _costs_grid(self, model: ModelSpec, s: OpShape, pairs: list[tuple[ArchConfig, Placement]],
+                    counts: list[int]) -> list[list[OpCost | None]] | None:
+        """`_op_cost` of a plain kernel (no MoE parts) on every pair at every count, rounded as `make_cost`
+        does; None when some integer of the formula reaches 2^53 or a price is not finite, where float64
+        could round differently from Python's integers (the caller then prices one count at a time)."""
+        if any(p.engine not in ("host", "pim") for _, p in pairs):
+            return None  # `_raw_cost` names the engine
+        precision = self.precisions.get(model.name, DEFAULT_PRECISION)
+        out: list[list[OpCost | None]] = [[None] * len(counts) for _ in pairs]
+        for engine in ("host", "pim"):
+            rows = [r for r, (a, p) in enumerate(pairs) if p.engine == engine and (
+                self.host_layout_allowed(a, p.layout) if engine == "host" else
+                a.pim_units and 1 <= p.share <= self.share_levels
+                and (s.kind != "fc" or pim_runs(self.memory(a), precision, s.name, engine)))]  # [EDGE-1]
+            if not rows:
+                continue
+            with np.errstate(divide="ignore", invalid="ignore", over="ignore"):  # not finite: priced one by one
+                raw = self._raw_grid(model, s, engine, [pairs[r] for r in rows], counts)
+            if raw is None:
+                return None
+            t_ns, parts_pj = raw
+            rounded = np.empty((1 + len(COMPONENTS), len(rows), len(counts)))
+            rounded[0] = np.ceil(t_ns - 1e-9)
+            for c, part in enumerate(parts_pj):
+                rounded[1 + c] = np.ceil(part / PJ_PER_NJ - 1e-9)  # `make_cost`'s rounding, element by element
+            if not (np.isfinite(rounded).all() and np.abs(rounded).max() < _EXACT_FLOAT):
+                return None
+            flat = rounded.astype(np.int64).reshape(len(rounded), -1).T.tolist()
+            for i, r in enumerate(rows):
+                out[r] = [OpCost(time_ns, sum(parts), tuple(parts))
+                          for time_ns, *parts in flat[i * len(counts):(i + 1) * len(counts)]]
         return out
 
     def _op_cost(self, model: ModelSpec, op: str, engine: str, share: int, arch: ArchConfig,
@@ -450,91 +478,90 @@ class CostModel:
             raise ValueError(f"unknown engine {engine!r}")
         return t_ns, parts
 
-    def _raw_costs(self, model: ModelSpec, s: OpShape, engine: str, share: int, arch: ArchConfig,
-                   counts: np.ndarray, layout: str):
-        """`_raw_cost` of a dense FC or attention kernel (no MoE parts) at every count of `tokens` (float64
-        holding whole numbers): (ns, pJ per component) as arrays, each operation the scalar formula's in its
-        order, so every price rounds alike; None when impossible; NotImplemented when an integer of the
-        formula reaches 2^53 (float64 would round what Python keeps exact). Mirrors `_raw_cost`, the
-        reference: change both together (tests/test_price_arrays.py compares them on every built-in set)."""
-        mem = self.memory(arch)
-        n = arch.devices
+    def _raw_grid(self, model: ModelSpec, s: OpShape, engine: str, pairs: list[tuple[ArchConfig, Placement]],
+                  counts: list[int]) -> tuple[np.ndarray, tuple] | None:
+        """`_raw_cost` of a plain kernel (dense FC or attention) on every pair (rows; each possible, all on
+        `engine`, PIM at a precision its units run) at every count (columns): (ns, pJ per component) as arrays, each element computed by the
+        scalar formula's operations in its order (a row's constants by the same Python arithmetic), so every
+        price rounds alike; None when an integer of the formula reaches 2^53 (float64 would round what Python
+        keeps exact). Mirrors `_raw_cost`, the reference: change both together (tests/test_price_arrays.py
+        compares them on every built-in set)."""
+
+        def col(values) -> np.ndarray:  # a row's constant, as a column
+            return np.array(list(values), dtype=np.float64)[:, None]
+
+        archs = [a for a, _ in pairs]
+        mems = [self.memory(a) for a in archs]
+        devices = [a.devices for a in archs]
+        n = col(devices)
         bpp = model.bytes_per_param
         batch = self.scenario.batch_size
-        tokens = counts * s.token_factor  # [HEAD-1]
-        e_ext = mem.external_energy_pj_per_bit * BITS_PER_BYTE
-        e_int = mem.internal_energy_pj_per_bit * BITS_PER_BYTE
+        tokens = np.array(counts, dtype=np.float64)[None, :] * s.token_factor  # [HEAD-1]
+        e_ext = col(m.external_energy_pj_per_bit * BITS_PER_BYTE for m in mems)
+        e_int = col(m.internal_energy_pj_per_bit * BITS_PER_BYTE for m in mems)
         e_chip = self.host.onchip_energy_pj_per_bit * BITS_PER_BYTE
-        stream_macs_dev = None
         if s.kind == "fc":
-            in_dev = -(-s.in_features // n) if s.row_parallel else s.in_features
-            out_dev = s.out_features if s.row_parallel else -(-s.out_features // n)
-            weight_bytes_dev = self.weight_bytes(model, s.name, in_dev * out_dev)  # [EDGE-1]
+            in_dev = [-(-s.in_features // d) if s.row_parallel else s.in_features for d in devices]
+            out_dev = [s.out_features if s.row_parallel else -(-s.out_features // d) for d in devices]
+            weight_bytes = [self.weight_bytes(model, s.name, i * o) for i, o in zip(in_dev, out_dev)]  # [EDGE-1]
             macs_total = tokens * s.in_features * s.out_features
-            stream_bytes_dev = tokens * weight_bytes_dev
-            stream_macs_dev = tokens * in_dev * out_dev
-            input_bytes_dev, output_bytes_dev = tokens * in_dev * bpp, tokens * out_dev * bpp
-            host_bytes_dev = weight_bytes_dev
+            stream_bytes_dev = tokens * col(weight_bytes)
+            stream_macs_dev = tokens * col(in_dev) * col(out_dev)
+            input_bytes_dev, output_bytes_dev = tokens * col(in_dev) * bpp, tokens * col(out_dev) * bpp
             whole = [macs_total, stream_bytes_dev * n, stream_macs_dev, input_bytes_dev, output_bytes_dev]
         else:
-            ctx = np.array([pass_context(self.scenario, model, t // batch) for t in counts.astype(np.int64).tolist()],
-                           dtype=np.float64)
-            kvh = self.kv_heads_per_device(model, n)
-            heads_dev = -(-model.heads // n)
-            kv_bytes_seq = ctx * kvh * model.head_dim * bpp
-            group = max(1, heads_dev // kvh)
+            ctx = col(pass_context(self.scenario, model, t // batch) for t in counts).T
+            kvh = [self.kv_heads_per_device(model, d) for d in devices]
+            heads_dev = [-(-model.heads // d) for d in devices]
+            kv_bytes_seq = ctx * col(kvh) * model.head_dim * bpp
+            group = col(max(1, h // k) for h, k in zip(heads_dev, kvh))
             stream_bytes_dev = tokens * group * kv_bytes_seq
             host_bytes_dev = batch * kv_bytes_seq
-            host_flops_dev = 2 * tokens * ctx * heads_dev * model.head_dim
-            macs_total = tokens * ctx * heads_dev * model.head_dim * n
-            q_bytes, p_bytes = tokens * heads_dev * model.head_dim * bpp, tokens * heads_dev * ctx * bpp
+            host_flops_dev = 2 * tokens * ctx * col(heads_dev) * model.head_dim
+            macs_total = tokens * ctx * col(heads_dev) * model.head_dim * n
+            q_bytes, p_bytes = tokens * col(heads_dev) * model.head_dim * bpp, tokens * col(heads_dev) * ctx * bpp
             input_bytes_dev, output_bytes_dev = (q_bytes, p_bytes) if s.name == "score" else (p_bytes, q_bytes)
             whole = [stream_bytes_dev * n, host_bytes_dev * n, host_flops_dev, macs_total, q_bytes, p_bytes]
-        if max(float(np.max(w)) for w in whole) >= _EXACT_FLOAT:
-            return NotImplemented
+        if max(float(w.max()) for w in whole) >= _EXACT_FLOAT:
+            return None
+        h = self.host
         if engine == "host":
-            if not self.host_layout_allowed(arch, layout):
-                return None
-            bw = self.layout_bandwidth_gbps(arch, layout)
+            bws = [self.layout_bandwidth_gbps(a, p.layout) for a, p in pairs]
             if s.kind == "fc":  # [EDGE-1] (a dense kernel always streams: `_raw_cost`'s stream_macs_dev > 0)
-                bw = bw * float(bpp * in_dev * out_dev) / weight_bytes_dev
-                h = self.host
-                fc_counts = tokens.astype(np.int64).tolist()
+                bws = [bw * float(bpp * i * o) / w for bw, i, o, w in zip(bws, in_dev, out_dev, weight_bytes)]
+                fc_counts = tokens[0].astype(np.int64).tolist()
                 if h.kernel_table == kernels.ROOFLINE:
-                    t_ns = np.array([kernels.roofline_linear_ns(
-                        in_dev, out_dev, t, bandwidth_gbps=bw, peak_fp16_tflops=h.peak_fp16_tflops,
+                    t_ns = np.array([[kernels.roofline_linear_ns(
+                        i, o, t, bandwidth_gbps=bw, peak_fp16_tflops=h.peak_fp16_tflops,
                         bandwidth_efficiency=h.attention_bandwidth_efficiency, compute_efficiency=h.compute_efficiency,
-                        launch_overhead_ns=h.launch_overhead_ns) for t in fc_counts])
+                        launch_overhead_ns=h.launch_overhead_ns) for t in fc_counts]
+                        for i, o, bw in zip(in_dev, out_dev, bws)])
                 else:
-                    scale = bw / h.kernel_table_bandwidth_gbps
-                    t_ns = np.array([kernels.linear_time_us(h.kernel_table, in_dev, out_dev, t, scale) * 1e3
-                                     for t in fc_counts])
+                    t_ns = np.array([[kernels.linear_time_us(h.kernel_table, i, o, t, bw / h.kernel_table_bandwidth_gbps)
+                                      * 1e3 for t in fc_counts] for i, o, bw in zip(in_dev, out_dev, bws)])
+                moved = col(w * d * e for w, d, e in zip(weight_bytes, devices, e_ext[:, 0].tolist()))
+                chip = col(w * d * e_chip for w, d in zip(weight_bytes, devices))
+                parts = (moved, chip + macs_total * h.mac_energy_pj, 0.0, 0.0, 0.0)
             else:
-                t_mem = host_bytes_dev / (self.host.attention_bandwidth_efficiency * bw)
-                t_cmp = host_flops_dev / (self.host.compute_efficiency * self.host.peak_fp16_tflops * 1e3)
-                t_ns = self.host.launch_overhead_ns + np.maximum(t_mem, t_cmp)
-            moved = host_bytes_dev * n
-            parts = (moved * e_ext, moved * e_chip + macs_total * self.host.mac_energy_pj, 0.0, 0.0, 0.0)
-        elif engine == "pim":
-            if arch.pim_units == 0 or not 1 <= share <= self.share_levels:
-                return None
-            frac = share / self.share_levels
-            lanes = self.pim_lanes(arch) * frac
-            units = mem.groups * arch.pim_units * frac
-            t_stream = stream_bytes_dev / (lanes * mem.pim_lane_bandwidth_gbps)
-            if stream_macs_dev is not None and not pim_runs(
-                    mem, self.precisions.get(model.name, DEFAULT_PRECISION), s.name, engine):
-                return None  # [EDGE-1]
-            macs_dev = stream_bytes_dev / bpp if stream_macs_dev is None else stream_macs_dev
-            t_compute = 2 * macs_dev / (lanes * mem.pim_lane_gflops)
-            t_broadcast = input_bytes_dev / mem.unit_external_bandwidth_gbps
-            t_readback = output_bytes_dev / (units * mem.unit_external_bandwidth_gbps)
-            t_ns = (mem.pim_mode_switch_ns + np.maximum(t_stream, t_compute) / mem.pim_efficiency + t_broadcast
-                    + t_readback)
-            parts = (0.0, 0.0, stream_bytes_dev * n * e_int, macs_total * mem.pim_mac_energy_pj,
-                     (input_bytes_dev * units + output_bytes_dev) * n * e_ext)
-        else:
-            raise ValueError(f"unknown engine {engine!r}")
+                t_mem = host_bytes_dev / col(h.attention_bandwidth_efficiency * bw for bw in bws)
+                t_cmp = host_flops_dev / (h.compute_efficiency * h.peak_fp16_tflops * 1e3)
+                t_ns = h.launch_overhead_ns + np.maximum(t_mem, t_cmp)
+                moved = host_bytes_dev * n
+                parts = (moved * e_ext, moved * e_chip + macs_total * h.mac_energy_pj, 0.0, 0.0, 0.0)
+            return t_ns, parts
+        fracs = [p.share / self.share_levels for _, p in pairs]
+        lanes = [self.pim_lanes(a) * f for a, f in zip(archs, fracs)]
+        units = col(m.groups * a.pim_units * f for m, a, f in zip(mems, archs, fracs))
+        t_stream = stream_bytes_dev / col(ln * m.pim_lane_bandwidth_gbps for ln, m in zip(lanes, mems))
+        macs_dev = stream_macs_dev if s.kind == "fc" else stream_bytes_dev / bpp
+        t_compute = 2 * macs_dev / col(ln * m.pim_lane_gflops for ln, m in zip(lanes, mems))
+        unit_bw = col(m.unit_external_bandwidth_gbps for m in mems)
+        t_broadcast = input_bytes_dev / unit_bw
+        t_readback = output_bytes_dev / (units * unit_bw)
+        t_ns = (col(m.pim_mode_switch_ns for m in mems) + np.maximum(t_stream, t_compute) / col(
+            m.pim_efficiency for m in mems) + t_broadcast + t_readback)
+        parts = (0.0, 0.0, stream_bytes_dev * n * e_int, macs_total * col(m.pim_mac_energy_pj for m in mems),
+                 (input_bytes_dev * units + output_bytes_dev) * n * e_ext)
         return t_ns, parts
 
     def allreduce_cost(self, model: ModelSpec, arch: ArchConfig, tokens: int) -> OpCost:
