@@ -22,7 +22,7 @@ reads each expert the pass touches once, PIM streams each token's k experts; eve
 from __future__ import annotations
 
 import math
-from collections.abc import Sequence
+from collections.abc import Callable, Hashable, Sequence
 from dataclasses import dataclass
 from fractions import Fraction
 
@@ -118,8 +118,9 @@ class CostModel:
         self.count_idle = scenario.assumptions.energy_accounting == "total"
         self.precisions = weight_precisions(scenario)  # [EDGE-1] per model name
         self.interleaved = sharing(scenario) == "interleaved"  # [EDGE-3]
-        # (model, op, engine, share, layout, arch, context) -> token count -> price
-        self._op_cache: dict[tuple, dict[int, OpCost | None]] = {}
+        # per model name: (op, engine, share, layout, arch, context) -> token count -> price (`_op_memo`)
+        self._op_memos: dict[str, dict[tuple, dict[int, OpCost | None]]] = {}
+        self._memo_of: Callable[[Hashable], dict] | None = None
         self._shapes: dict[str, dict[str, OpShape]] = {}
         self._tensor_bytes: dict[tuple[str, int], TensorBytes] = {}
         self._allreduce: dict[tuple[str, ArchConfig, int], OpCost] = {}
@@ -281,16 +282,43 @@ class CostModel:
         placement is impossible.
         """
         lay = "pim" if engine == "pim" else layout
-        key = (model.name, op, engine, share if engine == "pim" else 0, lay, arch, context)
-        by_tokens = self._op_cache.get(key)
+        memo = self._op_memos.get(model.name)
+        if memo is None:
+            memo = self._op_memo(model)
+        key = (op, engine, share if engine == "pim" else 0, lay, arch, context)
+        by_tokens = memo.get(key)
         if by_tokens is None:
-            by_tokens = self._op_cache[key] = {}
+            by_tokens = memo[key] = {}
         if tokens not in by_tokens:
             lookup = lookup_cost(model, op, tokens) if isinstance(model, HeadSpec) else None
             by_tokens[tokens] = (self._op_cost(model, op, engine, share, arch, tokens, lay, context)
                                  if lookup is None else
                                  OpCost(lookup[0], lookup[1], (0, lookup[1], 0, 0, 0)))  # [HEAD-1] host lookup
         return by_tokens[tokens]
+
+    def price_context(self) -> tuple:
+        """What an operator's price depends on besides its model (spec and weight precision), placement,
+        architecture, token count and attention context: the host, the memories, the batch, the decode
+        context's lengths, the share levels and the memory model. Equal contexts price a model alike."""
+        sc = self.scenario
+        return (repr(self.host), repr(sorted(self.catalog.memories.items())), sc.batch_size, sc.prompt_tokens,
+                sc.generated_tokens, self.share_levels, self.memory_model)
+
+    def share_prices(self, memo_of: Callable[[Hashable], dict]) -> None:
+        """Keep operator prices in memos shared with other cost models: `memo_of(key)` returns the one memo
+        for `key` = (`price_context`, a model's weight precision, its spec), kept by the caller (a bounded
+        LRU: solvers/shared_evaluator.py). Prices are pure values of the key, so sharing changes none."""
+        self._memo_of = memo_of
+        self._op_memos.clear()
+
+    def _op_memo(self, model: ModelSpec) -> dict[tuple, dict[int, OpCost | None]]:
+        """The memo of `model`'s operator prices: this cost model's own, or the shared one (`share_prices`)."""
+        if self._memo_of is None:
+            memo = {}
+        else:
+            memo = self._memo_of((self.price_context(), self.precisions.get(model.name, DEFAULT_PRECISION), model))
+        self._op_memos[model.name] = memo
+        return memo
 
     def placement_cost(self, model: ModelSpec, op: str, p: Placement, arch: ArchConfig, tokens: int) -> OpCost | None:
         return self.op_cost(model, op, p.engine, p.share, arch, tokens, p.layout)
@@ -306,11 +334,13 @@ class CostModel:
         not yet priced is priced at once over numpy arrays (a row per pair, a column per count:
         `_raw_grid`), integers identical to `op_cost`'s one by one."""
         counts = list(token_counts)
-        cache = self._op_cache
+        cache = self._op_memos.get(model.name)
+        if cache is None:
+            cache = self._op_memo(model)
         known, todo = [], []  # per pair, its prices by token count; the pairs with a count not yet priced
         for i, (a, p) in enumerate(pairs):
             pim = p.engine == "pim"
-            key = (model.name, op, p.engine, p.share if pim else 0, "pim" if pim else p.layout, a, None)
+            key = (op, p.engine, p.share if pim else 0, "pim" if pim else p.layout, a, None)
             by_tokens = cache.get(key)
             if by_tokens is None:
                 by_tokens = cache[key] = {}
