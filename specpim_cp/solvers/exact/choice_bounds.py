@@ -12,7 +12,7 @@ from specpim_cp.physics import speculation as spec
 from specpim_cp.physics.rounds import RoundStats, pass_tokens, tree_pass_tokens
 from specpim_cp.problem.design import ArchConfig, SpecChoice, Staging
 from specpim_cp.problem.space import ModelOptions
-from specpim_cp.solvers.exact.energy_bounds import table_memo
+from specpim_cp.solvers.exact.energy_bounds import dominance_front, table_memo
 from specpim_cp.solvers.exact.prices import PriceTable
 
 
@@ -23,79 +23,45 @@ def parallel_layer_bound(prices: PriceTable, mo: ModelOptions, j: int, a: ArchCo
     host's busy time (one operator at a time) and the PIM slots' busy area / S (a PIM operator on s
     of S slots covers s/S of its time, a host operator that contends with PIM all of it, one that does
     not none). Each load bounds every schedule of a fixed placement, so their maximum does, and the
-    least over placements bounds the layer on architecture a (`parallel_layer_bounds`: every placement
-    enumerated with numpy at every token count of the model at once, kept beside the table)."""
-    if mo is not prices.space.models[j]:
-        raise ValueError("parallel_layer_bound: the options are not the price table's")
-    return parallel_layer_bounds(prices, j, a)[t]
+    least over placements bounds the layer on architecture a (every placement is enumerated, with
+    numpy, after dropping options that another option of the same operator beats in all three). Kept beside
+    the table (`energy_bounds.table_memo`): the models built from one table ask it once."""
+    memo = table_memo(prices).setdefault("parallel_layer", {}) if mo is prices.space.models[j] else {}
+    bound = memo.get((j, a, t))
+    if bound is None:
+        bound = memo[(j, a, t)] = _parallel_layer_bound(prices, mo, j, a, t)
+    return bound
 
 
-def parallel_layer_bounds(prices: PriceTable, j: int, a: ArchConfig) -> dict[int, int]:
-    """`parallel_layer_bound` of model j on architecture a at each of its token counts (`ModelPrices.tokens`),
-    computed once per table (`energy_bounds.table_memo`)."""
-    memo = table_memo(prices).setdefault("parallel_layer", {})
-    bounds = memo.get((j, a))
-    if bounds is None:
-        bounds = memo[(j, a)] = _parallel_layer_bounds(prices, j, a)
-    return bounds
-
-
-#: At most this many (attention, FFN) placement pairs are compared at once (else token count by count).
-_PAIRS_AT_ONCE = 1 << 21
-
-
-def _parallel_layer_bounds(prices: PriceTable, j: int, a: ArchConfig) -> dict[int, int]:
+def _parallel_layer_bound(prices: PriceTable, mo: ModelOptions, j: int, a: ArchConfig, t: int) -> int:
     pm = prices.models[j]
-    mo = prices.space.models[j]
     levels = prices.share_levels
-    tokens = pm.tokens
 
-    def options(op: str) -> np.ndarray:
-        """(token count, placement, (duration, host time, PIM area)) of every placement of `op`, Pareto-
-        minimal per token count (dominated options, which cannot lower the minimum of a nondecreasing
-        function of the sums, replaced by a kept one; none: CUT-1's 0)."""
-        cols = []
+    def options(op: str) -> list[tuple[int, int, int]]:
+        out = []
         for p in mo.allowed(a, op):
-            d = np.array([pm.op_cost[(op, a, p)][t].time_ns for t in tokens], dtype=np.int64)
+            d = pm.op_cost[(op, a, p)][t].time_ns
             if p.engine == "pim":
-                cols.append(np.stack([d, np.zeros_like(d), d * p.share], axis=1))
+                out.append((d, 0, d * p.share))
             else:
-                area = d * levels if pm.contends[(a, p.layout)] else np.zeros_like(d)
-                cols.append(np.stack([d, d, area], axis=1))
-        if not cols:
-            return np.zeros((len(tokens), 1, 3), dtype=np.int64)
-        opts = np.stack(cols, axis=1)  # (T, P, 3)
-        k, i = opts[:, :, None, :], opts[:, None, :, :]  # option k against option i
-        weakly = (k <= i).all(axis=3)
-        strictly = (k < i).any(axis=3)
-        n = opts.shape[1]
-        earlier = np.arange(n)[:, None] < np.arange(n)[None, :]  # equal options: the first is kept
-        dominated = (weakly & (strictly | earlier[None])).any(axis=1)  # (T, P)
-        order = np.argsort(dominated, axis=1, kind="stable")  # kept options first
-        kept = (~dominated).sum(axis=1)
-        width = int(kept.max())
-        take = np.where(np.arange(width)[None, :] < kept[:, None], order[:, :width], order[:, :1])
-        return np.take_along_axis(opts, take[:, :, None], axis=1)
+                out.append((d, d, d * levels if pm.contends[(a, p.layout)] else 0))
+        return out
 
     def branch(ops: tuple[str, ...]) -> np.ndarray:
-        """(token count, placement of the branch, (branch time, host time, PIM area))."""
-        front = np.zeros((len(tokens), 1, 3), dtype=np.int64)
+        """(branch time, host time, PIM area) of every placement of the branch (per-op dominated options
+        dropped first: they cannot lower the minimum of a nondecreasing function of the sums)."""
+        front = np.zeros((1, 3), dtype=np.int64)
         for op in ops:
-            opts = options(op)
-            front = (front[:, :, None, :] + opts[:, None, :, :]).reshape(len(tokens), -1, 3)
+            opts = np.array(dominance_front(options(op)) or [(0, 0, 0)], dtype=np.int64)  # none: as CUT-1's 0
+            front = (front[:, None, :] + opts[None, :, :]).reshape(-1, 3)
         return front
 
     attn = branch(("qkv", "score", "context", "o_proj"))
     ffn = branch(("ffn_up", "ffn_down"))
-    step = max(1, _PAIRS_AT_ONCE // (attn.shape[1] * ffn.shape[1]))
-    least = []
-    for lo in range(0, len(tokens), step):
-        at, ff = attn[lo:lo + step], ffn[lo:lo + step]
-        loads = np.maximum(np.maximum(at[:, :, None, 0], ff[:, None, :, 0]),
-                           np.maximum(at[:, :, None, 1] + ff[:, None, :, 1],
-                                      -(-(at[:, :, None, 2] + ff[:, None, :, 2]) // levels)))
-        least += loads.reshape(len(at), -1).min(axis=1).tolist()
-    return dict(zip(tokens, least))
+    loads = np.maximum(np.maximum(attn[:, None, 0], ffn[None, :, 0]),
+                       np.maximum(attn[:, None, 1] + ffn[None, :, 1],
+                                  -(-(attn[:, None, 2] + ffn[None, :, 2]) // levels)))
+    return int(loads.min())
 
 
 def min_pass_bounds(prices: PriceTable, d: ModelOptions, j: int, tokens: set[int], pt_cut: dict, pe_cut: dict
