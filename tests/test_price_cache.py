@@ -14,6 +14,7 @@ from specpim_cp.problem import space as space_module
 from specpim_cp.problem.scenario import load_scenario, parse_scenario, scenario_catalog
 from specpim_cp.problem.space import DesignSpace, TreeMenuTooLarge
 from specpim_cp.solvers import shared_evaluator as shared_module
+from specpim_cp.solvers.exact import guards
 from specpim_cp.solvers.exact import prices as prices_mod
 from specpim_cp.solvers.exact.model import SpecModel
 from specpim_cp.solvers.exact.prices import PriceTable, scenario_prices
@@ -98,3 +99,26 @@ def _some_placement(ev, sc, cat):
     d = DesignSpace(sc, cat).models[0]
     arch = d.archs[0]
     return arch, d.allowed(arch, "qkv")[0]
+
+
+def test_the_rows_of_a_table_are_range_checked_once(monkeypatch):
+    """Models built from one price table have the same rows: `build_model` checks their integer range once
+    per table (a scenario whose rows are out of range is refused every time: the check never passed)."""
+    calls = []
+    real = guards.check_integer_range
+    monkeypatch.setattr(guards, "check_integer_range", lambda sm: calls.append(sm) or real(sm))
+    sc = load_scenario(OPT13).model_copy(update={"name": "range-checked-once"})  # a table of its own
+    cat = scenario_catalog(sc)
+    first = guards.build_model(sc, cat, Evaluator(sc, cat))
+    again = guards.build_model(sc, cat, Evaluator(sc, cat))
+    assert len(calls) == 1 and str(again.m.proto) == str(first.m.proto)
+    monkeypatch.setattr(guards, "check_integer_range", lambda sm: calls.append(sm) or _refuse(sc))
+    other = sc.model_copy(update={"name": "range-refused"})
+    for _ in range(2):
+        with pytest.raises(guards.IntegerRangeError):
+            guards.build_model(other, cat, Evaluator(other, cat))
+    assert len(calls) == 3
+
+
+def _refuse(sc):
+    raise guards.too_large(sc, "a row")
