@@ -266,6 +266,11 @@ class SpecModel:
         d = self.data[j]
         pm = self.prices.models[j]
         tokens = sorted(kb)
+        selectors = [kb[t] for t in tokens]
+
+        def weighted(coeffs: list[int]):  # sum of coeffs[i] x selectors[i], built by OR-Tools in C++
+            return cp_model.LinearExpr.weighted_sum(selectors, coeffs)
+
         dur, energy = {}, {}
         for op in PLACEABLE_OPS:
             table = {(a, p): {t: pm.op_cost[(op, a, p)][t] for t in tokens}
@@ -274,15 +279,15 @@ class SpecModel:
             ev = m.new_int_var(0, max(oc.energy_nj for v in table.values() for oc in v.values()), f"en{tag}[{j}][{op}]")
             for (a, p), costs_t in table.items():
                 lits = [self.x[j][a], self.y[j][op][p]]
-                m.add(dv == sum(costs_t[t].time_ns * kb[t] for t in tokens)).only_enforce_if(lits)
-                self._energy_row(ev == sum(costs_t[t].energy_nj * kb[t] for t in tokens), lits)
+                m.add(dv == weighted([costs_t[t].time_ns for t in tokens])).only_enforce_if(lits)
+                self._energy_row(ev == weighted([costs_t[t].energy_nj for t in tokens]), lits)
             dur[op], energy[op] = dv, ev
         ar_t = {(a, t): pm.allreduce[a][t] for a in d.archs for t in tokens}
         ar_d = m.new_int_var(0, max(v.time_ns for v in ar_t.values()), f"ar{tag}[{j}]")
         ar_e = m.new_int_var(0, max(v.energy_nj for v in ar_t.values()), f"ar_en{tag}[{j}]")
         for a, xa in self.x[j].items():
-            m.add(ar_d == sum(ar_t[(a, t)].time_ns * kb[t] for t in tokens)).only_enforce_if(xa)
-            self._energy_row(ar_e == sum(ar_t[(a, t)].energy_nj * kb[t] for t in tokens), xa)
+            m.add(ar_d == weighted([ar_t[(a, t)].time_ns for t in tokens])).only_enforce_if(xa)
+            self._energy_row(ar_e == weighted([ar_t[(a, t)].energy_nj for t in tokens]), xa)
         layouts = sorted({p.layout for p in self.y[j]["lm_head"]})
         emb_t = {(a, lay, t): pm.embedding[(a, lay)][t] for a in d.archs for lay in layouts for t in tokens}
         em_d = m.new_int_var(0, max(v.time_ns for v in emb_t.values()), f"emb{tag}[{j}]")
@@ -290,8 +295,8 @@ class SpecModel:
         for a, xa in self.x[j].items():
             for lay in layouts:
                 lits = [xa, self.layout_literal(j, "lm_head", lay)]
-                m.add(em_d == sum(emb_t[(a, lay, t)].time_ns * kb[t] for t in tokens)).only_enforce_if(lits)
-                self._energy_row(em_e == sum(emb_t[(a, lay, t)].energy_nj * kb[t] for t in tokens), lits)
+                m.add(em_d == weighted([emb_t[(a, lay, t)].time_ns for t in tokens])).only_enforce_if(lits)
+                self._energy_row(em_e == weighted([emb_t[(a, lay, t)].energy_nj for t in tokens]), lits)
         return dur, energy, (ar_d, ar_e), (em_d, em_e)
 
     def add_layer_schedule(self, j: int, dur: dict, ar_d, tag: str = "") -> cp_model.IntVar:
