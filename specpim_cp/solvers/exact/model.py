@@ -273,14 +273,17 @@ class SpecModel:
 
         dur, energy = {}, {}
         for op in PLACEABLE_OPS:
-            table = {(a, p): {t: pm.op_cost[(op, a, p)][t] for t in tokens}
-                     for a in d.archs for p in d.allowed(a, op)}
-            dv = m.new_int_var(0, max(oc.time_ns for v in table.values() for oc in v.values()), f"dur{tag}[{j}][{op}]")
-            ev = m.new_int_var(0, max(oc.energy_nj for v in table.values() for oc in v.values()), f"en{tag}[{j}][{op}]")
+            table = {}  # (arch, placement) -> the price at each count of `tokens`
+            for a in d.archs:
+                for p in d.allowed(a, op):
+                    by_tokens = pm.op_cost[(op, a, p)]
+                    table[(a, p)] = [by_tokens[t] for t in tokens]
+            dv = m.new_int_var(0, max(oc.time_ns for v in table.values() for oc in v), f"dur{tag}[{j}][{op}]")
+            ev = m.new_int_var(0, max(oc.energy_nj for v in table.values() for oc in v), f"en{tag}[{j}][{op}]")
             for (a, p), costs_t in table.items():
                 lits = [self.x[j][a], self.y[j][op][p]]
-                m.add(dv == weighted([costs_t[t].time_ns for t in tokens])).only_enforce_if(lits)
-                self._energy_row(ev == weighted([costs_t[t].energy_nj for t in tokens]), lits)
+                m.add(dv == weighted([oc.time_ns for oc in costs_t])).only_enforce_if(lits)
+                self._energy_row(ev == weighted([oc.energy_nj for oc in costs_t]), lits)
             dur[op], energy[op] = dv, ev
         ar_t = {(a, t): pm.allreduce[a][t] for a in d.archs for t in tokens}
         ar_d = m.new_int_var(0, max(v.time_ns for v in ar_t.values()), f"ar{tag}[{j}]")
@@ -579,6 +582,7 @@ class SpecModel:
         cache = self.__dict__.setdefault("_bound_cache", {})  # (j, arch, t) -> (time, energy) bound
         for a in d.archs:
             lb_t, lb_e = {}, {}
+            priced = {op: [pm.op_cost[(op, a, p)] for p in d.allowed(a, op)] for op in PLACEABLE_OPS}
             for t in tokens:
                 hit = cache.get((j, a, t))
                 if hit is not None:
@@ -586,7 +590,7 @@ class SpecModel:
                     continue
                 bt, be = {}, {}
                 for op in PLACEABLE_OPS:
-                    opts = [pm.op_cost[(op, a, p)][t] for p in d.allowed(a, op)]
+                    opts = [by_tokens[t] for by_tokens in priced[op]]
                     bt[op] = min((o.time_ns for o in opts), default=0)
                     be[op] = min((o.energy_nj for o in opts), default=0)
                 ar = pm.allreduce[a][t]
