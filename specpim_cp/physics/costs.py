@@ -389,10 +389,11 @@ class CostModel:
                 rounded[1 + c] = np.ceil(part / PJ_PER_NJ - 1e-9)  # `make_cost`'s rounding, element by element
             if not (np.isfinite(rounded).all() and np.abs(rounded).max() < _EXACT_FLOAT):
                 return None
-            flat = rounded.astype(np.int64).reshape(len(rounded), -1).T.tolist()
+            whole = rounded.astype(np.int64)
+            parts_nj = np.ascontiguousarray(whole[1:].transpose(1, 2, 0))  # (row, count, component)
+            times, energies = whole[0].tolist(), parts_nj.sum(axis=2).tolist()  # exact: each part below 2^53
             for i, r in enumerate(rows):
-                out[r] = [OpCost(time_ns, sum(parts), tuple(parts))
-                          for time_ns, *parts in flat[i * len(counts):(i + 1) * len(counts)]]
+                out[r] = [OpCost(t, e, tuple(ps)) for t, e, ps in zip(times[i], energies[i], parts_nj[i].tolist())]
         return out
 
     def _op_cost(self, model: ModelSpec, op: str, engine: str, share: int, arch: ArchConfig,
