@@ -13,9 +13,12 @@ from specpim_cp.physics.evaluate import Evaluator
 from specpim_cp.problem import space as space_module
 from specpim_cp.problem.scenario import load_scenario, parse_scenario, scenario_catalog
 from specpim_cp.problem.space import DesignSpace, TreeMenuTooLarge
+from specpim_cp.solvers import shared_evaluator as shared_module
+from specpim_cp.solvers.exact import guards
 from specpim_cp.solvers.exact import prices as prices_mod
 from specpim_cp.solvers.exact.model import SpecModel
 from specpim_cp.solvers.exact.prices import PriceTable, scenario_prices
+from specpim_cp.solvers.shared_evaluator import shared_evaluator
 
 
 def _table(sc, cat) -> PriceTable:
@@ -61,3 +64,61 @@ def test_a_space_whose_limits_changed_is_priced_again(monkeypatch):
     monkeypatch.setattr(space_module, "MAX_TREE_PROFILES", 0)
     with pytest.raises(TreeMenuTooLarge):
         _table(sc, cat)
+
+
+def test_evaluators_of_scenarios_that_price_alike_share_operator_prices():
+    """Scenario contents that differ only where operator prices do not look (the draft lengths) share one
+    memo of each model's prices (shared_evaluator.price_memo); another batch prices apart; a table priced
+    through a shared memo is the fresh table."""
+    sc = load_scenario(OPT13)
+    cat = scenario_catalog(sc)
+    longer = sc.model_copy(update={"max_draft_length": sc.max_draft_length + 1})
+    first, second = shared_evaluator(sc, cat), shared_evaluator(longer, cat)
+    assert first is not second
+    model = cat.models[sc.verifier.model]
+    arch, placement = _some_placement(first, sc, cat)
+    cost = first.costs.placement_cost(model, "qkv", placement, arch, 3)
+    assert second.costs.placement_cost(model, "qkv", placement, arch, 3) is cost  # priced once, shared
+    other = shared_evaluator(sc.model_copy(update={"batch_size": 2}), cat)
+    assert other.costs.placement_cost(model, "qkv", placement, arch, 3) is not cost
+    shared = PriceTable.build(second, DesignSpace(longer, cat))
+    assert shared.models == PriceTable.build(Evaluator(longer, cat), DesignSpace(longer, cat)).models
+
+
+def test_the_shared_operator_prices_are_bounded():
+    sc = load_scenario(OPT13)
+    cat = scenario_catalog(sc)
+    for batch in range(1, 3 + shared_module.PRICE_MEMO_SIZE):
+        ev = shared_evaluator(sc.model_copy(update={"batch_size": batch}), cat)
+        arch, placement = _some_placement(ev, sc, cat)
+        ev.costs.placement_cost(cat.models[sc.verifier.model], "qkv", placement, arch, batch)
+    assert len(shared_module._PRICE_MEMOS) == shared_module.PRICE_MEMO_SIZE
+
+
+def _some_placement(ev, sc, cat):
+    d = DesignSpace(sc, cat).models[0]
+    arch = d.archs[0]
+    return arch, d.allowed(arch, "qkv")[0]
+
+
+def test_the_rows_of_a_table_are_range_checked_once(monkeypatch):
+    """Models built from one price table have the same rows: `build_model` checks their integer range once
+    per table (a scenario whose rows are out of range is refused every time: the check never passed)."""
+    calls = []
+    real = guards.check_integer_range
+    monkeypatch.setattr(guards, "check_integer_range", lambda sm: calls.append(sm) or real(sm))
+    sc = load_scenario(OPT13).model_copy(update={"name": "range-checked-once"})  # a table of its own
+    cat = scenario_catalog(sc)
+    first = guards.build_model(sc, cat, Evaluator(sc, cat))
+    again = guards.build_model(sc, cat, Evaluator(sc, cat))
+    assert len(calls) == 1 and str(again.m.proto) == str(first.m.proto)
+    monkeypatch.setattr(guards, "check_integer_range", lambda sm: calls.append(sm) or _refuse(sc))
+    other = sc.model_copy(update={"name": "range-refused"})
+    for _ in range(2):
+        with pytest.raises(guards.IntegerRangeError):
+            guards.build_model(other, cat, Evaluator(other, cat))
+    assert len(calls) == 3
+
+
+def _refuse(sc):
+    raise guards.too_large(sc, "a row")

@@ -22,9 +22,11 @@ reads each expert the pass touches once, PIM streams each token's k experts; eve
 from __future__ import annotations
 
 import math
-from collections.abc import Sequence
+from collections.abc import Callable, Hashable, Sequence
 from dataclasses import dataclass
 from fractions import Fraction
+
+import numpy as np
 
 from specpim_cp import kernels
 from specpim_cp.catalog import Catalog, HostSpec, MemorySpec, ModelSpec
@@ -42,6 +44,8 @@ from specpim_cp.problem.space import placement_options
 KIB = 1024
 BITS_PER_BYTE = 8
 PJ_PER_NJ = 1000
+#: Whole numbers below this are exact in float64 (and so are their sums and products below it).
+_EXACT_FLOAT = float(1 << 53)
 
 #: Energy components of every price, in this order (nJ each).
 COMPONENTS = ("host_dram", "host_compute", "pim_internal", "pim_compute", "transfer")
@@ -114,7 +118,9 @@ class CostModel:
         self.count_idle = scenario.assumptions.energy_accounting == "total"
         self.precisions = weight_precisions(scenario)  # [EDGE-1] per model name
         self.interleaved = sharing(scenario) == "interleaved"  # [EDGE-3]
-        self._op_cache: dict[tuple, OpCost | None] = {}
+        # per model name: (op, engine, share, layout, arch, context) -> token count -> price (`_op_memo`)
+        self._op_memos: dict[str, dict[tuple, dict[int, OpCost | None]]] = {}
+        self._memo_of: Callable[[Hashable], dict] | None = None
         self._shapes: dict[str, dict[str, OpShape]] = {}
         self._tensor_bytes: dict[tuple[str, int], TensorBytes] = {}
         self._allreduce: dict[tuple[str, ArchConfig, int], OpCost] = {}
@@ -276,21 +282,119 @@ class CostModel:
         placement is impossible.
         """
         lay = "pim" if engine == "pim" else layout
-        key = (model.name, op, engine, share if engine == "pim" else 0, lay, arch, tokens, context)
-        if key not in self._op_cache:
+        memo = self._op_memos.get(model.name)
+        if memo is None:
+            memo = self._op_memo(model)
+        key = (op, engine, share if engine == "pim" else 0, lay, arch, context)
+        by_tokens = memo.get(key)
+        if by_tokens is None:
+            by_tokens = memo[key] = {}
+        if tokens not in by_tokens:
             lookup = lookup_cost(model, op, tokens) if isinstance(model, HeadSpec) else None
-            self._op_cache[key] = (self._op_cost(model, op, engine, share, arch, tokens, lay, context)
-                                   if lookup is None else
-                                   OpCost(lookup[0], lookup[1], (0, lookup[1], 0, 0, 0)))  # [HEAD-1] host lookup
-        return self._op_cache[key]
+            by_tokens[tokens] = (self._op_cost(model, op, engine, share, arch, tokens, lay, context)
+                                 if lookup is None else
+                                 OpCost(lookup[0], lookup[1], (0, lookup[1], 0, 0, 0)))  # [HEAD-1] host lookup
+        return by_tokens[tokens]
+
+    def price_context(self) -> tuple:
+        """What an operator's price depends on besides its model (spec and weight precision), placement,
+        architecture, token count and attention context: the host, the memories, the batch, the decode
+        context's lengths, the share levels and the memory model. Equal contexts price a model alike."""
+        sc = self.scenario
+        return (repr(self.host), repr(sorted(self.catalog.memories.items())), sc.batch_size, sc.prompt_tokens,
+                sc.generated_tokens, self.share_levels, self.memory_model)
+
+    def share_prices(self, memo_of: Callable[[Hashable], dict]) -> None:
+        """Keep operator prices in memos shared with other cost models: `memo_of(key)` returns the one memo
+        for `key` = (`price_context`, a model's weight precision, its spec), kept by the caller (a bounded
+        LRU: solvers/shared_evaluator.py). Prices are pure values of the key, so sharing changes none."""
+        self._memo_of = memo_of
+        self._op_memos.clear()
+
+    def _op_memo(self, model: ModelSpec) -> dict[tuple, dict[int, OpCost | None]]:
+        """The memo of `model`'s operator prices: this cost model's own, or the shared one (`share_prices`)."""
+        if self._memo_of is None:
+            memo = {}
+        else:
+            memo = self._memo_of((self.price_context(), self.precisions.get(model.name, DEFAULT_PRECISION), model))
+        self._op_memos[model.name] = memo
+        return memo
 
     def placement_cost(self, model: ModelSpec, op: str, p: Placement, arch: ArchConfig, tokens: int) -> OpCost | None:
         return self.op_cost(model, op, p.engine, p.share, arch, tokens, p.layout)
 
     def placement_costs(self, model: ModelSpec, op: str, p: Placement, arch: ArchConfig,
                         token_counts: Sequence[int]) -> dict[int, OpCost | None]:
-        """`placement_cost` at every count of `token_counts` (memoised like it)."""
-        return {t: self.op_cost(model, op, p.engine, p.share, arch, t, p.layout) for t in token_counts}
+        """`placement_cost` at every count of `token_counts` (memoised like it; `placements_costs`)."""
+        return self.placements_costs(model, op, [(arch, p)], token_counts)[0]
+
+    def placements_costs(self, model: ModelSpec, op: str, pairs: Sequence[tuple[ArchConfig, Placement]],
+                         token_counts: Sequence[int]) -> list[dict[int, OpCost | None]]:
+        """`placement_costs` of every (architecture, placement) of `pairs`, memoised like `op_cost`: what is
+        not yet priced is priced at once over numpy arrays (a row per pair, a column per count:
+        `_raw_grid`), integers identical to `op_cost`'s one by one."""
+        counts = list(token_counts)
+        cache = self._op_memos.get(model.name)
+        if cache is None:
+            cache = self._op_memo(model)
+        known, todo = [], []  # per pair, its prices by token count; the pairs with a count not yet priced
+        for i, (a, p) in enumerate(pairs):
+            pim = p.engine == "pim"
+            key = (op, p.engine, p.share if pim else 0, "pim" if pim else p.layout, a, None)
+            by_tokens = cache.get(key)
+            if by_tokens is None:
+                by_tokens = cache[key] = {}
+            known.append(by_tokens)
+            if any(t not in by_tokens for t in counts):
+                todo.append(i)
+        if todo:
+            s = self.shapes(model)[op]
+            grid = None
+            if not s.parts and not (isinstance(model, HeadSpec) and lookup_cost(model, op, 1) is not None):
+                grid = self._costs_grid(model, s, [pairs[i] for i in todo], counts)
+            if grid is None:  # MoE kernels, an n-gram lookup, or integers beyond float64's: one count at a time
+                for i in todo:
+                    a, p = pairs[i]
+                    for t in counts:
+                        self.op_cost(model, op, p.engine, p.share, a, t, p.layout)
+            else:
+                for i, row in zip(todo, grid):
+                    known[i].update(zip(counts, row))
+        return [{t: by_tokens[t] for t in counts} for by_tokens in known]
+
+    def _costs_grid(self, model: ModelSpec, s: OpShape, pairs: list[tuple[ArchConfig, Placement]],
+                    counts: list[int]) -> list[list[OpCost | None]] | None:
+        """`_op_cost` of a plain kernel (no MoE parts) on every pair at every count, rounded as `make_cost`
+        does; None when some integer of the formula reaches 2^53 or a price is not finite, where float64
+        could round differently from Python's integers (the caller then prices one count at a time)."""
+        if any(p.engine not in ("host", "pim") for _, p in pairs):
+            return None  # `_raw_cost` names the engine
+        precision = self.precisions.get(model.name, DEFAULT_PRECISION)
+        out: list[list[OpCost | None]] = [[None] * len(counts) for _ in pairs]
+        for engine in ("host", "pim"):
+            rows = [r for r, (a, p) in enumerate(pairs) if p.engine == engine and (
+                self.host_layout_allowed(a, p.layout) if engine == "host" else
+                a.pim_units and 1 <= p.share <= self.share_levels
+                and (s.kind != "fc" or pim_runs(self.memory(a), precision, s.name, engine)))]  # [EDGE-1]
+            if not rows:
+                continue
+            with np.errstate(divide="ignore", invalid="ignore", over="ignore"):  # not finite: priced one by one
+                raw = self._raw_grid(model, s, engine, [pairs[r] for r in rows], counts)
+            if raw is None:
+                return None
+            t_ns, parts_pj = raw
+            rounded = np.empty((1 + len(COMPONENTS), len(rows), len(counts)))
+            rounded[0] = np.ceil(t_ns - 1e-9)
+            for c, part in enumerate(parts_pj):
+                rounded[1 + c] = np.ceil(part / PJ_PER_NJ - 1e-9)  # `make_cost`'s rounding, element by element
+            if not (np.isfinite(rounded).all() and np.abs(rounded).max() < _EXACT_FLOAT):
+                return None
+            whole = rounded.astype(np.int64)
+            parts_nj = np.ascontiguousarray(whole[1:].transpose(1, 2, 0))  # (row, count, component)
+            times, energies = whole[0].tolist(), parts_nj.sum(axis=2).tolist()  # exact: each part below 2^53
+            for i, r in enumerate(rows):
+                out[r] = [OpCost(t, e, tuple(ps)) for t, e, ps in zip(times[i], energies[i], parts_nj[i].tolist())]
+        return out
 
     def _op_cost(self, model: ModelSpec, op: str, engine: str, share: int, arch: ArchConfig,
                  tokens: int, layout: str, context: int | None = None) -> OpCost | None:
@@ -403,6 +507,92 @@ class CostModel:
                      (input_bytes_dev * units + output_bytes_dev) * n * e_ext)
         else:
             raise ValueError(f"unknown engine {engine!r}")
+        return t_ns, parts
+
+    def _raw_grid(self, model: ModelSpec, s: OpShape, engine: str, pairs: list[tuple[ArchConfig, Placement]],
+                  counts: list[int]) -> tuple[np.ndarray, tuple] | None:
+        """`_raw_cost` of a plain kernel (dense FC or attention) on every pair (rows; each possible, all on
+        `engine`, PIM at a precision its units run) at every count (columns): (ns, pJ per component) as arrays, each element computed by the
+        scalar formula's operations in its order (a row's constants by the same Python arithmetic), so every
+        price rounds alike; None when an integer of the formula reaches 2^53 (float64 would round what Python
+        keeps exact). Mirrors `_raw_cost`, the reference: change both together (tests/test_price_arrays.py
+        compares them on every built-in set)."""
+
+        def col(values) -> np.ndarray:  # a row's constant, as a column
+            return np.array(list(values), dtype=np.float64)[:, None]
+
+        archs = [a for a, _ in pairs]
+        mems = [self.memory(a) for a in archs]
+        devices = [a.devices for a in archs]
+        n = col(devices)
+        bpp = model.bytes_per_param
+        batch = self.scenario.batch_size
+        tokens = np.array(counts, dtype=np.float64)[None, :] * s.token_factor  # [HEAD-1]
+        e_ext = col(m.external_energy_pj_per_bit * BITS_PER_BYTE for m in mems)
+        e_int = col(m.internal_energy_pj_per_bit * BITS_PER_BYTE for m in mems)
+        e_chip = self.host.onchip_energy_pj_per_bit * BITS_PER_BYTE
+        if s.kind == "fc":
+            in_dev = [-(-s.in_features // d) if s.row_parallel else s.in_features for d in devices]
+            out_dev = [s.out_features if s.row_parallel else -(-s.out_features // d) for d in devices]
+            weight_bytes = [self.weight_bytes(model, s.name, i * o) for i, o in zip(in_dev, out_dev)]  # [EDGE-1]
+            macs_total = tokens * s.in_features * s.out_features
+            stream_bytes_dev = tokens * col(weight_bytes)
+            stream_macs_dev = tokens * col(in_dev) * col(out_dev)
+            input_bytes_dev, output_bytes_dev = tokens * col(in_dev) * bpp, tokens * col(out_dev) * bpp
+            whole = [macs_total, stream_bytes_dev * n, stream_macs_dev, input_bytes_dev, output_bytes_dev]
+        else:
+            ctx = col(pass_context(self.scenario, model, t // batch) for t in counts).T
+            kvh = [self.kv_heads_per_device(model, d) for d in devices]
+            heads_dev = [-(-model.heads // d) for d in devices]
+            kv_bytes_seq = ctx * col(kvh) * model.head_dim * bpp
+            group = col(max(1, h // k) for h, k in zip(heads_dev, kvh))
+            stream_bytes_dev = tokens * group * kv_bytes_seq
+            host_bytes_dev = batch * kv_bytes_seq
+            host_flops_dev = 2 * tokens * ctx * col(heads_dev) * model.head_dim
+            macs_total = tokens * ctx * col(heads_dev) * model.head_dim * n
+            q_bytes, p_bytes = tokens * col(heads_dev) * model.head_dim * bpp, tokens * col(heads_dev) * ctx * bpp
+            input_bytes_dev, output_bytes_dev = (q_bytes, p_bytes) if s.name == "score" else (p_bytes, q_bytes)
+            whole = [stream_bytes_dev * n, host_bytes_dev * n, host_flops_dev, macs_total, q_bytes, p_bytes]
+        if max(float(w.max()) for w in whole) >= _EXACT_FLOAT:
+            return None
+        h = self.host
+        if engine == "host":
+            bws = [self.layout_bandwidth_gbps(a, p.layout) for a, p in pairs]
+            if s.kind == "fc":  # [EDGE-1] (a dense kernel always streams: `_raw_cost`'s stream_macs_dev > 0)
+                bws = [bw * float(bpp * i * o) / w for bw, i, o, w in zip(bws, in_dev, out_dev, weight_bytes)]
+                fc_counts = tokens[0].astype(np.int64).tolist()
+                if h.kernel_table == kernels.ROOFLINE:
+                    t_ns = np.array([[kernels.roofline_linear_ns(
+                        i, o, t, bandwidth_gbps=bw, peak_fp16_tflops=h.peak_fp16_tflops,
+                        bandwidth_efficiency=h.attention_bandwidth_efficiency, compute_efficiency=h.compute_efficiency,
+                        launch_overhead_ns=h.launch_overhead_ns) for t in fc_counts]
+                        for i, o, bw in zip(in_dev, out_dev, bws)])
+                else:
+                    t_ns = np.array([[kernels.linear_time_us(h.kernel_table, i, o, t, bw / h.kernel_table_bandwidth_gbps)
+                                      * 1e3 for t in fc_counts] for i, o, bw in zip(in_dev, out_dev, bws)])
+                moved = col(w * d * e for w, d, e in zip(weight_bytes, devices, e_ext[:, 0].tolist()))
+                chip = col(w * d * e_chip for w, d in zip(weight_bytes, devices))
+                parts = (moved, chip + macs_total * h.mac_energy_pj, 0.0, 0.0, 0.0)
+            else:
+                t_mem = host_bytes_dev / col(h.attention_bandwidth_efficiency * bw for bw in bws)
+                t_cmp = host_flops_dev / (h.compute_efficiency * h.peak_fp16_tflops * 1e3)
+                t_ns = h.launch_overhead_ns + np.maximum(t_mem, t_cmp)
+                moved = host_bytes_dev * n
+                parts = (moved * e_ext, moved * e_chip + macs_total * h.mac_energy_pj, 0.0, 0.0, 0.0)
+            return t_ns, parts
+        fracs = [p.share / self.share_levels for _, p in pairs]
+        lanes = [self.pim_lanes(a) * f for a, f in zip(archs, fracs)]
+        units = col(m.groups * a.pim_units * f for m, a, f in zip(mems, archs, fracs))
+        t_stream = stream_bytes_dev / col(ln * m.pim_lane_bandwidth_gbps for ln, m in zip(lanes, mems))
+        macs_dev = stream_macs_dev if s.kind == "fc" else stream_bytes_dev / bpp
+        t_compute = 2 * macs_dev / col(ln * m.pim_lane_gflops for ln, m in zip(lanes, mems))
+        unit_bw = col(m.unit_external_bandwidth_gbps for m in mems)
+        t_broadcast = input_bytes_dev / unit_bw
+        t_readback = output_bytes_dev / (units * unit_bw)
+        t_ns = (col(m.pim_mode_switch_ns for m in mems) + np.maximum(t_stream, t_compute) / col(
+            m.pim_efficiency for m in mems) + t_broadcast + t_readback)
+        parts = (0.0, 0.0, stream_bytes_dev * n * e_int, macs_total * col(m.pim_mac_energy_pj for m in mems),
+                 (input_bytes_dev * units + output_bytes_dev) * n * e_ext)
         return t_ns, parts
 
     def allreduce_cost(self, model: ModelSpec, arch: ArchConfig, tokens: int) -> OpCost:

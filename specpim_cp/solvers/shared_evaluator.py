@@ -4,13 +4,15 @@ fixed recipes read the same memoised cost model instead of each pricing the same
 An `Evaluator`'s caches never change a price (physics/evaluate.py), so sharing one between callers of the
 same scenario content changes no answer. The key is the scenario's content (`Scenario.content_hash`, which
 holds its catalog files' content, and the fields it sets) and the catalog's every entry (its repr); the
-last `EVALUATOR_CACHE_SIZE` evaluators are kept (least recently used dropped first).
+last `EVALUATOR_CACHE_SIZE` evaluators are kept (least recently used dropped first). Their cost models also
+share operator prices across scenario contents that price a model alike (`price_memo`).
 """
 
 from __future__ import annotations
 
 import hashlib
 from collections import OrderedDict
+from collections.abc import Hashable
 
 from specpim_cp.catalog import Catalog
 from specpim_cp.physics.evaluate import Evaluator
@@ -19,6 +21,9 @@ from specpim_cp.problem.scenario import Scenario
 #: How many evaluators `shared_evaluator` keeps.
 EVALUATOR_CACHE_SIZE = 8
 _EVALUATORS: OrderedDict[str, Evaluator] = OrderedDict()
+#: How many models' operator-price memos `price_memo` keeps.
+PRICE_MEMO_SIZE = 16
+_PRICE_MEMOS: OrderedDict[Hashable, dict] = OrderedDict()
 
 
 def evaluator_key(scenario: Scenario, catalog: Catalog) -> str:
@@ -35,9 +40,25 @@ def shared_evaluator(scenario: Scenario, catalog: Catalog) -> Evaluator:
         _EVALUATORS.move_to_end(key)
         return ev
     ev = _EVALUATORS[key] = Evaluator(scenario, catalog)
+    ev.costs.share_prices(price_memo)
     while len(_EVALUATORS) > EVALUATOR_CACHE_SIZE:
         _EVALUATORS.popitem(last=False)
     return ev
 
 
-__all__ = ["EVALUATOR_CACHE_SIZE", "evaluator_key", "shared_evaluator"]
+def price_memo(key: Hashable) -> dict:
+    """The one memo of a model's operator prices for `key` (`CostModel.share_prices`: the pricing context, the
+    model's weight precision, its spec), shared by the evaluators of every scenario content with that key (a
+    scenario under another `[space]`, without its drafters, at another acceptance, ...); the last
+    `PRICE_MEMO_SIZE` are kept (least recently used dropped first)."""
+    memo = _PRICE_MEMOS.get(key)
+    if memo is not None:
+        _PRICE_MEMOS.move_to_end(key)
+        return memo
+    memo = _PRICE_MEMOS[key] = {}
+    while len(_PRICE_MEMOS) > PRICE_MEMO_SIZE:
+        _PRICE_MEMOS.popitem(last=False)
+    return memo
+
+
+__all__ = ["EVALUATOR_CACHE_SIZE", "PRICE_MEMO_SIZE", "evaluator_key", "price_memo", "shared_evaluator"]

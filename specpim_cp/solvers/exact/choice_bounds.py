@@ -12,7 +12,7 @@ from specpim_cp.physics import speculation as spec
 from specpim_cp.physics.rounds import RoundStats, pass_tokens, tree_pass_tokens
 from specpim_cp.problem.design import ArchConfig, SpecChoice, Staging
 from specpim_cp.problem.space import ModelOptions
-from specpim_cp.solvers.exact.energy_bounds import dominance_front
+from specpim_cp.solvers.exact.energy_bounds import table_memo
 from specpim_cp.solvers.exact.prices import PriceTable
 
 
@@ -24,35 +24,66 @@ def parallel_layer_bound(prices: PriceTable, mo: ModelOptions, j: int, a: ArchCo
     of S slots covers s/S of its time, a host operator that contends with PIM all of it, one that does
     not none). Each load bounds every schedule of a fixed placement, so their maximum does, and the
     least over placements bounds the layer on architecture a (every placement is enumerated, with
-    numpy, after dropping options that another option of the same operator beats in all three)."""
+    numpy, after dropping options that another option of the same operator beats in all three).
+    Computed at every token count of the model at once and kept beside the table (`table_memo`)."""
+    if mo is not prices.space.models[j]:  # options other than the table's: not kept
+        return _parallel_layer_bounds(prices, mo, j, a)[t]
+    memo = table_memo(prices).setdefault("parallel_layer", {})
+    bounds = memo.get((j, a))
+    if bounds is None:
+        bounds = memo[(j, a)] = _parallel_layer_bounds(prices, mo, j, a)
+    return bounds[t]
+
+
+def _parallel_layer_bounds(prices: PriceTable, mo: ModelOptions, j: int, a: ArchConfig) -> dict[int, int]:
+    """`parallel_layer_bound` of model j on architecture a at each token count of `ModelPrices.tokens`."""
     pm = prices.models[j]
     levels = prices.share_levels
+    tokens = pm.tokens
 
-    def options(op: str) -> list[tuple[int, int, int]]:
-        out = []
-        for p in mo.allowed(a, op):
-            d = pm.op_cost[(op, a, p)][t].time_ns
-            if p.engine == "pim":
-                out.append((d, 0, d * p.share))
-            else:
-                out.append((d, d, d * levels if pm.contends[(a, p.layout)] else 0))
+    def front(op: str) -> tuple[np.ndarray, np.ndarray]:
+        """Per token count, (duration, host time, PIM area) of `op`'s placements, the undominated ones first
+        (another option that matches or beats one in all three leaves the least unchanged), and how many
+        are undominated; none: CUT-1's 0."""
+        placements = mo.allowed(a, op)
+        if not placements:
+            return np.zeros((len(tokens), 1, 3), dtype=np.int64), np.ones(len(tokens), dtype=np.int64)
+        d = np.array([[by_tokens[t].time_ns for t in tokens] for by_tokens in
+                      (pm.op_cost[(op, a, p)] for p in placements)], dtype=np.int64).T  # (T, P)
+        on_host = np.array([p.engine == "host" for p in placements])
+        per_slot = np.array([p.share if p.engine == "pim" else levels if pm.contends[(a, p.layout)] else 0
+                             for p in placements], dtype=np.int64)
+        opts = np.stack([d, d * on_host, d * per_slot], axis=2)  # (T, P, 3)
+        n = len(placements)
+        k, i = opts[:, :, None, :], opts[:, None, :, :]  # option k against option i
+        earlier = np.arange(n)[:, None] < np.arange(n)[None, :]  # of equal options the first is kept
+        dominated = ((k <= i).all(axis=3) & ((k < i).any(axis=3) | earlier[None])).any(axis=1)  # (T, P)
+        order = np.argsort(dominated, axis=1, kind="stable")
+        return np.take_along_axis(opts, order[:, :, None], axis=1), n - dominated.sum(axis=1)
+
+    fronts = {op: front(op) for op in ("qkv", "score", "context", "o_proj", "ffn_up", "ffn_down")}
+
+    def branch(ops: tuple[str, ...], ti: int) -> np.ndarray:
+        """(branch time, host time, PIM area) of every placement of the branch from the operators' fronts."""
+        out = np.zeros((1, 3), dtype=np.int64)
+        for op in ops:
+            opts, kept = fronts[op]
+            out = (out[:, None, :] + opts[ti, :kept[ti]][None, :, :]).reshape(-1, 3)
         return out
 
-    def branch(ops: tuple[str, ...]) -> np.ndarray:
-        """(branch time, host time, PIM area) of every placement of the branch (per-op dominated options
-        dropped first: they cannot lower the minimum of a nondecreasing function of the sums)."""
-        front = np.zeros((1, 3), dtype=np.int64)
-        for op in ops:
-            opts = np.array(dominance_front(options(op)) or [(0, 0, 0)], dtype=np.int64)  # none: as CUT-1's 0
-            front = (front[:, None, :] + opts[None, :, :]).reshape(-1, 3)
-        return front
-
-    attn = branch(("qkv", "score", "context", "o_proj"))
-    ffn = branch(("ffn_up", "ffn_down"))
-    loads = np.maximum(np.maximum(attn[:, None, 0], ffn[None, :, 0]),
-                       np.maximum(attn[:, None, 1] + ffn[None, :, 1],
-                                  -(-(attn[:, None, 2] + ffn[None, :, 2]) // levels)))
-    return int(loads.min())
+    # max(x, y, ceil(z / S)) = ceil(max(S x, S y, z) / S), and the least ceiling is the ceiling of the least:
+    # the pairs are compared without a division
+    scale = np.array([levels, levels, 1], dtype=np.int64)
+    bounds = {}
+    for ti, t in enumerate(tokens):
+        attn = branch(("qkv", "score", "context", "o_proj"), ti) * scale
+        ffn = branch(("ffn_up", "ffn_down"), ti) * scale
+        loads = attn[:, None, 1] + ffn[None, :, 1]  # the host's busy time
+        np.maximum(loads, attn[:, None, 0], out=loads)  # the attention branch
+        np.maximum(loads, ffn[None, :, 0], out=loads)  # the FFN branch
+        np.maximum(loads, attn[:, None, 2] + ffn[None, :, 2], out=loads)  # the PIM slots' area
+        bounds[t] = -(-int(loads.min()) // levels)
+    return bounds
 
 
 def min_pass_bounds(prices: PriceTable, d: ModelOptions, j: int, tokens: set[int], pt_cut: dict, pe_cut: dict

@@ -12,6 +12,7 @@ from specpim_cp.catalog import Catalog
 from specpim_cp.errors import ScenarioError
 from specpim_cp.physics.evaluate import Evaluator
 from specpim_cp.problem.scenario import Scenario
+from specpim_cp.solvers.exact.energy_bounds import table_memo
 from specpim_cp.solvers.exact.model import SpecModel
 from specpim_cp.solvers.exact.prices import PriceTable, scenario_prices
 from specpim_cp.solvers.exact.proto_rows import linear_rows
@@ -185,7 +186,8 @@ def build_model(scenario: Scenario, catalog: Catalog, ev: Evaluator) -> SpecMode
     """The scenario's CP-SAT model, refused with one line before any solve when it cannot hold: a model
     larger than every allowed memory (`check_capacity`), a capacity row beyond 2^62
     (`check_capacity_rows`), a bound derived from the prices beyond 64 bits (OR-Tools refuses it while
-    the model is built), a row beyond 2^62 (`check_integer_range`)."""
+    the model is built), a row beyond 2^62 (`check_integer_range`, once per price table: the models built
+    from one table have the same rows)."""
     prices = scenario_prices(ev, scenario, catalog)
     check_capacity(prices)
     check_capacity_rows(prices)
@@ -197,7 +199,10 @@ def build_model(scenario: Scenario, catalog: Catalog, ev: Evaluator) -> SpecMode
             raise
         raise too_large(scenario, f"a bound the exact model derives from the priced operators reaches {big:.3g}, "
                                   f"beyond 64-bit integers ({_largest_price(prices)})") from None
-    check_integer_range(sm)
+    checked = table_memo(prices)  # one table, one model: its rows were checked when it was first built
+    if not checked.get("integer_range"):
+        check_integer_range(sm)
+        checked["integer_range"] = True
     return sm
 
 

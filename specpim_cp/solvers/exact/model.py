@@ -285,23 +285,31 @@ class SpecModel:
         d = self.data[j]
         pm = self.prices.models[j]
         tokens = sorted(kb)
+        selectors = [kb[t] for t in tokens]
+
+        def weighted(coeffs: list[int]):  # sum of coeffs[i] x selectors[i], built by OR-Tools in C++
+            return cp_model.LinearExpr.weighted_sum(selectors, coeffs)
+
         dur, energy = {}, {}
         for op in PLACEABLE_OPS:
-            table = {(a, p): {t: pm.op_cost[(op, a, p)][t] for t in tokens}
-                     for a in d.archs for p in d.allowed(a, op)}
-            dv = m.new_int_var(0, max(oc.time_ns for v in table.values() for oc in v.values()), f"dur{tag}[{j}][{op}]")
-            ev = m.new_int_var(0, max(oc.energy_nj for v in table.values() for oc in v.values()), f"en{tag}[{j}][{op}]")
+            table = {}  # (arch, placement) -> the price at each count of `tokens`
+            for a in d.archs:
+                for p in d.allowed(a, op):
+                    by_tokens = pm.op_cost[(op, a, p)]
+                    table[(a, p)] = [by_tokens[t] for t in tokens]
+            dv = m.new_int_var(0, max(oc.time_ns for v in table.values() for oc in v), f"dur{tag}[{j}][{op}]")
+            ev = m.new_int_var(0, max(oc.energy_nj for v in table.values() for oc in v), f"en{tag}[{j}][{op}]")
             for (a, p), costs_t in table.items():
                 lits = [self.x[j][a], self.y[j][op][p]]
-                m.add(dv == sum(costs_t[t].time_ns * kb[t] for t in tokens)).only_enforce_if(lits)
-                self._energy_row(ev == sum(costs_t[t].energy_nj * kb[t] for t in tokens), lits)
+                m.add(dv == weighted([oc.time_ns for oc in costs_t])).only_enforce_if(lits)
+                self._energy_row(ev == weighted([oc.energy_nj for oc in costs_t]), lits)
             dur[op], energy[op] = dv, ev
         ar_t = {(a, t): pm.allreduce[a][t] for a in d.archs for t in tokens}
         ar_d = m.new_int_var(0, max(v.time_ns for v in ar_t.values()), f"ar{tag}[{j}]")
         ar_e = m.new_int_var(0, max(v.energy_nj for v in ar_t.values()), f"ar_en{tag}[{j}]")
         for a, xa in self.x[j].items():
-            m.add(ar_d == sum(ar_t[(a, t)].time_ns * kb[t] for t in tokens)).only_enforce_if(xa)
-            self._energy_row(ar_e == sum(ar_t[(a, t)].energy_nj * kb[t] for t in tokens), xa)
+            m.add(ar_d == weighted([ar_t[(a, t)].time_ns for t in tokens])).only_enforce_if(xa)
+            self._energy_row(ar_e == weighted([ar_t[(a, t)].energy_nj for t in tokens]), xa)
         layouts = sorted({p.layout for p in self.y[j]["lm_head"]})
         emb_t = {(a, lay, t): pm.embedding[(a, lay)][t] for a in d.archs for lay in layouts for t in tokens}
         em_d = m.new_int_var(0, max(v.time_ns for v in emb_t.values()), f"emb{tag}[{j}]")
@@ -309,8 +317,8 @@ class SpecModel:
         for a, xa in self.x[j].items():
             for lay in layouts:
                 lits = [xa, self.layout_literal(j, "lm_head", lay)]
-                m.add(em_d == sum(emb_t[(a, lay, t)].time_ns * kb[t] for t in tokens)).only_enforce_if(lits)
-                self._energy_row(em_e == sum(emb_t[(a, lay, t)].energy_nj * kb[t] for t in tokens), lits)
+                m.add(em_d == weighted([emb_t[(a, lay, t)].time_ns for t in tokens])).only_enforce_if(lits)
+                self._energy_row(em_e == weighted([emb_t[(a, lay, t)].energy_nj for t in tokens]), lits)
         return dur, energy, (ar_d, ar_e), (em_d, em_e)
 
     def add_layer_schedule(self, j: int, dur: dict, ar_d, tag: str = "") -> cp_model.IntVar:
@@ -593,6 +601,7 @@ class SpecModel:
         cache = self.__dict__.setdefault("_bound_cache", {})  # (j, arch, t) -> (time, energy) bound
         for a in d.archs:
             lb_t, lb_e = {}, {}
+            priced = {op: [pm.op_cost[(op, a, p)] for p in d.allowed(a, op)] for op in PLACEABLE_OPS}
             for t in tokens:
                 hit = cache.get((j, a, t))
                 if hit is not None:
@@ -600,7 +609,7 @@ class SpecModel:
                     continue
                 bt, be = {}, {}
                 for op in PLACEABLE_OPS:
-                    opts = [pm.op_cost[(op, a, p)][t] for p in d.allowed(a, op)]
+                    opts = [by_tokens[t] for by_tokens in priced[op]]
                     bt[op] = min((o.time_ns for o in opts), default=0)
                     be[op] = min((o.energy_nj for o in opts), default=0)
                 ar = pm.allreduce[a][t]

@@ -152,8 +152,11 @@ def model_prices(ev: Evaluator, d: ModelOptions, tokens: tuple[int, ...],
     """Model `d`'s coefficients at `tokens`, with the draft2 models `draft2` on its devices."""
     c = ev.costs
     model = d.spec
-    op_cost = {(op, a, p): c.placement_costs(model, op, p, a, tokens)
-               for a in d.archs for op in PLACEABLE_OPS for p in d.allowed(a, op)}
+    by_op = {}  # each operator's placements on every architecture, priced at once (`placements_costs`)
+    for op in PLACEABLE_OPS:
+        pairs = [(a, p) for a in d.archs for p in d.allowed(a, op)]
+        by_op.update(zip(((op, a, p) for a, p in pairs), c.placements_costs(model, op, pairs, tokens)))
+    op_cost = {(op, a, p): by_op[(op, a, p)] for a in d.archs for op in PLACEABLE_OPS for p in d.allowed(a, op)}
     allreduce = {a: {t: c.allreduce_cost(model, a, t) for t in tokens} for a in d.archs}
     placed = [p for a in d.archs for op in PLACEABLE_OPS for p in d.allowed(a, op)]
     lm_layouts = sorted({p.layout for a in d.archs for p in d.allowed(a, "lm_head")})
