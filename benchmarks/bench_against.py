@@ -2,7 +2,7 @@
 
     python benchmarks/bench_against.py REV [SET_OR_FILE ...] [--objectives latency,energy,edp]
                                        [--time-limit S] [--rounds N] [--batch] [--batch-args "..."]
-                                       [--json OUT]
+                                       [--json OUT] [--cli]
 
 REV is checked out with `git worktree add --detach` into a temporary folder (removed at the end). Every
 scenario (default set `paper-full`) is solved under each objective (a scenario's objectives before the next
@@ -13,7 +13,8 @@ wall of `solve(...)`, the time inside CP-SAT (`extra.cp_sat_s`; n/a for a revisi
 it) and the exact objective and design key, which must agree ("answers differ" counts those that do not).
 Per objective it prints median and maximum wall and wall / CP-SAT for both trees. `--batch` also times
 `specpim-cp batch` (the main job; `--batch-args` for other options, default: the `paper` set into a fresh
-folder each time) `--rounds` times per tree, alternating.
+folder each time) `--rounds` times per tree, alternating. `--cli` times each solve as the command
+`specpim-cp solve FILE --json --objective O` instead (the whole process; CP-SAT's seconds from its report).
 """
 
 from __future__ import annotations
@@ -57,7 +58,21 @@ def in_tree(tree: Path, args: list[str], **kw) -> subprocess.CompletedProcess:
                           **kw)
 
 
-def solve_in(tree: Path, path: Path, objective: str, time_limit: float) -> dict:
+def solve_in(tree: Path, path: Path, objective: str, time_limit: float, cli: bool = False) -> dict:
+    """One solve in a fresh process of `tree`: the exact solver's `solve(...)` (its wall), or with `cli` the
+    command `specpim-cp solve PATH --json` as a user runs it (the process's wall: start-up, warm start,
+    the "no speculation" note and the output included)."""
+    if cli:
+        t0 = time.perf_counter()
+        done = in_tree(tree, ["-m", "specpim_cp.cli", "solve", str(path), "--json", "--objective", objective,
+                              "--time-limit", str(time_limit)])
+        wall = time.perf_counter() - t0
+        if done.returncode != 0:
+            return {"error": done.stderr.strip().splitlines()[-1] if done.stderr.strip() else "failed"}
+        data = json.loads(done.stdout)
+        rep = data["solve"]
+        return {"wall_s": wall, "cp_sat_s": rep["extra"].get("cp_sat_s"), "status": rep["status"],
+                "objective": rep.get("objective_exact"), "design": json.dumps(data["design"], sort_keys=True)}
     done = in_tree(tree, [str(Path(__file__).resolve()), "--run-one", str(path), objective, str(time_limit)])
     if done.returncode != 0:
         return {"error": done.stderr.strip().splitlines()[-1] if done.stderr.strip() else "failed"}
@@ -97,6 +112,7 @@ def main() -> int:
     ap.add_argument("--batch-args", default="paper", help="arguments of the timed batch (default: paper)")
     ap.add_argument("--no-solves", action="store_true", help="only the batch timing")
     ap.add_argument("--json", help="write every record to this file")
+    ap.add_argument("--cli", action="store_true", help="time `specpim-cp solve FILE --json` (fresh process each)")
     args = ap.parse_args()
     sys.path.insert(0, str(HERE))
     from specpim_cp.problem.builtin_sets import scenario_files
@@ -118,7 +134,7 @@ def main() -> int:
                 k += 1
                 rec = {"scenario": path.stem, "objective": objective}
                 for side in order:
-                    rec[side] = solve_in(trees[side], path, objective, args.time_limit)
+                    rec[side] = solve_in(trees[side], path, objective, args.time_limit, args.cli)
                 b, a = rec["before"], rec["after"]
                 rec["same_answer"] = (b.get("objective"), b.get("design")) == (a.get("objective"), a.get("design"))
                 out["solves"].append(rec)
