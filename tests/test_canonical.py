@@ -253,3 +253,14 @@ def test_a_faulty_energy_level_falls_back_to_the_least_in_the_other_levels(monke
              for key in [lex_key(space, sc.objective, e)]]
     least = min(keyed, key=lambda t: t[0])[1]
     assert res.design.key() == least.design.key()
+
+
+@pytest.mark.slow  # 12 s: bench_slow_checks
+def test_the_verifier_architectures_only_the_verifier_alone_takes_do_not_block_the_split():
+    """palm-62b-full-b32 under energy meets the CP-SAT 9.15 fault at the PIM-units level; its split by the
+    verifier's architecture leaves out those only a verifier alone may take (NOSPEC-2) when the ratio rows
+    keep speculating choices only, so it has 5 parts, not more than PER_ARCH_MAX, and the level is proven
+    (it was FEASIBLE after 52 s with no presolve)."""
+    res = solve(load_scenario(resolve_scenario_path("paper-full/palm-62b-full-b32")), objective="energy")
+    assert res.report.status == "OPTIMAL"
+    assert res.report.extra["canonical"] is True, res.report.extra.get("tie_break_note")

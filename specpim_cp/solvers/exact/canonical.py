@@ -246,13 +246,16 @@ class CanonicalOptimum:
 
     def _live_verifier_archs(self) -> list[ArchConfig]:
         """The verifier's architectures a design at the fixed ratio levels can have: for some choice the rows
-        keep, CUT-4's per-architecture energy bound (where priced) is not above the energy level."""
+        keep, the architecture is one of the choice's (one a verifier alone may take only without speculating,
+        NOSPEC-2) and CUT-4's per-architecture energy bound (where priced) is not above the energy level."""
         sm = self.sm
         kept = set(range(len(sm.z)))
         for r in self.rows:
             kept &= r.keeps(sm)
 
         def alive(a: ArchConfig, k: int) -> bool:
+            if sm.choices[k].speculates and sm.space.alone_only(0, a):
+                return False
             lb = sm.arch_energy_bounds.get(k, {}).get((0, a))
             return all(lb is None or r.name != "energy" or lb * r.d <= r.n * sm.stats[k].tokens_micro
                        for r in self.rows)

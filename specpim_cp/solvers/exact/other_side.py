@@ -45,7 +45,8 @@ def other_side_note(sm: SpecModel, opts: SolverOptions, objective: str, result: 
     extra = result.report.extra
     extra["cp_sat_s"] = round(extra.get("cp_sat_s", 0.0) + run.cp_sat_s, 3)
     extra.setdefault("solves", []).extend(
-        {**entry, "stage": NOTE_STAGE if entry["stage"] in ("", NOTE_STAGE) else f"{NOTE_STAGE}: {entry['stage']}"}
+        {**entry, "stage": entry["stage"] if entry["stage"].startswith(NOTE_STAGE)
+         else f"{NOTE_STAGE}: {entry['stage']}" if entry["stage"] else NOTE_STAGE}
         for entry in run.solve_log)
     return speculation_note_of(speculates, objective, result.report.objective,
                                None if value is None else (value, status), error)
