@@ -112,7 +112,7 @@ def solve(scenario: Scenario, options: SolveOptions | None = None) -> SolveResul
     solver = options.solver_options().with_deadline()  # the command's: the warm start and the solves share it
     hint = warm_start(scenario, options, catalog, solver.deadline)
     res = cp_solve(scenario, objective=options.objective, options=solver, hint=hint,
-                   catalog=catalog, on_progress=options.on_progress, note=True)
+                   catalog=catalog, on_progress=options.on_progress)
     return with_speculation_note(scenario, res, options, catalog, solver)
 
 
@@ -137,8 +137,7 @@ def with_speculation_note(scenario: Scenario, res: SolveResult, options: SolveOp
         return cp_solve(sc, objective=options.objective, options=solver,
                         hint=warm_start(sc, quiet, catalog, solver.deadline), catalog=catalog)
 
-    # the exact solver's own note (its model, the other side fixed) when it gave one, else a second solve
-    note = res.report.extra.get("no_speculation") or speculation_note(scenario, res, other)
+    note = speculation_note(scenario, res, other)
     if note is not None:
         res.report.extra["no_speculation"] = note
     res.report.extra["acceptance"] = [acceptance_origin(scenario, catalog, i).as_dict()

@@ -73,7 +73,6 @@ class SpecModel:
         self.space = self.prices.space
         self.m = model if model is not None else cp_model.CpModel()
         self.settled: list | None = None  # [NOSPEC-6] the verifier alone's designs once `no_spec.settle` ran
-        self.excluded: frozenset[int] = frozenset()  # choices fixed to 0 in `m` (the note's other side, NOSPEC-7)
         self._latency_base: tuple[tuple[int, int, int], cp_model.CpModel] | None = None  # `working_copy`'s
         self.shared_x = shared_x
         self.tag = tag

@@ -159,9 +159,8 @@ def dinkelbach(run: SolveSession, ratio: RatioObjective, extra, start: Evaluatio
     if ratio.name == "energy":  # [CUT-4] time-priced energy bounds of the choices that can beat the incumbent
         sm.tighten_energy(Fraction(incumbent.n, incumbent.d), choices)
     # OBJ-1 focus: search first only the choices whose CUT-3 bound ratio is within FOCUS_SLACK of the least
-    # (of the choices the model leaves: `SpecModel.excluded` are fixed to 0 in it)
     bound_ratio = [Fraction(lb, st.tokens_micro) for lb, st in zip(ratio.num_bounds, sm.stats)]
-    least = min(br for k, br in enumerate(bound_ratio) if k not in sm.excluded)
+    least = min(bound_ratio)
     focus = least * (1 + FOCUS_SLACK) if extra is None else None
     # a proven bound before any step: every design's N is at least its choice's CUT-3 bound (OBJ-1)
     bound = min(least * ratio.scale, ratio.value(incumbent.n, incumbent.d))
@@ -176,7 +175,7 @@ def dinkelbach(run: SolveSession, ratio: RatioObjective, extra, start: Evaluatio
         # incumbent's own choice stays: its bound is at most its ratio)
         kept = []  # the choices this step leaves
         for k, (z, num_lb, st, br) in enumerate(zip(sm.z, ratio.num_bounds, sm.stats, bound_ratio)):
-            if num_lb * d_prev > n_prev * st.tokens_micro or (focused and br > focus) or k in sm.excluded:
+            if num_lb * d_prev > n_prev * st.tokens_micro or (focused and br > focus):
                 model.add(model.get_bool_var_from_proto_index(z.index) == 0)
                 continue
             kept.append(k)

@@ -9,7 +9,6 @@ finish.py: the canonical optimum (canonical.py), the evaluator's re-check of the
 from __future__ import annotations
 
 import time
-from dataclasses import replace
 
 from specpim_cp.catalog import Catalog
 from specpim_cp.errors import ScenarioError
@@ -23,7 +22,6 @@ from specpim_cp.solvers.exact.finish import explain_infeasible, finish
 from specpim_cp.solvers.exact.fronts import epsilon_front
 from specpim_cp.solvers.exact.guards import build_model, check_options
 from specpim_cp.solvers.exact.model import SpecModel
-from specpim_cp.solvers.exact.other_side import other_side_note
 from specpim_cp.solvers.exact.ratio import RatioObjective, minimize_ratio
 from specpim_cp.solvers.exact.request import solve_request
 from specpim_cp.solvers.exact.session import ProgressHook, SolverOptions, SolveSession
@@ -37,13 +35,12 @@ from specpim_cp.solvers.shared_evaluator import shared_evaluator
 
 def solve(scenario: Scenario, *, objective: str | None = None, options: SolverOptions | None = None,
           hint: Design | None = None, catalog: Catalog | None = None,
-          on_progress: ProgressHook | None = None, note: bool = False) -> SolveResult:
+          on_progress: ProgressHook | None = None) -> SolveResult:
     """The optimum of the scenario's (restricted) space for `objective`, with its proof or gap.
 
     `options`: CP-SAT's time limit, workers, seed and determinism (default `SolverOptions()`: 60 s, one
     worker, seed 0). `on_progress` is called with a SolveProgress after every Dinkelbach iteration
-    (incumbent, bound). `note`: also the optimum of the other side of [NOSPEC] (`other_side.py`), in
-    `report.extra["no_speculation"]` (latency, energy and EDP; not for request latency or tree classes).
+    (incumbent, bound).
     """
     t0 = time.perf_counter()
     opts = (options or SolverOptions()).with_deadline()  # the command's deadline, unless started above
@@ -67,21 +64,14 @@ def solve(scenario: Scenario, *, objective: str | None = None, options: SolverOp
     if objective == "request":  # [PRE-5] prefill + G x latency per token, by prefill thresholds
         return solve_request(sm, run, scenario, hint, t0)
     if objective == "edp":
-        res, starts = solve_edp(sm, run, scenario, hint, t0, alone), [hint, *alone]
-    else:
-        start = better_start(ev, objective, best_start(sm, ev, objective, hint), alone)
-        status, design, obj, bound = minimize_ratio(run, RatioObjective(sm, objective), start=start)
-        if status == Status.INFEASIBLE:
-            raise ScenarioError(explain_infeasible(sm, opts))
-        if design is None:
-            raise TimeLimitReached(f"no design found within the time limit ({opts.time_limit_s} s)")
-        res, starts = finish(run, scenario, t0, objective, status, ev.evaluate(design), obj, bound), [start, *alone]
-    if note:
-        said = other_side_note(sm, opts, objective, res, starts)
-        if said is not None:
-            res.report.extra["no_speculation"] = said
-            res = SolveResult(res.evaluation, replace(res.report, wall_s=time.perf_counter() - t0))
-    return res
+        return solve_edp(sm, run, scenario, hint, t0, alone)
+    start = better_start(ev, objective, best_start(sm, ev, objective, hint), alone)
+    status, design, obj, bound = minimize_ratio(run, RatioObjective(sm, objective), start=start)
+    if status == Status.INFEASIBLE:
+        raise ScenarioError(explain_infeasible(sm, opts))
+    if design is None:
+        raise TimeLimitReached(f"no design found within the time limit ({opts.time_limit_s} s)")
+    return finish(run, scenario, t0, objective, status, ev.evaluate(design), obj, bound)
 
 
 def better_start(ev: Evaluator, objective: str, start: Evaluation | None, others: list[Design]) -> Evaluation | None:

@@ -19,17 +19,13 @@ def best_start(sm: SpecModel, ev: Evaluator, objective: str, hint: Design | None
 
 
 def best_known(sm: SpecModel, ev: Evaluator, objective: str, hint: Design | None, baselines_of: Scenario,
-               skip: tuple[type[Exception], ...] = (ScenarioError,), speculating: bool | None = None
-               ) -> Evaluation | None:
+               skip: tuple[type[Exception], ...] = (ScenarioError,)) -> Evaluation | None:
     """The best of the hint and the baselines of `baselines_of` that lie in the model's space (a candidate
-    raising one of `skip` is left out; with `speculating` set, only the designs that do, or do not, use
-    drafters), priced by the evaluator; None when none does."""
+    raising one of `skip` is left out), priced by the evaluator; None when none does."""
     candidates = [hint] if hint is not None else []
     candidates += [b.evaluation.design for b in space_baselines(baselines_of, sm.catalog)
                    if b.evaluation is not None and (len(b.evaluation.design.drafters) == sm.n_drafters
                                                     or (not b.evaluation.design.drafters and sm.no_spec is not None))]
-    if speculating is not None:
-        candidates = [d for d in candidates if bool(d.drafters) == speculating]
     best = None
     for d in candidates:
         try:
