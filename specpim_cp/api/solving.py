@@ -134,10 +134,15 @@ def with_speculation_note(scenario: Scenario, res: SolveResult, options: SolveOp
             return brute_force(sc, objective=options.objective, catalog=catalog)
         from specpim_cp.solvers.exact import solve as cp_solve
 
-        return cp_solve(sc, objective=options.objective, options=solver,
-                        hint=warm_start(sc, quiet, catalog, solver.deadline), catalog=catalog)
+        got = cp_solve(sc, objective=options.objective, options=solver,
+                       hint=warm_start(sc, quiet, catalog, solver.deadline), catalog=catalog)
+        spent.append(got.report.extra.get("cp_sat_s", 0.0))
+        return got
 
+    spent: list[float] = []  # the other side's seconds inside CP-SAT (the note's `cp_sat_s`)
     note = speculation_note(scenario, res, other)
+    if note is not None and spent:
+        note["cp_sat_s"] = round(sum(spent), 3)
     if note is not None:
         res.report.extra["no_speculation"] = note
     res.report.extra["acceptance"] = [acceptance_origin(scenario, catalog, i).as_dict()
