@@ -122,3 +122,15 @@ def test_the_rows_of_a_table_are_range_checked_once(monkeypatch):
 
 def _refuse(sc):
     raise guards.too_large(sc, "a row")
+
+
+def test_a_bounded_cache_drops_the_least_recently_used():
+    from specpim_cp.solvers.bounded import BoundedCache
+
+    cache: BoundedCache[str] = BoundedCache(2)
+    cache.put("a", "A")
+    cache.put("b", "B")
+    assert cache.get("a") == "A"  # a use: "b" is now the least recently used
+    assert cache.get_or_make("c", lambda: "C") == "C"
+    assert len(cache) == 2 and cache.get("b") is None and cache.get("a") == "A"
+    assert cache.get_or_make("a", lambda: "other") == "A"  # kept: not made again

@@ -141,9 +141,9 @@ def with_speculation_note(scenario: Scenario, res: SolveResult, options: SolveOp
 
     spent: list[float] = []  # the other side's seconds inside CP-SAT (the note's `cp_sat_s`)
     note = speculation_note(scenario, res, other)
-    if note is not None and spent:
-        note["cp_sat_s"] = round(sum(spent), 3)
     if note is not None:
+        if spent:
+            note["cp_sat_s"] = round(sum(spent), 3)
         res.report.extra["no_speculation"] = note
     res.report.extra["acceptance"] = [acceptance_origin(scenario, catalog, i).as_dict()
                                       for i in range(len(scenario.drafters))]

@@ -13,9 +13,21 @@ scenario's own space, the verifier alone included ([NOSPEC], formulations/specul
 from __future__ import annotations
 
 from specpim_cp.catalog import Catalog
-from specpim_cp.problem.scenario import Scenario, scenario_catalog
+from specpim_cp.problem.scenario import Scenario, Space, scenario_catalog
 
 LADDER_STEPS = ("GPU-SI", "+attention offload", "+free mapping", "+pipeline", "+free architecture")
+#: The [space] fields a ladder step restricts.
+LADDER_FIELDS = ("memory_type", "pim_units", "mapping", "pipeline", "speculation")
+
+
+def unrestricted(scenario: Scenario) -> Scenario:
+    """`scenario` with its LADDER_FIELDS at their defaults (every ladder step's space lies in it); the
+    scenario itself when they already are."""
+    default = Space()
+    free = {f: getattr(default, f) for f in LADDER_FIELDS}
+    if all(getattr(scenario.space, f) == v for f, v in free.items()):
+        return scenario
+    return scenario.model_copy(update={"space": scenario.space.model_copy(update=free)})
 
 
 def ladder_memory(scenario: Scenario) -> str:

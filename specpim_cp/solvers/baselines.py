@@ -24,7 +24,6 @@ from __future__ import annotations
 import dataclasses
 import itertools
 import math
-from collections import OrderedDict
 from dataclasses import dataclass
 
 from specpim_cp.catalog import Catalog
@@ -45,6 +44,7 @@ from specpim_cp.problem.mapping_rules import fit_layouts, rule_placement
 from specpim_cp.problem.operators import PLACEABLE_OPS
 from specpim_cp.problem.scenario import Scenario, scenario_catalog
 from specpim_cp.problem.space import draft_length_options, model_labels, tree_options
+from specpim_cp.solvers.bounded import BoundedCache
 from specpim_cp.solvers.edge_baselines import EDGE_BASELINES
 from specpim_cp.solvers.shared_evaluator import evaluator_key, shared_evaluator
 
@@ -381,20 +381,15 @@ BASELINES = (
 #: How many scenarios' baselines `run_baselines` keeps (a solve's first incumbent and the batch's baselines
 #: instance of the same scenario read them once).
 BASELINES_CACHE_SIZE = 8
-_BASELINES: OrderedDict[str, tuple[BaselineResult, ...]] = OrderedDict()
+_BASELINES: BoundedCache[tuple[BaselineResult, ...]] = BoundedCache(BASELINES_CACHE_SIZE)
 
 
 def run_baselines(scenario: Scenario, catalog: Catalog | None = None) -> list[BaselineResult]:
     """Every baseline of the scenario (fixed recipes, each best over its free choices), priced by the
     evaluator; kept per scenario content (`evaluator_key`), since the recipes are deterministic."""
     catalog = catalog or scenario_catalog(scenario)
-    key = evaluator_key(scenario, catalog)
-    if key not in _BASELINES:
-        _BASELINES[key] = tuple(_all_baselines(scenario, catalog))
-        while len(_BASELINES) > BASELINES_CACHE_SIZE:
-            _BASELINES.popitem(last=False)
-    _BASELINES.move_to_end(key)
-    return list(_BASELINES[key])
+    return list(_BASELINES.get_or_make(evaluator_key(scenario, catalog),
+                                       lambda: tuple(_all_baselines(scenario, catalog))))
 
 
 def _all_baselines(scenario: Scenario, catalog: Catalog) -> list[BaselineResult]:

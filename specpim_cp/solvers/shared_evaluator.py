@@ -11,19 +11,19 @@ share operator prices across scenario contents that price a model alike (`price_
 from __future__ import annotations
 
 import hashlib
-from collections import OrderedDict
 from collections.abc import Hashable
 
 from specpim_cp.catalog import Catalog
 from specpim_cp.physics.evaluate import Evaluator
 from specpim_cp.problem.scenario import Scenario
+from specpim_cp.solvers.bounded import BoundedCache
 
 #: How many evaluators `shared_evaluator` keeps.
 EVALUATOR_CACHE_SIZE = 8
-_EVALUATORS: OrderedDict[str, Evaluator] = OrderedDict()
+_EVALUATORS: BoundedCache[Evaluator] = BoundedCache(EVALUATOR_CACHE_SIZE)
 #: How many models' operator-price memos `price_memo` keeps.
 PRICE_MEMO_SIZE = 16
-_PRICE_MEMOS: OrderedDict[Hashable, dict] = OrderedDict()
+_PRICE_MEMOS: BoundedCache[dict] = BoundedCache(PRICE_MEMO_SIZE)
 
 
 def evaluator_key(scenario: Scenario, catalog: Catalog) -> str:
@@ -34,16 +34,12 @@ def evaluator_key(scenario: Scenario, catalog: Catalog) -> str:
 
 def shared_evaluator(scenario: Scenario, catalog: Catalog) -> Evaluator:
     """`Evaluator(scenario, catalog)`, the same instance for the same content while it stays in the cache."""
-    key = evaluator_key(scenario, catalog)
-    ev = _EVALUATORS.get(key)
-    if ev is not None:
-        _EVALUATORS.move_to_end(key)
+    def make() -> Evaluator:
+        ev = Evaluator(scenario, catalog)
+        ev.costs.share_prices(price_memo)
         return ev
-    ev = _EVALUATORS[key] = Evaluator(scenario, catalog)
-    ev.costs.share_prices(price_memo)
-    while len(_EVALUATORS) > EVALUATOR_CACHE_SIZE:
-        _EVALUATORS.popitem(last=False)
-    return ev
+
+    return _EVALUATORS.get_or_make(evaluator_key(scenario, catalog), make)
 
 
 def price_memo(key: Hashable) -> dict:
@@ -51,14 +47,7 @@ def price_memo(key: Hashable) -> dict:
     model's weight precision, its spec), shared by the evaluators of every scenario content with that key (a
     scenario under another `[space]`, without its drafters, at another acceptance, ...); the last
     `PRICE_MEMO_SIZE` are kept (least recently used dropped first)."""
-    memo = _PRICE_MEMOS.get(key)
-    if memo is not None:
-        _PRICE_MEMOS.move_to_end(key)
-        return memo
-    memo = _PRICE_MEMOS[key] = {}
-    while len(_PRICE_MEMOS) > PRICE_MEMO_SIZE:
-        _PRICE_MEMOS.popitem(last=False)
-    return memo
+    return _PRICE_MEMOS.get_or_make(key, dict)
 
 
 __all__ = ["EVALUATOR_CACHE_SIZE", "PRICE_MEMO_SIZE", "evaluator_key", "price_memo", "shared_evaluator"]

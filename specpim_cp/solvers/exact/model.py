@@ -73,7 +73,7 @@ class SpecModel:
         self.space = self.prices.space
         self.m = model if model is not None else cp_model.CpModel()
         self.settled: list | None = None  # [NOSPEC-6] the verifier alone's designs once `no_spec.settle` ran
-        self._latency_base: tuple[tuple[int, int, int], cp_model.CpModel] | None = None  # `working_copy`'s
+        self._latency_base: tuple[tuple[int, int], cp_model.CpModel] | None = None  # `working_copy`'s
         self.shared_x = shared_x
         self.tag = tag
         self.with_capacity = capacity
@@ -242,7 +242,7 @@ class SpecModel:
             model = self.m.clone()
             self.enforce_families(model)
             return model
-        key = (id(self.m), len(self.m.proto.constraints), len(self.m.proto.variables))
+        key = (len(self.m.proto.constraints), len(self.m.proto.variables))
         if self._latency_base is None or self._latency_base[0] != key:
             base = self.m.clone()
             self.enforce_families(base)

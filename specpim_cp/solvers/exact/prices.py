@@ -23,8 +23,6 @@ scenarios' tables (a bounded LRU keyed by content), so the solves of one process
 
 from __future__ import annotations
 
-import hashlib
-from collections import OrderedDict
 from dataclasses import dataclass
 
 from specpim_cp.catalog import Catalog
@@ -36,6 +34,8 @@ from specpim_cp.problem.design import HOST, ArchConfig, ModelDesign, Placement, 
 from specpim_cp.problem.operators import PLACEABLE_OPS
 from specpim_cp.problem.scenario import Scenario
 from specpim_cp.problem.space import DesignSpace, ModelOptions
+from specpim_cp.solvers.bounded import BoundedCache
+from specpim_cp.solvers.shared_evaluator import evaluator_key
 
 #: Per token count of a pass: its (time ns, energy nJ).
 ByTokens = dict[int, OpCost]
@@ -95,35 +95,23 @@ class PriceTable:
 
 #: How many scenarios' price tables `scenario_prices` keeps (least recently used dropped first).
 PRICE_CACHE_SIZE = 8
-_PRICE_CACHE: OrderedDict[str, PriceTable] = OrderedDict()
-
-
-def price_key(scenario: Scenario, catalog: Catalog) -> str:
-    """The content a price table of `DesignSpace(scenario, catalog)` depends on: the scenario's fields (with
-    its catalog files' content, `Scenario.content_hash`) and the catalog's every entry (its repr)."""
-    blob = f"{scenario.content_hash()}|{sorted(scenario.model_fields_set)}|{catalog!r}"
-    return hashlib.sha256(blob.encode()).hexdigest()
+_PRICE_CACHE: BoundedCache[PriceTable] = BoundedCache(PRICE_CACHE_SIZE)
 
 
 def scenario_prices(evaluator: Evaluator, scenario: Scenario, catalog: Catalog) -> PriceTable:
     """`PriceTable.build(evaluator, DesignSpace(scenario, catalog))`, reused across the solves of one process
     (a solve, then its ranges or front; `batch` over several objectives) while the scenario's and catalog's
-    content is unchanged: a bounded LRU of `PRICE_CACHE_SIZE` tables keyed by `price_key`, a table reused only
+    content is unchanged: a bounded LRU of `PRICE_CACHE_SIZE` tables keyed by `evaluator_key` (the scenario's and the catalog's content), a table reused only
     when a fresh space has its options (architectures, placements, speculation choices: the space's own
     limits may refuse or change them). A table is a frozen value read by every model built from it, so
     sharing it changes no coefficient."""
     space = DesignSpace(scenario, catalog)
     choices = space.choice_list  # the space's refusals (a tree menu too large, ...) as without the cache
-    key = price_key(scenario, catalog)
+    key = evaluator_key(scenario, catalog)
     table = _PRICE_CACHE.get(key)
     if table is not None and table.space.choice_list == choices and table.space.models == space.models:
-        _PRICE_CACHE.move_to_end(key)
         return table
-    table = PriceTable.build(evaluator, space)
-    _PRICE_CACHE[key] = table
-    while len(_PRICE_CACHE) > PRICE_CACHE_SIZE:
-        _PRICE_CACHE.popitem(last=False)
-    return table
+    return _PRICE_CACHE.put(key, PriceTable.build(evaluator, space))
 
 
 def pass_token_counts(batch: int, choices: tuple[SpecChoice, ...], j: int) -> tuple[int, ...]:

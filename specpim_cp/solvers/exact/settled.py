@@ -6,25 +6,20 @@ the same designs. Kept: the last `SETTLED_CACHE_SIZE` models, keyed like the sha
 
 from __future__ import annotations
 
-from collections import OrderedDict
-
 from specpim_cp.catalog import Catalog
 from specpim_cp.problem.scenario import Scenario
+from specpim_cp.solvers.bounded import BoundedCache
 from specpim_cp.solvers.exact.model import SpecModel
 from specpim_cp.solvers.shared_evaluator import evaluator_key
 
 #: How many settled models are kept (each holds its CP-SAT model and price tables: a few MB).
 SETTLED_CACHE_SIZE = 2
-_SETTLED: OrderedDict[str, SpecModel] = OrderedDict()
+_SETTLED: BoundedCache[SpecModel] = BoundedCache(SETTLED_CACHE_SIZE)
 
 
 def keep_settled(scenario: Scenario, catalog: Catalog, sm: SpecModel) -> None:
     """Remember `sm`, a settled model of (scenario, catalog)."""
-    key = evaluator_key(scenario, catalog)
-    _SETTLED[key] = sm
-    _SETTLED.move_to_end(key)
-    while len(_SETTLED) > SETTLED_CACHE_SIZE:
-        _SETTLED.popitem(last=False)
+    _SETTLED.put(evaluator_key(scenario, catalog), sm)
 
 
 def settled_model(scenario: Scenario, catalog: Catalog) -> SpecModel | None:

@@ -7,6 +7,7 @@ from collections.abc import Collection
 
 from specpim_cp.errors import ScenarioError
 from specpim_cp.physics.evaluate import Evaluation, Evaluator
+from specpim_cp.problem.ablation_ladder import unrestricted
 from specpim_cp.problem.design import Design
 from specpim_cp.problem.scenario import Scenario
 from specpim_cp.solvers.exact.model import SpecModel
@@ -38,27 +39,20 @@ def best_known(sm: SpecModel, ev: Evaluator, objective: str, hint: Design | None
     return best
 
 
-#: The [space] fields the ablation ladder restricts (problem/ablation_ladder.py): a start is chosen among the
-#: baselines of the space without them, which the scenario's every ladder step and its batch baselines share.
-LADDER_FIELDS = ("memory_type", "pim_units", "mapping", "pipeline", "speculation")
-
-
 def space_baselines(scenario: Scenario, catalog) -> list:
-    """The baselines of `scenario` with its LADDER_FIELDS at their defaults (kept per scenario content by
-    `run_baselines`, so the ladder's steps price them once); those of `scenario` itself when that space is
-    refused. The caller keeps only the designs its own model's space holds."""
-    from specpim_cp.problem.scenario import Space
+    """The baselines of `scenario` without the ablation ladder's restrictions (`unrestricted`: kept per
+    scenario content by `run_baselines`, so the scenario's ladder steps and its batch baselines price them
+    once); those of `scenario` itself when that space is refused. The caller keeps only the designs its
+    own model's space holds."""
     from specpim_cp.solvers.baselines import run_baselines
 
-    default = Space()
-    relaxed = {f: getattr(default, f) for f in LADDER_FIELDS}
-    if all(getattr(scenario.space, f) == v for f, v in relaxed.items()):
-        return run_baselines(scenario, catalog)  # the scenario itself: the batch's baselines share its key
-    space = scenario.space.model_copy(update=relaxed)
-    try:
-        return run_baselines(scenario.model_copy(update={"space": space}), catalog)
-    except ScenarioError:
-        return run_baselines(scenario, catalog)
+    free = unrestricted(scenario)
+    if free is not scenario:
+        try:
+            return run_baselines(free, catalog)
+        except ScenarioError:
+            pass
+    return run_baselines(scenario, catalog)
 
 
 #: Most speculation choices `best_choice_for` prices one by one.
