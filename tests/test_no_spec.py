@@ -124,6 +124,7 @@ def test_solve_says_when_the_verifier_alone_wins_and_when_it_loses(tmp_path):
         out = runner.invoke(main, ["solve", str(tmp_path / "s.json"), "--json", "--no-warm-start"])
         note = json.loads(out.output)["solve"]["extra"]["no_speculation"]
         assert note["optimum_speculates"] == speculates and note["margin_pct"] > 0
+        assert note["cp_sat_s"] >= 0  # the other side's seconds inside CP-SAT, counted with the command's
 
 
 def test_mixtral_with_a_mistral_7b_drafter_on_pim_does_not_speculate(tmp_path):
