@@ -152,6 +152,15 @@ def test_canonical_optimum_is_the_brute_force_lexicographic_minimum(data):
             assert lv["value"] == value, lv["level"]
     assert [lv["ties"] for lv in levels] == ties
     assert res.report.objective == key[0]
+    # the tie checks go down from the first level not known to tie and stop at the first without another
+    # design: none deeper than the first untied level, at most one "no other design" (EDP: levels 0 and 1
+    # follow level 2, the first checked)
+    first = 2 if sc.objective == "edp" else 0
+    checks = [s for s in extra["solves"] if s["stage"].startswith("tie-break: another design at ")]
+    names = [lv["level"] for lv in levels]
+    asked = [names.index(s["stage"].removeprefix("tie-break: another design at ").rstrip("?")) for s in checks]
+    assert all(i <= ties.index(False, first) for i in asked), (asked, ties)
+    assert sum(s["status"] == "INFEASIBLE" for s in checks) <= 1
 
 
 def test_the_tiny_spaces_have_ties_at_every_level_but_the_order():

@@ -221,3 +221,54 @@ def test_a_design_with_some_of_the_drafters_is_refused_naming_the_alone_option()
                        "design 1"):
         DesignSpace(sc, scenario_catalog(sc)).check(one)
     assert DesignSpace(sc, scenario_catalog(sc)).violations(design) == []
+
+
+@pytest.mark.parametrize("case", [1, 2], ids=["speculating-wins", "alone-wins"])
+def test_the_notes_other_side_is_its_proven_optimum_without_a_tie_break(case):
+    """The note solves the other side for its value only (no canonical tie-break): the value is the other
+    side's canonical optimum, and its design one of that side's optima."""
+    from specpim_cp.api.options import SolveOptions
+    from specpim_cp.api.solving import solve as api_solve
+
+    sc = parse_scenario(CASES[case][0])
+    res = api_solve(sc, SolveOptions(deterministic=True))
+    note = res.report.extra["no_speculation"]
+    other = alone_scenario(sc) if res.design.drafters else speculating_scenario(sc)
+    canonical = solve(other, options=OPTS)
+    lean = solve(other, options=OPTS, canonical=False)
+    assert note["other_status"] == "OPTIMAL" and note["other"] == float(canonical.report.objective)
+    assert lean.report.objective == canonical.report.objective and lean.report.status == "OPTIMAL"
+    assert Evaluator(other).evaluate(lean.design).metrics.objective(sc.objective) == canonical.report.objective
+    extra = lean.report.extra
+    assert extra["tie_break"] == [] and extra["canonical"] is False and extra["tie_break_note"].startswith("not asked")
+    assert not any(s["stage"].startswith("tie-break") for s in extra["solves"])
+    # every CP-SAT second is counted, the evaluator's re-check of the claim too
+    assert extra["cp_sat_s"] >= sum(s["wall_s"] for s in extra["solves"]) - 0.01
+
+
+def test_a_latency_solve_settles_the_round_time_and_a_later_energy_search_the_energy():
+    """NOSPEC-6 per level: a latency solve settles the verifier alone's round time only; a search of the same
+    model that minimises energy settles the energy then (one solve), to the bounds a model settled at once has."""
+    from specpim_cp.solvers.exact.guards import build_model
+    from specpim_cp.solvers.exact.no_spec import ENERGY, ROUND_TIME, settle
+    from specpim_cp.solvers.exact.session import SolveSession
+    from specpim_cp.solvers.exact.settled import settled_model
+
+    sc = parse_scenario(CASES[1][0])
+    catalog = scenario_catalog(sc)
+    res = solve(sc, options=OPTS, catalog=catalog)
+    assert [s["stage"] for s in res.report.extra["solves"] if s["stage"].startswith("no speculation")] == [
+        "no speculation: least round time"]
+    sm = settled_model(sc, catalog)
+    assert sm is not None and sm.settled_levels == {ROUND_TIME}
+    run = SolveSession(sm, OPTS)
+    settle(sm, run, (ROUND_TIME, ENERGY))
+    assert [s["stage"] for s in run.solve_log] == ["no speculation: least energy"]
+    assert sm.settled_levels == {ROUND_TIME, ENERGY}
+    settle(sm, run, (ROUND_TIME, ENERGY))  # settled: nothing is solved again
+    assert len(run.solve_log) == 1
+    fresh = build_model(sc, catalog, Evaluator(sc, catalog))
+    settle(fresh, SolveSession(fresh, OPTS))
+    assert fresh.choice_bounds == sm.choice_bounds
+    assert solve(sc, objective="energy", options=OPTS, catalog=catalog).report.objective == \
+        brute_force(sc, objective="energy").report.objective

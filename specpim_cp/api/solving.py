@@ -113,14 +113,17 @@ def solve(scenario: Scenario, options: SolveOptions | None = None) -> SolveResul
     hint = warm_start(scenario, options, catalog, solver.deadline)
     res = cp_solve(scenario, objective=options.objective, options=solver, hint=hint,
                    catalog=catalog, on_progress=options.on_progress)
-    return with_speculation_note(scenario, res, options, catalog, solver)
+    return with_speculation_note(scenario, res, options, catalog, solver, hint)
 
 
 def with_speculation_note(scenario: Scenario, res: SolveResult, options: SolveOptions, catalog,
-                          solver=None) -> SolveResult:
+                          solver=None, hint: Design | None = None) -> SolveResult:
     """`res` with `report.extra["no_speculation"]`: the optimum against the other side of [NOSPEC] (the verifier
-    alone, or the best speculating design), solved with the same options and the command's deadline, no hint
-    and no progress hooks; and `report.extra["acceptance"]`: each drafter's acceptance rate and its origin."""
+    alone, or the best speculating design), solved with the same options and the command's deadline, no
+    progress hooks and no tie-break (only its value is reported), hinted by the command's `hint` when that
+    design is on the other side (else the best speculating design by the heuristic's quick design, the verifier
+    alone by its own settling); and `report.extra["acceptance"]`: each drafter's acceptance rate and its
+    origin."""
     from specpim_cp.problem.space import acceptance_origin
     from specpim_cp.solvers.alone import speculation_note
 
@@ -134,8 +137,12 @@ def with_speculation_note(scenario: Scenario, res: SolveResult, options: SolveOp
             return brute_force(sc, objective=options.objective, catalog=catalog)
         from specpim_cp.solvers.exact import solve as cp_solve
 
-        got = cp_solve(sc, objective=options.objective, options=solver,
-                       hint=warm_start(sc, quiet, catalog, solver.deadline), catalog=catalog)
+        if hint is not None and bool(hint.drafters) == bool(sc.drafters):
+            start = hint
+        else:  # the verifier alone: its settling finds the optimum; speculating: the heuristic's quick design
+            start = warm_start(sc, quiet, catalog, solver.deadline) if sc.drafters else None
+        got = cp_solve(sc, objective=options.objective, options=solver, hint=start, catalog=catalog,
+                       canonical=False)
         spent.append(got.report.extra.get("cp_sat_s", 0.0))
         return got
 

@@ -55,6 +55,7 @@ from specpim_cp.report.comparisons import (
     mean_ratios,
     paper_flag,
 )
+from specpim_cp.report.drawing import draw_all
 from specpim_cp.report.grid import build_grid_report
 from specpim_cp.report.mix import mix_sections
 from specpim_cp.runs.records import Record
@@ -519,29 +520,52 @@ def plot_pareto(groups: Sequence[ScenarioResults], path: Path) -> Path | None:
 # ------------------------------------------------------------------------------------------------
 # The report
 # ------------------------------------------------------------------------------------------------
-def plot_schedules(groups: Sequence[ScenarioResults], out: Path) -> tuple[list[Path], list[str]]:
-    """One schedule picture per family: the exact design of its smallest batch (`views/schedule_picture.schedule_figure`).
-    A scenario file that moved or changed since the run is skipped with a note (the picture would not be
-    the recorded design's)."""
-    made, notes = [], []
+def schedule_records(groups: Sequence[ScenarioResults]) -> list[Record]:
+    """Per family (sorted), the exact record of its smallest batch: the design its schedule picture draws."""
     first: dict[str, Record] = {}
     for s in groups:
         r = s.solved("exact")
         if r is not None and r.design is not None and s.family not in first:
             first[s.family] = r
-    for family, r in sorted(first.items()):
-        try:
-            sc = load_scenario(r.scenario_file)
-            if sc.content_hash() != r.scenario_hash:
-                notes.append(f"schedule of {r.scenario}: skipped, {r.scenario_file} changed since the run")
-                continue
-            path = path_in(out, safe_stem(family), ".png", prefix="schedule-")  # no spaces: a Markdown link
-            made.append(schedule_figure(sc, parse_design(r.design), path))
-        except ScenarioError as exc:
-            notes.append(f"schedule of {r.scenario}: skipped ({exc})")
-        except Exception as exc:  # noqa: BLE001 -- a picture that fails is named; the records and report stand
-            notes.append(f"schedule of {r.scenario}: failed ({step_error(exc)})")
-    return made, notes
+    return [r for _, r in sorted(first.items())]
+
+
+def plot_schedule(r: Record, out: Path) -> tuple[Path | None, str | None]:
+    """The schedule picture of a family's record (`views/schedule_picture.schedule_figure`), or why not: a
+    scenario file that moved or changed since the run is skipped with a note (the picture would not be the
+    recorded design's)."""
+    try:
+        sc = load_scenario(r.scenario_file)
+        if sc.content_hash() != r.scenario_hash:
+            return None, f"schedule of {r.scenario}: skipped, {r.scenario_file} changed since the run"
+        path = path_in(out, safe_stem(r.family), ".png", prefix="schedule-")  # no spaces: a Markdown link
+        return schedule_figure(sc, parse_design(r.design), path), None
+    except ScenarioError as exc:
+        return None, f"schedule of {r.scenario}: skipped ({exc})"
+
+
+def draw_plots(groups: Sequence[ScenarioResults], out: Path) -> tuple[list[Path], list[str], list[str]]:
+    """The plots and the schedule pictures, drawn side by side (report/drawing.py): the files made, and the
+    notes on plots and on pictures that failed or were skipped."""
+    names = ("speedup.png", "energy_efficiency.png", "ladder.png", "pim_allocation.png", "pareto.png")
+    fns = (plot_speedup, plot_energy, plot_ladder, plot_pim, plot_pareto)
+    records = schedule_records(groups)
+    drawn = draw_all([*((fn, (groups, out / name)) for fn, name in zip(fns, names)),
+                      *((plot_schedule, (r, out)) for r in records)])
+    made, plot_notes, picture_notes = [], [], []
+    for name, (p, why) in zip(names, drawn):
+        if why is not None:
+            plot_notes.append(f"{name}: failed ({why})")
+        elif p is not None:
+            made.append(p)
+    for r, (got, why) in zip(records, drawn[len(names):]):
+        if why is not None:  # a picture that fails is named; the records and report stand
+            picture_notes.append(f"schedule of {r.scenario}: failed ({why})")
+        elif got[1] is not None:
+            picture_notes.append(got[1])
+        else:
+            made.append(got[0])
+    return made, plot_notes, picture_notes
 
 
 def build_report(out: str | Path, plots: bool = True) -> Report:
@@ -564,20 +588,7 @@ def build_report(out: str | Path, plots: bool = True) -> Report:
     if any(r.method == "mix" for r in records):
         mix_tables, mix_plots, mix_lines = mix_sections(records, out, plots)
     tables += mix_tables
-    made, plot_notes, picture_notes = [], [], []
-    if plots:
-        for fn, name in ((plot_speedup, "speedup.png"), (plot_energy, "energy_efficiency.png"),
-                         (plot_ladder, "ladder.png"), (plot_pim, "pim_allocation.png"),
-                         (plot_pareto, "pareto.png")):
-            try:
-                p = fn(groups, out / name)
-            except Exception as exc:  # noqa: BLE001 -- a plot that fails is named; the records and tables stand
-                plot_notes.append(f"{name}: failed ({step_error(exc)})")
-                continue
-            if p is not None:
-                made.append(p)
-        pictures, picture_notes = plot_schedules(groups, out)
-        made += pictures
+    made, plot_notes, picture_notes = draw_plots(groups, out) if plots else ([], [], [])
     header = _header(records, groups)
     if plot_notes:
         header.append("Plots: " + "; ".join(plot_notes))

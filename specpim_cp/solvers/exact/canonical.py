@@ -119,8 +119,9 @@ class CanonicalOptimum:
     """[OBJ-3] The lexicographic minimum, among the designs that attain the primary optimum, of: the
     other metric per token (EDP: latency, then energy), the PIM units over all devices, the devices, and
     the fixed order of `SpecModel.tie_break_keys`. Each level is solved to proof with the earlier ones
-    fixed exactly, hinted by the design so far; then, from the deepest level up, a feasibility solve
-    asks whether another design attains the levels so far (formulations/objectives.md, OBJ-3)."""
+    fixed exactly, hinted by the design so far; then, from the first level not known to tie down, a
+    feasibility solve asks whether another design attains the levels so far (formulations/objectives.md,
+    OBJ-3)."""
 
     def __init__(self, run: SolveSession, objective: str, best: Evaluation):
         self.run, self.sm, self.objective = run, run.sm, objective
@@ -286,19 +287,20 @@ class CanonicalOptimum:
         return False if status == Status.INFEASIBLE else None
 
     def find_ties(self) -> None:
-        """Ties are a prefix (a design that attains level i attains every earlier one): from the deepest
-        level up, one feasibility solve each, until one finds another design or a known tie is reached.
-        The order level has none (its keys fix every decision)."""
+        """Ties are a prefix (a design that attains level i attains every earlier one): from the level after
+        the deepest known tie down, one feasibility solve each, until one finds no other design (then no
+        later level has one: an optimum without ties costs one solve) or is not answered. The order level
+        has none (its keys fix every decision)."""
         last = len(self.levels) - 1
         self.levels[last].ties = False
         first_checked = 2 if self.objective == "edp" else 0  # EDP: latency and energy name the same set
         deepest = max(self.known, default=-1)
-        for i in range(last - 1, max(deepest, first_checked - 1), -1):
+        for i in range(max(deepest + 1, first_checked), last):
             found = self.another_design(i)
             self.levels[i].ties = found
-            if found:
-                deepest = i
+            if not found:
                 break
+            deepest = i
         for i in range(deepest + 1):
             self.levels[i].ties = True
         untied = next((i for i in range(last + 1) if self.levels[i].ties is False), last)
@@ -345,9 +347,11 @@ def sm_objective(sm: SpecModel, design: Design, name: str) -> Fraction:
     return sm.ev.evaluate(design).metrics.objective(name)
 
 
-def skipped_tie_break(status: str) -> dict:
-    return {"tie_break": [], "canonical": False,
-            "tie_break_note": f"skipped: the objective is not proven optimal ({status})"}
+def skipped_tie_break(status: str | None) -> dict:
+    """The tie-break's report when it did not run: the objective not proven (`status`), or not asked (None)."""
+    why = "not asked: only the optimum's value was wanted" if status is None else \
+        f"skipped: the objective is not proven optimal ({status})"
+    return {"tie_break": [], "canonical": False, "tie_break_note": why}
 
 
 def check_levels(evaluation: Evaluation, obj: Fraction, objective: str, tie: dict) -> None:

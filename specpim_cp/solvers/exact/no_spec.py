@@ -93,40 +93,62 @@ def arch_energy_bounds(sm, pt_cut: dict, pe_cut: dict) -> dict:
     return {(0, a): pe_cut[a][b] + power[a] * pt_cut[a][b] // 1000 for a in sm.data[0].archs}
 
 
-def settle(sm, run) -> list:
-    """NOSPEC-6: the verifier alone's least round time and least energy per round, each minimised on a clone
-    with z_0 = 1 (its tokens per round are the constant 10⁶, so each is a plain minimisation, and the drafters
-    vanish in presolve), raise its CUT-3 bounds to the proven values (CP-SAT's bound when the time runs out):
-    CUT-1's pass bound ignores capacity and can be several times below the verifier's real pass, which leaves
-    z_0 alive in every Dinkelbach step and canonical level. Returns the designs found (a start for the
-    search). An INFEASIBLE answer changes nothing (the Dinkelbach steps settle it with their ladder). A model
-    settled once (a solve's, reused by `ranges`) keeps its rows: its designs are returned again."""
+#: The levels `settle` settles: 0 the verifier alone's least round time, 1 its least energy per round.
+ROUND_TIME, ENERGY = 0, 1
+
+#: The levels a search of each objective needs settled: a latency search (its Dinkelbach steps, OBJ-3's
+#: levels, `ranges` under latency) runs on copies without the energy rows or finds the least energy among
+#: the latency optima, where the least round time's bound is what keeps z_0 from staying alive; the energy
+#: bound pays only where energy is minimised (formulations/speculation_rounds.md, NOSPEC-6).
+SETTLE_LEVELS = {"latency": (ROUND_TIME,), "energy": (ROUND_TIME, ENERGY), "edp": (ROUND_TIME, ENERGY),
+                 "request": (ROUND_TIME, ENERGY)}
+
+
+def settle_levels(objective: str) -> tuple[int, ...]:
+    """The levels `settle` settles before a search of `objective` (both for an objective it does not name)."""
+    return SETTLE_LEVELS.get(objective, (ROUND_TIME, ENERGY))
+
+
+def settle(sm, run, levels: tuple[int, ...] = (ROUND_TIME, ENERGY)) -> list:
+    """NOSPEC-6: the verifier alone's least round time and least energy per round (`levels`, each once per
+    model), each minimised on a clone with z_0 = 1 (its tokens per round are the constant 10⁶, so each is a
+    plain minimisation, and the drafters vanish in presolve), raise its CUT-3 bounds to the proven values
+    (CP-SAT's bound when the time runs out): CUT-1's pass bound ignores capacity and can be several times
+    below the verifier's real pass, which leaves z_0 alive in every Dinkelbach step and canonical level.
+    Returns the designs found so far (a start for the search). An INFEASIBLE answer changes nothing (the
+    Dinkelbach steps settle it with their ladder). A model settled once (a solve's, reused by `ranges`)
+    keeps its rows: only the levels not yet settled are solved."""
     if sm.no_spec is None:
         return []
-    if sm.settled is not None:
-        return list(sm.settled)
+    todo = [level for level in levels if level not in sm.settled_levels]
+    if not todo:
+        return list(sm.settled or [])
     k = next(i for i, c in enumerate(sm.choices) if not c.speculates)
     bounds = [list(sm.choice_bounds[0]), list(sm.choice_bounds[1])]
-    found = []
+    found = list(sm.settled or [])
     stage = run.stage
-    for level, var in ((0, sm.T), (1, sm.energy)):
-        model = sm.working_copy(latency_only=level == 0)
+    for level in todo:
+        var = sm.T if level == ROUND_TIME else sm.energy
+        model = sm.working_copy(latency_only=level == ROUND_TIME)
         model.add(model.get_bool_var_from_proto_index(sm.no_spec.index) == 1)
         model.minimize(model.get_int_var_from_proto_index(var.index))
-        run.stage = f"no speculation: least {'round time' if level == 0 else 'energy'}"
+        run.stage = f"no speculation: least {'round time' if level == ROUND_TIME else 'energy'}"
         before = run.linearization
-        if level == 1:  # the energy solves' LP level: at CP-SAT's default the idle rows' LP stalls
+        if level == ENERGY:  # the energy solves' LP level: at CP-SAT's default the idle rows' LP stalls
             run.linearization = ENERGY_LINEARIZATION
         try:
             solved = run.solve(model)
         finally:
             run.stage, run.linearization = stage, before
+        sm.settled_levels.add(level)
         if solved.status not in ("OPTIMAL", "FEASIBLE"):  # INFEASIBLE is left to the search itself: an
             continue  # answer the ladder does not re-check is no proof (objectives.md, 'A CP-SAT 9.15 fault')
         bounds[level][k] = max(bounds[level][k], math.floor(solved.solver.best_objective_bound))
         found.append(sm.decode(solved.solver.boolean_value))
-    sm.m.add(sm.T >= bounds[0][k] * sm.no_spec)
-    sm.energy_rows.append(sm.m.add(sm.energy >= bounds[1][k] * sm.no_spec).index)
+    if ROUND_TIME in todo:
+        sm.m.add(sm.T >= bounds[0][k] * sm.no_spec)
+    if ENERGY in todo:
+        sm.energy_rows.append(sm.m.add(sm.energy >= bounds[1][k] * sm.no_spec).index)
     sm.choice_bounds = (tuple(bounds[0]), tuple(bounds[1]))
     sm.settled = found
     return list(found)

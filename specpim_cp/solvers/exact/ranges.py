@@ -348,7 +348,8 @@ def decision_ranges(scenario: Scenario, *, within_pct: Fraction | int = 1, objec
         raise ScenarioError(f"optimum: solved for {res.report.objective_name}, ranges asked for {objective}")
     sm = settled_model(scenario, catalog) or build_model(scenario, catalog, shared_evaluator(scenario, catalog))
     run = SolveSession(sm, opts)
-    no_spec.settle(sm, run)  # [NOSPEC-6] the verifier alone's proven bounds (kept by the solve's model)
+    # [NOSPEC-6] the verifier alone's proven bounds (those the solve's model kept are not solved again)
+    no_spec.settle(sm, run, no_spec.settle_levels(objective))
     if objective == "energy":  # the energy rows stay: CP-SAT's LP stalls on them (objectives.md, 'Scaled rows')
         run.linearization = ENERGY_LINEARIZATION
     row, limit = tolerance_row(sm, objective, res.evaluation, within)

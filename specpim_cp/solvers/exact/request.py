@@ -132,7 +132,7 @@ def _report(run: SolveSession, scenario: Scenario, t0: float, status: Status, be
             objective: Fraction, bound: Fraction, visited: list[dict]) -> SolveResult:
     """The evaluator's re-check of the claim (`verify`) and the SolveReport; no canonical tie-break (the
     thresholds' rows are not the canonical optimum's)."""
-    evaluation, claim = verify(run.sm, run.sm.ev, best.design, run.opts)
+    evaluation, claim = verify(run, best.design)
     if evaluation.metrics.request_fraction() != objective:
         raise ModelMismatch(f"the evaluator prices request {evaluation.metrics.request_fraction()}, the solve "
                             f"claims {objective}")

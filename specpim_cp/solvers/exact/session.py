@@ -141,6 +141,8 @@ class SolveSession:
         #: CP-SAT's linearization level for the solves, None: TimeBudget's (CP-SAT's default). Energy
         #: steps use 0: the LP of the idle-energy rows stalled them (objectives.md, 'Scaled rows')
         self.linearization: int | None = None
+        #: whether `finish` runs the canonical tie-break [OBJ-3]; off where only the optimum's value is used
+        self.canonical = True
 
     def progress(self, ratio: Named, incumbent: Fraction | None, bound: Fraction | None) -> None:
         if self.on_progress is not None:

@@ -35,12 +35,13 @@ from specpim_cp.solvers.shared_evaluator import shared_evaluator
 
 def solve(scenario: Scenario, *, objective: str | None = None, options: SolverOptions | None = None,
           hint: Design | None = None, catalog: Catalog | None = None,
-          on_progress: ProgressHook | None = None) -> SolveResult:
+          on_progress: ProgressHook | None = None, canonical: bool = True) -> SolveResult:
     """The optimum of the scenario's (restricted) space for `objective`, with its proof or gap.
 
     `options`: CP-SAT's time limit, workers, seed and determinism (default `SolverOptions()`: 60 s, one
     worker, seed 0). `on_progress` is called with a SolveProgress after every Dinkelbach iteration
-    (incumbent, bound).
+    (incumbent, bound). `canonical=False` skips the canonical tie-break [OBJ-3] where only the optimum's
+    value is used (the design is then one optimum, not the canonical one).
     """
     t0 = time.perf_counter()
     opts = (options or SolverOptions()).with_deadline()  # the command's deadline, unless started above
@@ -59,7 +60,9 @@ def solve(scenario: Scenario, *, objective: str | None = None, options: SolverOp
     run = SolveSession(sm, opts)
     run.t0 = t0  # progress and trajectory times count from the call, model building included
     run.on_progress = on_progress
-    alone = no_spec.settle(sm, run)  # [NOSPEC] the verifier alone's proven bounds, and its best designs
+    run.canonical = canonical
+    # [NOSPEC] the verifier alone's proven bounds the objective's search needs, and its best designs
+    alone = no_spec.settle(sm, run, no_spec.settle_levels(objective))
     keep_settled(scenario, catalog, sm)  # `ranges` of the same scenario starts from it
     if objective == "request":  # [PRE-5] prefill + G x latency per token, by prefill thresholds
         return solve_request(sm, run, scenario, hint, t0)
