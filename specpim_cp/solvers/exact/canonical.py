@@ -121,7 +121,7 @@ class CanonicalOptimum:
     the fixed order of `SpecModel.tie_break_keys`. Each level is solved to proof with the earlier ones
     fixed exactly, hinted by the design so far; then, from the first level not known to tie down, a
     feasibility solve asks whether another design attains the levels so far (formulations/objectives.md,
-    OBJ-3)."""
+    OBJ-3). Under latency and energy, an optimum no other design attains is canonical at once."""
 
     def __init__(self, run: SolveSession, objective: str, best: Evaluation):
         self.run, self.sm, self.objective = run, run.sm, objective
@@ -137,6 +137,35 @@ class CanonicalOptimum:
         self.stop: tuple[int, str] = (0, Status.SKIPPED)  # (end of the unproven group's keys, its status)
 
     # -- the levels ------------------------------------------------------------------------------
+    def only_design(self, best: Evaluation) -> bool:
+        """Whether no other design attains the primary optimum (latency or energy; one feasibility solve, and
+        with the energy rows one more at CP-SAT's own presolve before INFEASIBLE is taken, the 9.15 fault):
+        then the design is the canonical optimum and every level is its value, proven, untied. Another
+        design found is a tie at the first level (`known`)."""
+        sm, run = self.sm, self.run
+        if self.objective not in ("latency", "energy") or run.budget.remaining() <= 0:
+            return False
+        self.rows = [RatioRow.of(sm, self.objective, best.metrics)]
+        model, _ = self._clone(1, 0)
+        model.add_bool_or([~model.get_bool_var_from_proto_index(v.index)
+                           for v, val in sm.decision_literals(self.design) if val])
+        run.stage = f"tie-break: another design at {self.objective}?"
+        run.hint = sm.decision_literals(self.design)
+        status, _ = run.solve(model)
+        if status == Status.INFEASIBLE and self.objective == "energy":
+            status, _ = run.solve(model, cautious=True)
+        if status in (Status.OPTIMAL, Status.FEASIBLE):
+            self.known.add(0)
+        if status != Status.INFEASIBLE:
+            return False
+        other = RATIO_LEVELS[self.objective][1]
+        self.rows.append(RatioRow.of(sm, other, best.metrics))
+        self.levels = [TieLevel(name, best.metrics.objective(name), Status.OPTIMAL, False)
+                       for name in (self.objective, other)]
+        self.scope = [(1, 0), (2, 0)]
+        self.values = list(sm.tie_key_values(self.design, self.keys))
+        return True
+
     def ratio_levels(self, best: Evaluation, front: list[Evaluation] | None) -> bool:
         """The primary level and the other metric(s), fixed as RatioRows; False when not proven."""
         sm, names = self.sm, RATIO_LEVELS[self.objective]
@@ -323,15 +352,19 @@ def canonical_optimum(run: SolveSession, objective: str, best: Evaluation,
     cano = CanonicalOptimum(run, objective, best)
     hook, run.on_progress = run.on_progress, None  # progress reports the primary objective only
     before, run.linearization = run.linearization, ENERGY_LINEARIZATION  # the levels keep energy rows
-    try:
-        proven = cano.ratio_levels(best, front) and cano.integer_levels()
+    try:  # a design no other attains is canonical at once (OBJ-3, "The only design")
+        unique = front is None and cano.only_design(best)
+        proven = unique or (cano.ratio_levels(best, front) and cano.integer_levels())
     finally:
         run.on_progress, run.linearization = hook, before
     cano.add_integer_entries()
     for lv in cano.levels:  # a level left out after a fault: its value at the returned design
         if lv.value is None:
             lv.value = sm_objective(cano.sm, cano.design, lv.level)
-    if proven and cano.note is None:
+    if unique:
+        for lv in cano.levels:
+            lv.ties = False
+    elif proven and cano.note is None:
         cano.find_ties()
     else:  # no uniqueness is claimed, but two designs seen at the levels applied are a fact
         for lv in cano.levels[:max(cano.known, default=-1) + 1]:
