@@ -28,6 +28,7 @@ from specpim_cp.solvers.deadline import Deadline
 from specpim_cp.solvers.exact import SolverOptions, solve
 from specpim_cp.solvers.exact.canonical import PACK_LIMIT, RATIO_LEVELS, pack_keys
 from specpim_cp.solvers.exact.model import TieKey
+from specpim_cp.solvers.result import Status
 from specpim_cp.views.tables import tie_break_line
 
 #: The levels after the ratio levels, in order.
@@ -277,3 +278,28 @@ def test_the_verifier_architectures_only_the_verifier_alone_takes_do_not_block_t
     res = solve(load_scenario(resolve_scenario_path("paper-full/palm-62b-full-b32")), objective="energy")
     assert res.report.status == "OPTIMAL"
     assert res.report.extra["canonical"] is True, res.report.extra.get("tie_break_note")
+
+
+@pytest.mark.parametrize("name", ["ts-hbm-k1-energy", "part-fc-energy"])
+def test_a_wrong_no_other_design_is_caught_where_energy_rows_are_kept(monkeypatch, name):
+    """CP-SAT 9.15's fault simulated on the tie checks: every "another design?" solve at the project's presolve
+    settings answers INFEASIBLE. Under energy (energy rows kept) such an answer is taken only when CP-SAT's
+    own presolve says it too, so the canonical design and every tie flag are still the enumeration's, and a
+    design found by a check counts as a tie as deep as the evaluator says it goes."""
+    session = importlib.import_module("specpim_cp.solvers.exact.session")
+    ladder = importlib.import_module("specpim_cp.solvers.exact.ladder")
+    honest = session.SolveSession.solve
+
+    def faulty(self, model, first_solution=False, cautious=False):
+        status, solver = honest(self, model, first_solution, cautious)
+        if self.stage.startswith("tie-break: another design") and not cautious:
+            return ladder.Solved(Status.INFEASIBLE, solver)
+        return ladder.Solved(status, solver)
+
+    monkeypatch.setattr(session.SolveSession, "solve", faulty)
+    data = next(d for d in TINY if d["name"] == name)
+    res = solve(parse_scenario(data), options=SolverOptions(60, deterministic=True))
+    best, _, ties = tiny_oracle(name)
+    assert res.design.key() == best.design.key()
+    assert [lv["ties"] for lv in res.report.extra["tie_break"]] == ties
+    assert any(s["stage"].endswith("(cautious)") for s in res.report.extra["solves"])

@@ -234,6 +234,9 @@ def test_a_contradicted_tie_break_level_is_solved_per_verifier_architecture(monk
         return ladder.Solved(status, solver)
 
     monkeypatch.setattr(session.SolveSession, "solve", faulty)
+    # the levels themselves: an optimum no other design attains is canonical without them (OBJ-3)
+    canonical = importlib.import_module("specpim_cp.solvers.exact.canonical")
+    monkeypatch.setattr(canonical.CanonicalOptimum, "only_design", lambda self, best: False)
     forced = solve(sc, options=opts)
     assert forced.report.extra["canonical"], forced.report.extra.get("tie_break_note")
     assert forced.design.key() == clean.design.key()

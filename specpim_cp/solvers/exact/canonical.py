@@ -135,36 +135,48 @@ class CanonicalOptimum:
         self.note: str | None = None
         self.several_points = False  # EDP: several front points of least EDP
         self.stop: tuple[int, str] = (0, Status.SKIPPED)  # (end of the unproven group's keys, its status)
+        self.met: list[Design] = []  # other designs at the primary optimum a question found (`known_ties`)
 
     # -- the levels ------------------------------------------------------------------------------
     def only_design(self, best: Evaluation) -> bool:
-        """Whether no other design attains the primary optimum (latency or energy; one feasibility solve, and
-        with the energy rows one more at CP-SAT's own presolve before INFEASIBLE is taken, the 9.15 fault):
-        then the design is the canonical optimum and every level is its value, proven, untied. Another
-        design found is a tie at the first level (`known`)."""
-        sm, run = self.sm, self.run
-        if self.objective not in ("latency", "energy") or run.budget.remaining() <= 0:
+        """Whether no other design attains the primary optimum (latency or energy; `ask_another` on level 0):
+        then the design is the canonical optimum and every level is its value, proven, untied. A design
+        found is a tie at level 0 (and `met`: `known_ties` reads how deep it ties once the levels are known)."""
+        sm = self.sm
+        if self.objective not in ("latency", "energy") or self.run.budget.remaining() <= 0:
             return False
         self.rows = [RatioRow.of(sm, self.objective, best.metrics)]
-        model, _ = self._clone(1, 0)
-        model.add_bool_or([~model.get_bool_var_from_proto_index(v.index)
-                           for v, val in sm.decision_literals(self.design) if val])
-        run.stage = f"tie-break: another design at {self.objective}?"
-        run.hint = sm.decision_literals(self.design)
-        status, _ = run.solve(model)
-        if status == Status.INFEASIBLE and self.objective == "energy":
-            status, _ = run.solve(model, cautious=True)
-        if status in (Status.OPTIMAL, Status.FEASIBLE):
-            self.known.add(0)
-        if status != Status.INFEASIBLE:
-            return False
         other = RATIO_LEVELS[self.objective][1]
+        found = self.ask_another(1, 0, self.objective)
+        if isinstance(found, Design):
+            self.known.add(0)
+            self.met.append(found)
+        if found is not False:
+            return False
         self.rows.append(RatioRow.of(sm, other, best.metrics))
         self.levels = [TieLevel(name, best.metrics.objective(name), Status.OPTIMAL, False)
                        for name in (self.objective, other)]
         self.scope = [(1, 0), (2, 0)]
         self.values = list(sm.tie_key_values(self.design, self.keys))
         return True
+
+    def ask_another(self, n_rows: int, n_keys: int, level: str) -> Design | bool | None:
+        """A design other than the design so far with the first `n_rows` ratio rows and `n_keys` keys fixed
+        (`level` names the question): the design found, False when none exists, None when not answered. Where
+        the model keeps energy rows, INFEASIBLE is taken only when a second solve at CP-SAT's own presolve
+        says it too (the 9.15 fault answered it wrongly on palm-62b-full-b32 under energy: objectives.md)."""
+        sm, run = self.sm, self.run
+        model, _ = self._clone(n_rows, n_keys)
+        model.add_bool_or([~model.get_bool_var_from_proto_index(v.index)
+                           for v, val in sm.decision_literals(self.design) if val])
+        run.stage = f"tie-break: another design at {level}?"
+        run.hint = sm.decision_literals(self.design)
+        status, solver = run.solve(model)
+        if status == Status.INFEASIBLE and not all(r.name == "latency" for r in self.rows[:n_rows]):
+            status, solver = run.solve(model, cautious=True)
+        if status in (Status.OPTIMAL, Status.FEASIBLE):
+            return sm.decode(solver.boolean_value)
+        return False if status == Status.INFEASIBLE else None
 
     def ratio_levels(self, best: Evaluation, front: list[Evaluation] | None) -> bool:
         """The primary level and the other metric(s), fixed as RatioRows; False when not proven."""
@@ -299,21 +311,30 @@ class CanonicalOptimum:
             self.scope.append((len(self.rows), end))
 
     # -- ties ------------------------------------------------------------------------------------
+    def known_ties(self) -> None:
+        """The levels the designs in `met` attain with the returned design (the evaluator's metrics and the
+        keys' values, level by level until one differs) join `known`: two designs attain them."""
+        sm = self.sm
+        mine = sm.tie_key_values(self.design, self.keys)
+        for other in self.met:
+            if other.key() == self.design.key():
+                continue
+            metrics, theirs = sm.ev.evaluate(other).metrics, sm.tie_key_values(other, self.keys)
+            for i, lv in enumerate(self.levels):
+                if lv.level in RATIO_LEVELS:
+                    same = lv.value is not None and metrics.objective(lv.level) == lv.value
+                else:
+                    same = all(theirs[n] == mine[n] for n, k in enumerate(self.keys) if k.level == lv.level)
+                if not same:
+                    break
+                self.known.add(i)
+
     def another_design(self, level: int) -> bool | None:
         """Whether a design other than the canonical one attains levels 0..`level` (None: not known)."""
-        sm, run = self.sm, self.run
-        if run.budget.remaining() <= 0:
+        if self.run.budget.remaining() <= 0:
             return None
-        n_rows, n_keys = self.scope[level]
-        model, _ = self._clone(n_rows, n_keys)
-        model.add_bool_or([~model.get_bool_var_from_proto_index(v.index)
-                           for v, val in sm.decision_literals(self.design) if val])
-        run.stage = f"tie-break: another design at {self.levels[level].level}?"
-        run.hint = sm.decision_literals(self.design)
-        status, _ = run.solve(model)
-        if status in (Status.OPTIMAL, Status.FEASIBLE):
-            return True
-        return False if status == Status.INFEASIBLE else None
+        found = self.ask_another(*self.scope[level], self.levels[level].level)
+        return True if isinstance(found, Design) else found
 
     def find_ties(self) -> None:
         """Ties are a prefix (a design that attains level i attains every earlier one): from the level after
@@ -361,6 +382,7 @@ def canonical_optimum(run: SolveSession, objective: str, best: Evaluation,
     for lv in cano.levels:  # a level left out after a fault: its value at the returned design
         if lv.value is None:
             lv.value = sm_objective(cano.sm, cano.design, lv.level)
+    cano.known_ties()
     if unique:
         for lv in cano.levels:
             lv.ties = False
