@@ -230,6 +230,7 @@ class _Ranges:
         self.on_stage = on_stage
         self.witnesses: list[Design] = [optimum]
         self._base: cp_model.CpModel | None = None
+        self.closed = False  # `close_all` proved that no design within the tolerance takes a value no witness has
 
     def base(self) -> cp_model.CpModel:
         """A copy of the model with the tolerance row (latency: its energy rows emptied), built once."""
@@ -259,6 +260,24 @@ class _Ranges:
     def _lits(self, model: cp_model.CpModel, lits: Sequence[Literal]):
         return [model.get_bool_var_from_proto_index(v.index) for v in lits]
 
+    def close_all(self, decisions: Sequence[Decision]) -> None:
+        """One question for every value-by-value decision at once: a design within the tolerance with any value
+        no witness has. INFEASIBLE (under energy: also at CP-SAT's own presolve) excludes all of them
+        (`closed`: no decision then asks a question of its own, the common case at a small tolerance); a
+        design found is one more witness, and the decisions are asked one by one."""
+        left = [lit for d in decisions if d.terms is None for v, lits in d.values.items()
+                if not any(d.of(w) == v for w in self.witnesses) for lit in lits]
+        if not left or self.run.budget.remaining() <= 0:
+            return
+        model = self.base()
+        model.add_bool_or(self._lits(model, left))
+        status, solver = self._solve(model, "ranges: any decision off the values found?", True)
+        if status == Status.INFEASIBLE and self.objective == "energy":  # energy rows: the 9.15 fault's ground,
+            status, solver = self.run.solve(model, first_solution=True, cautious=True)  # CP-SAT's own presolve
+        if status in (Status.OPTIMAL, Status.FEASIBLE):
+            self.witness(solver)
+        self.closed = status == Status.INFEASIBLE
+
     def reach(self, decision: Decision) -> dict[object, str]:
         """Per value of the decision, REACHED | EXCLUDED | UNKNOWN: whether a design within the tolerance
         takes it. One question asks for a design with any value no witness has: a design found reaches its
@@ -268,6 +287,9 @@ class _Ranges:
             if any(decision.of(w) == value for w in self.witnesses):
                 verdict[value] = "REACHED"
         left = [v for v in decision.values if v not in verdict]
+        if self.closed:
+            verdict.update(dict.fromkeys(left, "EXCLUDED"))
+            left = []
         while left:
             if self.run.budget.remaining() <= 0:
                 verdict.update(dict.fromkeys(left, "UNKNOWN"))
@@ -354,6 +376,8 @@ def decision_ranges(scenario: Scenario, *, within_pct: Fraction | int = 1, objec
         run.linearization = ENERGY_LINEARIZATION
     row, limit = tolerance_row(sm, objective, res.evaluation, within)
     search = _Ranges(sm, run, objective, row, limit, res.evaluation.design, on_stage)
-    ranges = [search.decision_range(d) for d in model_decisions(sm)]
+    decisions = model_decisions(sm)
+    search.close_all(decisions)
+    ranges = [search.decision_range(d) for d in decisions]
     return RangesResult(scenario, objective, within, res, limit, ranges, run.iterations,
                         time.perf_counter() - t0, run.deterministic_time, opts)
