@@ -13,6 +13,7 @@ so some tied design differs from the minimum in one model's option only: the ora
 from __future__ import annotations
 
 import importlib
+from fractions import Fraction
 from functools import cache
 
 import pytest
@@ -23,7 +24,7 @@ from specpim_cp.problem.builtin_sets import resolve_scenario_path
 from specpim_cp.problem.operators import PLACEABLE_OPS
 from specpim_cp.problem.scenario import Scenario, load_scenario, parse_scenario, scenario_catalog
 from specpim_cp.problem.space import DesignSpace
-from specpim_cp.solvers.brute import enumerate_designs
+from specpim_cp.solvers.brute import enumerate_designs, every_design
 from specpim_cp.solvers.deadline import Deadline
 from specpim_cp.solvers.exact import SolverOptions, solve
 from specpim_cp.solvers.exact.canonical import PACK_LIMIT, RATIO_LEVELS, pack_keys
@@ -303,3 +304,46 @@ def test_a_wrong_no_other_design_is_caught_where_energy_rows_are_kept(monkeypatc
     assert res.design.key() == best.design.key()
     assert [lv["ties"] for lv in res.report.extra["tie_break"]] == ties
     assert any(s["stage"].endswith("(cautious)") for s in res.report.extra["solves"])
+
+
+def test_a_design_met_at_the_optimum_ties_as_deep_as_its_levels_agree():
+    """`known_ties`: another design a question found joins the known ties at every level it attains with the
+    returned design, level by level until one differs (the evaluator's metrics, then the keys' values)."""
+    from specpim_cp.solvers.exact.canonical import CanonicalOptimum, TieLevel
+    from specpim_cp.solvers.exact.session import SolveSession
+    from specpim_cp.solvers.exact.settled import settled_model
+
+    data = next(d for d in TINY if d["name"] == "ts-hbm-k1-energy")  # ties up to the devices
+    sc = parse_scenario(data)
+    catalog = scenario_catalog(sc)
+    opts = SolverOptions(60, deterministic=True)
+    res = solve(sc, options=opts, catalog=catalog)
+    space = DesignSpace(sc, catalog)
+    best_key = lex_key(space, sc.objective, res.evaluation)
+    others = [e for e in every_design(sc, catalog)
+              if e.design.key() != res.design.key()]
+    cano = CanonicalOptimum(SolveSession(settled_model(sc, catalog), opts), sc.objective, res.evaluation)
+    cano.levels = [TieLevel(lv["level"], Fraction(lv["exact"]) if "exact" in lv else lv["value"], lv["status"])
+                   for lv in res.report.extra["tie_break"]]
+    seen = set()
+    for e in others:
+        key = lex_key(space, sc.objective, e)
+        depth = next((i for i in range(len(key)) if key[i] != best_key[i]), len(key)) - 1
+        cano.known, cano.met = set(), [e.design]
+        cano.known_ties()
+        assert cano.known == set(range(depth + 1)), (depth, cano.known)
+        seen.add(depth)
+    assert {-1, 3} <= seen  # designs that tie at no level, and designs that tie up to the devices
+
+
+def test_the_check_of_the_claim_counts_in_the_seconds_inside_cp_sat():
+    from specpim_cp.solvers.exact.finish import verify
+    from specpim_cp.solvers.exact.session import SolveSession
+    from specpim_cp.solvers.exact.settled import settled_model
+
+    sc = parse_scenario(next(d for d in TINY if d["name"] == "ts-attention"))
+    catalog = scenario_catalog(sc)
+    res = solve(sc, options=SolverOptions(60, deterministic=True), catalog=catalog)
+    run = SolveSession(settled_model(sc, catalog), SolverOptions(60, deterministic=True))
+    verify(run, res.design)
+    assert run.cp_sat_s > 0 and run.iterations == 0  # a CP-SAT solve outside the search's count

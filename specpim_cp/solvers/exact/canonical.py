@@ -171,9 +171,7 @@ class CanonicalOptimum:
                            for v, val in sm.decision_literals(self.design) if val])
         run.stage = f"tie-break: another design at {level}?"
         run.hint = sm.decision_literals(self.design)
-        status, solver = run.solve(model)
-        if status == Status.INFEASIBLE and not all(r.name == "latency" for r in self.rows[:n_rows]):
-            status, solver = run.solve(model, cautious=True)
+        status, solver = (run.solve if self._latency_only(n_rows) else run.solve_confirmed)(model)
         if status in (Status.OPTIMAL, Status.FEASIBLE):
             return sm.decode(solver.boolean_value)
         return False if status == Status.INFEASIBLE else None
@@ -221,11 +219,14 @@ class CanonicalOptimum:
         self.rows.append(RatioRow.of(sm, other, sm.ev.evaluate(design).metrics))
         return True
 
+    def _latency_only(self, n_rows: int) -> bool:
+        """Whether the first `n_rows` ratio rows fix only the latency (the energy rows then restrict nothing)."""
+        return all(r.name == "latency" for r in self.rows[:n_rows])
+
     def _clone(self, n_rows: int, n_keys: int, minimise: list[TieKey] = ()):
         """A clone with the first `n_rows` ratio rows and `n_keys` keys fixed (and `minimise` minimised)."""
         sm = self.sm
-        # only the latency fixed: the energy rows restrict nothing, a copy without them
-        model = sm.working_copy(latency_only=all(r.name == "latency" for r in self.rows[:n_rows]))
+        model = sm.working_copy(latency_only=self._latency_only(n_rows))  # without the energy rows if they can
         add_ratio_rows(sm, model, self.rows[:n_rows])
         return model, sm.add_tie_break(model, self.keys, self.values[:n_keys], minimise)
 
@@ -372,12 +373,13 @@ def canonical_optimum(run: SolveSession, objective: str, best: Evaluation,
     t0, dtime = time.perf_counter(), run.deterministic_time
     cano = CanonicalOptimum(run, objective, best)
     hook, run.on_progress = run.on_progress, None  # progress reports the primary objective only
-    before, run.linearization = run.linearization, ENERGY_LINEARIZATION  # the levels keep energy rows
-    try:  # a design no other attains is canonical at once (OBJ-3, "The only design")
-        unique = front is None and cano.only_design(best)
-        proven = unique or (cano.ratio_levels(best, front) and cano.integer_levels())
+    try:
+        with run.lp_level(ENERGY_LINEARIZATION):  # the levels keep energy rows
+            # a design no other attains is canonical at once (OBJ-3, "The only design")
+            unique = front is None and cano.only_design(best)
+            proven = unique or (cano.ratio_levels(best, front) and cano.integer_levels())
     finally:
-        run.on_progress, run.linearization = hook, before
+        run.on_progress = hook
     cano.add_integer_entries()
     for lv in cano.levels:  # a level left out after a fault: its value at the returned design
         if lv.value is None:

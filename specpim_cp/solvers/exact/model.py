@@ -72,7 +72,7 @@ class SpecModel:
             raise ValueError("SpecModel: the price table was built for another scenario")
         self.space = self.prices.space
         self.m = model if model is not None else cp_model.CpModel()
-        self.settled: list | None = None  # [NOSPEC-6] the verifier alone's designs once `no_spec.settle` ran
+        self.settled: list = []  # [NOSPEC-6] the verifier alone's designs `no_spec.settle` found
         self.settled_levels: set[int] = set()  # the levels `no_spec.settle` has settled (round time, energy)
         self._latency_base: tuple[tuple[int, int], cp_model.CpModel] | None = None  # `working_copy`'s
         self.shared_x = shared_x

@@ -122,10 +122,10 @@ def settle(sm, run, levels: tuple[int, ...] = (ROUND_TIME, ENERGY)) -> list:
         return []
     todo = [level for level in levels if level not in sm.settled_levels]
     if not todo:
-        return list(sm.settled or [])
+        return list(sm.settled)
     k = next(i for i, c in enumerate(sm.choices) if not c.speculates)
     bounds = [list(sm.choice_bounds[0]), list(sm.choice_bounds[1])]
-    found = list(sm.settled or [])
+    found = list(sm.settled)
     stage = run.stage
     for level in todo:
         var = sm.T if level == ROUND_TIME else sm.energy
@@ -133,13 +133,11 @@ def settle(sm, run, levels: tuple[int, ...] = (ROUND_TIME, ENERGY)) -> list:
         model.add(model.get_bool_var_from_proto_index(sm.no_spec.index) == 1)
         model.minimize(model.get_int_var_from_proto_index(var.index))
         run.stage = f"no speculation: least {'round time' if level == ROUND_TIME else 'energy'}"
-        before = run.linearization
-        if level == ENERGY:  # the energy solves' LP level: at CP-SAT's default the idle rows' LP stalls
-            run.linearization = ENERGY_LINEARIZATION
-        try:
-            solved = run.solve(model)
+        try:  # the energy solve at the energy steps' LP level: at CP-SAT's default the idle rows' LP stalls
+            with run.lp_level(ENERGY_LINEARIZATION if level == ENERGY else run.linearization):
+                solved = run.solve(model)
         finally:
-            run.stage, run.linearization = stage, before
+            run.stage = stage
         sm.settled_levels.add(level)
         if solved.status not in ("OPTIMAL", "FEASIBLE"):  # INFEASIBLE is left to the search itself: an
             continue  # answer the ladder does not re-check is no proof (objectives.md, 'A CP-SAT 9.15 fault')

@@ -250,12 +250,16 @@ class _Ranges:
         self.witnesses.append(design)
         return design
 
-    def _solve(self, model: cp_model.CpModel, stage: str, first_solution: bool = False):
+    def _solve(self, model: cp_model.CpModel, stage: str, first_solution: bool = False, confirmed: bool = False):
         self.run.stage = stage
         if self.on_stage is not None:
             self.on_stage(stage)
         self.run.hint = self.sm.decision_literals(self.optimum)
-        return self.run.solve(model, first_solution=first_solution)
+        return (self.run.solve_confirmed if confirmed else self.run.solve)(model, first_solution)
+
+    def unreached(self, decision: Decision) -> list:
+        """The decision's values no witness takes."""
+        return [v for v in decision.values if not any(decision.of(w) == v for w in self.witnesses)]
 
     def _lits(self, model: cp_model.CpModel, lits: Sequence[Literal]):
         return [model.get_bool_var_from_proto_index(v.index) for v in lits]
@@ -265,15 +269,13 @@ class _Ranges:
         no witness has. INFEASIBLE (under energy: also at CP-SAT's own presolve) excludes all of them
         (`closed`: no decision then asks a question of its own, the common case at a small tolerance); a
         design found is one more witness, and the decisions are asked one by one."""
-        left = [lit for d in decisions if d.terms is None for v, lits in d.values.items()
-                if not any(d.of(w) == v for w in self.witnesses) for lit in lits]
+        left = [lit for d in decisions if d.terms is None for v in self.unreached(d) for lit in d.values[v]]
         if not left or self.run.budget.remaining() <= 0:
             return
         model = self.base()
         model.add_bool_or(self._lits(model, left))
-        status, solver = self._solve(model, "ranges: any decision off the values found?", True)
-        if status == Status.INFEASIBLE and self.objective == "energy":  # energy rows: the 9.15 fault's ground,
-            status, solver = self.run.solve(model, first_solution=True, cautious=True)  # CP-SAT's own presolve
+        status, solver = self._solve(model, "ranges: any decision off the values found?", True,
+                                     confirmed=self.objective == "energy")  # energy rows kept
         if status in (Status.OPTIMAL, Status.FEASIBLE):
             self.witness(solver)
         self.closed = status == Status.INFEASIBLE
@@ -282,11 +284,8 @@ class _Ranges:
         """Per value of the decision, REACHED | EXCLUDED | UNKNOWN: whether a design within the tolerance
         takes it. One question asks for a design with any value no witness has: a design found reaches its
         value (and the question is asked again of the values left), INFEASIBLE excludes every value left."""
-        verdict: dict[object, str] = {}
-        for value in decision.values:
-            if any(decision.of(w) == value for w in self.witnesses):
-                verdict[value] = "REACHED"
-        left = [v for v in decision.values if v not in verdict]
+        left = self.unreached(decision)
+        verdict: dict[object, str] = {v: "REACHED" for v in decision.values if v not in left}
         if self.closed:
             verdict.update(dict.fromkeys(left, "EXCLUDED"))
             left = []

@@ -113,13 +113,9 @@ def minimize_ratio(run: SolveSession, ratio: RatioObjective, extra=None, start: 
 
     `choices`: the speculation choices the extra rows can leave (default all): CUT-4 prices only these.
     """
-    before = run.linearization
     keeps_energy = ratio.name == "energy" or extra is not None  # extra rows may read the energy (OBJ-2, OBJ-3)
-    run.linearization = ENERGY_LINEARIZATION if keeps_energy else before
-    try:
+    with run.lp_level(ENERGY_LINEARIZATION if keeps_energy else run.linearization):
         return dinkelbach(run, ratio, extra, start, choices)
-    finally:
-        run.linearization = before
 
 
 def first_incumbent(run: SolveSession, ratio: RatioObjective, prepare: Callable, start: Evaluation | None,

@@ -5,7 +5,8 @@ CP-SAT's integer statuses leave it as a `Status`."""
 from __future__ import annotations
 
 import time
-from collections.abc import Callable, Iterable, Mapping
+from collections.abc import Callable, Iterable, Iterator, Mapping
+from contextlib import contextmanager
 from dataclasses import dataclass, field, replace
 from fractions import Fraction
 from typing import Protocol
@@ -148,6 +149,22 @@ class SolveSession:
         if self.on_progress is not None:
             self.on_progress(SolveProgress(self.stage or ratio.name, ratio.name, incumbent, bound, self.iterations,
                                            time.perf_counter() - self.t0))
+
+    @contextmanager
+    def lp_level(self, level: int | None) -> Iterator[None]:
+        """The solves inside at CP-SAT linearization `level` (None: TimeBudget's), the level before restored."""
+        before, self.linearization = self.linearization, level
+        try:
+            yield
+        finally:
+            self.linearization = before
+
+    def solve_confirmed(self, model: cp_model.CpModel, first_solution: bool = False) -> Solved:
+        """`solve`, whose INFEASIBLE answer stands only when a cautious solve says it too: for a question
+        nothing known can contradict (the ladder's trigger), on a model where the CP-SAT 9.15 fault was met
+        (energy rows; objectives.md)."""
+        solved = self.solve(model, first_solution)
+        return self.solve(model, first_solution, cautious=True) if solved.status == Status.INFEASIBLE else solved
 
     def solve(self, model: cp_model.CpModel, first_solution: bool = False, cautious: bool | str = False) -> Solved:
         """One CP-SAT solve on the budget; `cautious` uses CP-SAT's own presolve and LP settings
