@@ -11,7 +11,13 @@ from test_tree_space import tree_scenario
 
 from specpim_cp.physics.evaluate import Evaluator
 from specpim_cp.problem import space as space_module
-from specpim_cp.problem.scenario import load_scenario, parse_scenario, scenario_catalog
+from specpim_cp.problem.scenario import (
+    Scenario,
+    load_scenario,
+    parse_scenario,
+    scenario_catalog,
+    with_native_memory,
+)
 from specpim_cp.problem.space import DesignSpace, TreeMenuTooLarge
 from specpim_cp.solvers import shared_evaluator as shared_module
 from specpim_cp.solvers.exact import guards
@@ -36,6 +42,33 @@ def test_equal_content_shares_a_table_and_other_content_does_not():
         gddr, external_energy_pj_per_bit=gddr.external_energy_pj_per_bit / 2)})
     other = _table(sc, cheaper)
     assert other is not first and other.models != first.models
+
+
+def test_a_copy_that_sets_a_field_to_the_same_content_shares_the_evaluator_and_the_baselines(monkeypatch):
+    """A copy made with `model_copy(update=...)` at equal content (the ladder steps' unrestricted space, the
+    note's speculating side's baselines) is the same input: one evaluator, one set of baselines; only a field
+    whose being set is read (`SET_FIELDS_READ`: memory_types on a host with a native memory) keys apart."""
+    from specpim_cp.solvers import baselines as baselines_mod
+
+    sc = load_scenario(OPT13)
+    cat = scenario_catalog(sc)
+    copy = sc.model_copy(update={"space": sc.space.model_copy()})
+    assert "space" in copy.model_fields_set and copy.content_hash() == sc.content_hash()
+    assert shared_module.evaluator_key(copy, cat) == shared_module.evaluator_key(sc, cat)
+    assert shared_evaluator(copy, cat) is shared_evaluator(sc, cat)
+    runs = []
+    real = baselines_mod._all_baselines
+    monkeypatch.setattr(baselines_mod, "_all_baselines", lambda s, c: runs.append(s.name) or real(s, c))
+    monkeypatch.setattr(baselines_mod, "_BASELINES", baselines_mod.BoundedCache(2))
+    first = baselines_mod.run_baselines(sc, cat)
+    assert baselines_mod.run_baselines(copy, cat) == first and len(runs) == 1
+    data = {"name": "h100-native", "batch_size": 1, "prompt_tokens": 64, "generated_tokens": 32, "host": "h100-sxm",
+            "verifier": {"model": "opt-1.3b", "devices": 1}}
+    unset = Scenario.model_validate(data)  # before `check_scenario` gives it the host's native memory
+    explicit = unset.model_copy(update={"memory_types": list(unset.memory_types)})
+    assert explicit.content_hash() == unset.content_hash()
+    assert with_native_memory(unset, cat).memory_types != with_native_memory(explicit, cat).memory_types
+    assert shared_module.evaluator_key(explicit, cat) != shared_module.evaluator_key(unset, cat)
 
 
 def test_the_cache_is_bounded():

@@ -3,7 +3,8 @@ fixed recipes read the same memoised cost model instead of each pricing the same
 
 An `Evaluator`'s caches never change a price (physics/evaluate.py), so sharing one between callers of the
 same scenario content changes no answer. The key is the scenario's content (`Scenario.content_hash`, which
-holds its catalog files' content, and the fields it sets) and the catalog's every entry (its repr); the
+holds its catalog files' content, and whether it sets the fields whose being set changes how it is read:
+`SET_FIELDS_READ`) and the catalog's every entry (its repr); the
 last `EVALUATOR_CACHE_SIZE` evaluators are kept (least recently used dropped first). Their cost models also
 share operator prices across scenario contents that price a model alike (`price_memo`).
 """
@@ -26,9 +27,17 @@ PRICE_MEMO_SIZE = 16
 _PRICE_MEMOS: BoundedCache[dict] = BoundedCache(PRICE_MEMO_SIZE)
 
 
+#: The scenario fields whose being set, not only their value, changes how the scenario is read: a host's native
+#: memory replaces `memory_types` only when the file leaves it out (`scenario.with_native_memory`). Any other
+#: field set or left at its default is the same input (a copy made with `model_copy(update=...)`, such as the
+#: ladder's steps' unrestricted space or the note's speculating side, sets `space` to the same content).
+SET_FIELDS_READ = ("memory_types",)
+
+
 def evaluator_key(scenario: Scenario, catalog: Catalog) -> str:
     """What an evaluator of (scenario, catalog) depends on, as one digest."""
-    blob = f"{scenario.content_hash()}|{sorted(scenario.model_fields_set)}|{catalog!r}"
+    read = [f for f in SET_FIELDS_READ if f in scenario.model_fields_set]
+    blob = f"{scenario.content_hash()}|{read}|{catalog!r}"
     return hashlib.sha256(blob.encode()).hexdigest()
 
 
@@ -50,4 +59,4 @@ def price_memo(key: Hashable) -> dict:
     return _PRICE_MEMOS.get_or_make(key, dict)
 
 
-__all__ = ["EVALUATOR_CACHE_SIZE", "PRICE_MEMO_SIZE", "evaluator_key", "price_memo", "shared_evaluator"]
+__all__ = ["EVALUATOR_CACHE_SIZE", "PRICE_MEMO_SIZE", "SET_FIELDS_READ", "evaluator_key", "price_memo", "shared_evaluator"]
