@@ -91,6 +91,44 @@ def test_ranges_equal_enumeration(data, objective, within, enumerations):
         assert res.solves <= 2  # the closing question (under energy: confirmed at CP-SAT's own presolve)
 
 
+@pytest.mark.parametrize("data,objective", CASES, ids=[c[0]["name"] for c in CASES])
+def test_witnesses_found_near_the_witnesses_change_no_range(data, objective, monkeypatch):
+    """The designs near the witnesses (`harvest`, priced by the evaluator) and the per-model questions give the
+    ranges CP-SAT's questions alone give (no harvest: NEIGHBOUR_LIMIT 0), with no more solves."""
+    from specpim_cp.solvers.exact import ranges as ranges_mod
+
+    sc = parse_scenario(data)
+    near = decision_ranges(sc, within_pct=25, objective=objective, options=OPTS)
+    monkeypatch.setattr(ranges_mod, "NEIGHBOUR_LIMIT", 0)
+    alone = decision_ranges(sc, within_pct=25, objective=objective, options=OPTS)
+    assert [r.as_dict() for r in near.ranges] == [r.as_dict() for r in alone.ranges]
+    assert near.proven and near.solves <= alone.solves
+
+
+def test_harvested_witnesses_are_within_the_tolerance_and_save_solves(monkeypatch):
+    """Every design `harvest` keeps as a witness is priced within the limit by the evaluator, and on a space where
+    many designs lie within the tolerance it finds some (fewer CP-SAT questions than without it)."""
+    from specpim_cp.physics.evaluate import Evaluator
+    from specpim_cp.solvers.exact import ranges as ranges_mod
+
+    kept = []
+    real = ranges_mod._Ranges.harvest
+
+    def harvest(self, decisions, start=None, limit=None):
+        before = len(self.witnesses)
+        real(self, decisions, start, limit)
+        kept.extend((self.limit, w) for w in self.witnesses[before:])
+
+    monkeypatch.setattr(ranges_mod._Ranges, "harvest", harvest)
+    data, objective = CASES[0]
+    sc = parse_scenario(data)
+    near = decision_ranges(sc, within_pct=25, objective=objective, options=OPTS)
+    ev = Evaluator(sc, scenario_catalog(sc))
+    assert kept and all(ev.evaluate(w).metrics.objective(objective) <= limit for limit, w in kept)
+    monkeypatch.setattr(ranges_mod, "NEIGHBOUR_LIMIT", 0)
+    assert near.solves < decision_ranges(sc, within_pct=25, objective=objective, options=OPTS).solves
+
+
 def test_within_zero_is_the_tie_set(enumerations):
     """At 0% the ranges are the values the optimal designs take: free exactly where designs tie."""
     data, objective = CASES[1]

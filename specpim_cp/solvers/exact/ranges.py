@@ -7,14 +7,16 @@ fixed levels (`RatioRow`) with the numerator rounded down to a whole ns (nJ) per
 expected tokens, so every design counted is within the tolerance (formulations/objectives.md, OBJ-4).
 A decision with a small domain (memory type, PIM units, devices, an operator's engine, draft length,
 draft shape, staging, pipeline, speculation on/off) is checked value by value, skipping values a design already found takes;
-a decision with a large domain (tree nodes) by its minimum and maximum, each solved to proof.
+a decision with a large domain (tree nodes) by its minimum and maximum, each solved to proof. Before the
+decisions one by one: one question for all of them, then (when a design answers it) the designs near the
+witnesses priced by the evaluator (`harvest`) and one question per model, until each is INFEASIBLE.
 """
 
 from __future__ import annotations
 
 import math
 import time
-from collections.abc import Callable, Sequence
+from collections.abc import Callable, Iterator, Sequence
 from dataclasses import dataclass, field
 from fractions import Fraction
 
@@ -23,7 +25,7 @@ from ortools.sat.python import cp_model
 from specpim_cp.catalog import Catalog
 from specpim_cp.errors import ScenarioError
 from specpim_cp.physics.evaluate import Evaluation
-from specpim_cp.problem.design import Design
+from specpim_cp.problem.design import Design, Placement
 from specpim_cp.problem.operators import PLACEABLE_OPS
 from specpim_cp.problem.scenario import Scenario, scenario_catalog
 from specpim_cp.problem.space import model_labels
@@ -44,6 +46,8 @@ __all__ = ["ENUMERATE_LIMIT", "RANGE_OBJECTIVES", "DecisionRange", "RangesResult
 RANGE_OBJECTIVES = ("latency", "energy")
 #: A decision with at most this many values is checked value by value; a larger one by its ends.
 ENUMERATE_LIMIT = 24
+#: Most designs `_Ranges.harvest` prices (designs a few decisions from the optimum) before CP-SAT is asked.
+NEIGHBOUR_LIMIT = 400
 
 Literal = cp_model.IntVar
 
@@ -124,6 +128,7 @@ class RangesResult:
     wall_s: float
     deterministic_time: float
     options: SolverOptions
+    cp_sat_s: float = 0.0  # seconds inside CP-SAT of the ranges' questions (the optimum's solve not counted)
 
     @property
     def proven(self) -> bool:
@@ -218,6 +223,42 @@ def model_decisions(sm: SpecModel) -> list[Decision]:
     return out
 
 
+def _nearest(options, arch, op: str, p: Placement) -> Placement | None:
+    """`p` when `arch` allows it for `op`, else the allowed placement on the same engine and layout (else the
+    same engine, else any) with the nearest share; None when `arch` allows none."""
+    allowed = options.allowed(arch, op)
+    if p in allowed:
+        return p
+    pool = ([q for q in allowed if (q.engine, q.layout) == (p.engine, p.layout)]
+            or [q for q in allowed if q.engine == p.engine] or list(allowed))
+    return min(pool, key=lambda q: (abs(q.share - p.share), q.share, q.key)) if pool else None
+
+
+def neighbours(sm: SpecModel, design: Design) -> Iterator[Design]:
+    """The designs one decision away from `design`, in a fixed order: per model another architecture (each
+    operator's placement kept, or its nearest allowed), per operator another placement, then another
+    speculation choice on the same hardware. Not checked: some lie outside the space or do not fit."""
+    models = design.models()
+    archs = [md.arch for _, md in models]
+    places = [dict(md.placement) for _, md in models]
+    choice = design.choice
+    for j in range(len(models)):
+        options = sm.data[j]
+        for a in options.archs:
+            if a == archs[j]:
+                continue
+            moved = {op: _nearest(options, a, op, p) for op, p in places[j].items()}
+            if None not in moved.values():
+                yield sm.space.build([*archs[:j], a, *archs[j + 1:]], [*places[:j], moved, *places[j + 1:]], choice)
+        for op, p in places[j].items():
+            for q in options.allowed(archs[j], op):
+                if q != p:
+                    yield sm.space.build(archs, [*places[:j], {**places[j], op: q}, *places[j + 1:]], choice)
+    for c in sm.choices:
+        if c != choice and c.speculates == choice.speculates:
+            yield sm.space.build(archs, places, c)
+
+
 # -- the search ----------------------------------------------------------------------------------------
 class _Ranges:
     """The solves behind the ranges: a base model with the tolerance row, witnesses (designs found within
@@ -230,7 +271,9 @@ class _Ranges:
         self.on_stage = on_stage
         self.witnesses: list[Design] = [optimum]
         self._base: cp_model.CpModel | None = None
-        self.closed = False  # `close_all` proved that no design within the tolerance takes a value no witness has
+        self.closed: set[str] = set()  # models no design within the tolerance takes a value no witness has of
+        self._seen: set[str] = set()  # the designs `harvest` priced (keys)
+        self._reached: dict[tuple[str, str], tuple[int, set]] = {}  # `reached`: witnesses read, their values
 
     def base(self) -> cp_model.CpModel:
         """A copy of the model with the tolerance row (latency: its energy rows emptied), built once."""
@@ -257,28 +300,95 @@ class _Ranges:
         self.run.hint = self.sm.decision_literals(self.optimum)
         return (self.run.solve_confirmed if confirmed else self.run.solve)(model, first_solution)
 
+    def reached(self, decision: Decision) -> set:
+        """The decision's values some witness takes (kept per decision, read from the witnesses added since)."""
+        key = (decision.model, decision.name)
+        count, values = self._reached.get(key, (0, set()))
+        values.update(decision.of(w) for w in self.witnesses[count:])
+        self._reached[key] = (len(self.witnesses), values)
+        return values
+
     def unreached(self, decision: Decision) -> list:
         """The decision's values no witness takes."""
-        return [v for v in decision.values if not any(decision.of(w) == v for w in self.witnesses)]
+        reached = self.reached(decision)
+        return [v for v in decision.values if v not in reached]
 
     def _lits(self, model: cp_model.CpModel, lits: Sequence[Literal]):
         return [model.get_bool_var_from_proto_index(v.index) for v in lits]
 
-    def close_all(self, decisions: Sequence[Decision]) -> None:
-        """One question for every value-by-value decision at once: a design within the tolerance with any value
-        no witness has. INFEASIBLE (under energy: also at CP-SAT's own presolve) excludes all of them
-        (`closed`: no decision then asks a question of its own, the common case at a small tolerance); a
-        design found is one more witness, and the decisions are asked one by one."""
-        left = [lit for d in decisions if d.terms is None for v in self.unreached(d) for lit in d.values[v]]
-        if not left or self.run.budget.remaining() <= 0:
-            return
-        model = self.base()
-        model.add_bool_or(self._lits(model, left))
-        status, solver = self._solve(model, "ranges: any decision off the values found?", True,
-                                     confirmed=self.objective == "energy")  # energy rows kept
+    def within(self, design: Design) -> bool:
+        """Whether `design` (of the model's space, priced by the evaluator) satisfies the tolerance row as CP-SAT
+        reads it (round time or energy x the optimum's tokens <= the row's numerator x its own tokens) and the
+        evaluator's limit: a witness found without a solve. False for a design outside the space or infeasible."""
+        if self.sm.space.violations(design):  # the model's (restricted) space, within the evaluator's free one
+            return False
+        try:
+            metrics = self.sm.ev.metrics(design, check=False)
+            own = RatioRow.of(self.sm, self.objective, metrics)
+        except ScenarioError:  # does not fit the devices (or beyond the rows' integer range)
+            return False
+        return own.n * self.row.d <= self.row.n * own.d and metrics.objective(self.objective) <= self.limit
+
+    def harvest(self, decisions: Sequence[Decision], start: Sequence[Design] | None = None,
+                limit: int | None = None) -> None:
+        """Witnesses without CP-SAT: the designs one decision away (`neighbours`), breadth-first from `start`
+        (default: every witness), each kept when it lies within the tolerance (`within`), at most `limit`
+        (default `NEIGHBOUR_LIMIT`) priced; a design priced once is not priced again. A kept design that takes
+        a value no witness had is a witness; the search goes on from every kept design (a value two decisions
+        away, such as fewer PIM units once an operator left PIM)."""
+        limit = NEIGHBOUR_LIMIT if limit is None else limit
+        self._seen.update(w.key() for w in self.witnesses)
+        queue = list(self.witnesses if start is None else start)
+        priced = 0
+        while queue and priced < limit:
+            for cand in neighbours(self.sm, queue.pop(0)):
+                key = cand.key()
+                if key in self._seen:
+                    continue
+                self._seen.add(key)
+                priced += 1
+                if self.within(cand):
+                    if any(d.of(cand) not in self.reached(d) for d in decisions if d.terms is None):
+                        self.witnesses.append(cand)
+                    queue.append(cand)
+                if priced >= limit:
+                    break
+
+    def close(self, decisions: Sequence[Decision], model: str | None = None) -> bool:
+        """One question for the value-by-value decisions (of `model`, a model's label or "design"; None: all at
+        once): a design within the tolerance with any of their values no witness has. INFEASIBLE (under energy:
+        also at CP-SAT's own presolve) excludes all of those values (`closed` gets their models: no decision of
+        theirs then asks a question of its own); a design found is one more witness (True)."""
+        asked = [d for d in decisions if d.terms is None and model in (None, d.model)]
+        left = [lit for d in asked for v in self.unreached(d) for lit in d.values[v]]
+        if not left:
+            self.closed.update(d.model for d in asked)
+            return False
+        if self.run.budget.remaining() <= 0:
+            return False
+        cp = self.base()
+        cp.add_bool_or(self._lits(cp, left))
+        status, solver = self._solve(cp, f"ranges: any {'' if model is None else model + ' '}decision off the values "
+                                         "found?", True, confirmed=self.objective == "energy")  # energy rows kept
         if status in (Status.OPTIMAL, Status.FEASIBLE):
             self.witness(solver)
-        self.closed = status == Status.INFEASIBLE
+            return True
+        if status == Status.INFEASIBLE:
+            self.closed.update(d.model for d in asked)
+        return False
+
+    def close_all(self, decisions: Sequence[Decision]) -> None:
+        """The questions before the decisions' own: one for every decision at once, INFEASIBLE the common case at
+        a small tolerance. When it finds a design, the designs near the witnesses (`harvest`), then one question
+        per model (and one for the design's own decisions), asked again after each design found (the designs
+        near it harvested first) until INFEASIBLE closes the model's decisions. A model left open (the time ran
+        out) asks decision by decision (`reach`)."""
+        if not self.close(decisions):
+            return
+        self.harvest(decisions)
+        for model in dict.fromkeys(d.model for d in decisions if d.terms is None):
+            while model not in self.closed and self.close(decisions, model):
+                self.harvest(decisions, self.witnesses[-1:], NEIGHBOUR_LIMIT // 4)
 
     def reach(self, decision: Decision) -> dict[object, str]:
         """Per value of the decision, REACHED | EXCLUDED | UNKNOWN: whether a design within the tolerance
@@ -286,7 +396,7 @@ class _Ranges:
         value (and the question is asked again of the values left), INFEASIBLE excludes every value left."""
         left = self.unreached(decision)
         verdict: dict[object, str] = {v: "REACHED" for v in decision.values if v not in left}
-        if self.closed:
+        if decision.model in self.closed:
             verdict.update(dict.fromkeys(left, "EXCLUDED"))
             left = []
         while left:
@@ -379,4 +489,4 @@ def decision_ranges(scenario: Scenario, *, within_pct: Fraction | int = 1, objec
     search.close_all(decisions)
     ranges = [search.decision_range(d) for d in decisions]
     return RangesResult(scenario, objective, within, res, limit, ranges, run.iterations,
-                        time.perf_counter() - t0, run.deterministic_time, opts)
+                        time.perf_counter() - t0, run.deterministic_time, opts, run.cp_sat_s)
