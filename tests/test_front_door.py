@@ -58,3 +58,24 @@ def test_baselines_by_the_names_reports_print():
     base = sp.baselines(sc)
     assert {"GPU-AR", "GPU-SI"} <= set(base)
     assert base["GPU-SI"].metrics == sp.evaluate(sc, base["GPU-SI"].design).metrics
+
+
+@pytest.mark.parametrize("objective,priced", [("latency", False), ("energy", True)])
+def test_a_latency_solve_from_the_heuristics_design_prices_no_baselines(objective, priced, monkeypatch):
+    """Under latency, the heuristic's own search objective, a warm-started solve starts from the heuristic's
+    design without pricing the baselines (`api.solving.baselines_start`); under energy, where a baseline is
+    often the better start, it prices them. The optimum is the one a start from the baselines proves."""
+    from specpim_cp.solvers import baselines as baselines_mod
+    from specpim_cp.solvers.exact import SolverOptions
+    from specpim_cp.solvers.exact import solve as exact_solve
+
+    sc = sp.load_scenario("paper/opt-13b-b4")
+    monkeypatch.setattr(baselines_mod, "_BASELINES", baselines_mod.BoundedCache(2))  # nothing priced before
+    calls = []
+    real = baselines_mod._all_baselines
+    monkeypatch.setattr(baselines_mod, "_all_baselines", lambda s, c: calls.append(bool(s.drafters)) or real(s, c))
+    res = sp.solve(sc, sp.SolveOptions(deterministic=True, objective=objective))
+    assert (True in calls) == priced  # the scenario's baselines (the note's verifier alone prices GPU-AR)
+    cold = exact_solve(sc, objective=objective, options=SolverOptions(60, deterministic=True))
+    assert (res.report.objective, res.design) == (cold.report.objective, cold.design)
+    assert res.report.status == "OPTIMAL"

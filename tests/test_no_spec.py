@@ -272,3 +272,45 @@ def test_a_latency_solve_settles_the_round_time_and_a_later_energy_search_the_en
     assert fresh.choice_bounds == sm.choice_bounds
     assert solve(sc, objective="energy", options=OPTS, catalog=catalog).report.objective == \
         brute_force(sc, objective="energy").report.objective
+
+
+def test_the_heuristic_keeps_its_best_speculating_design_when_the_verifier_alone_wins():
+    """When the verifier alone wins, the heuristic's result keeps its best speculating design (`speculating`,
+    what the heuristic alone on the speculating side returns with the same seed and budget); when a
+    speculating design wins there is none to keep."""
+    for data, speculates in CASES[:3]:
+        sc = parse_scenario(data)
+        res = run_heuristic(sc, seed=1)
+        if speculates:
+            assert res.speculating is None
+            continue
+        kept = res.speculating
+        assert kept is not None and kept.design.drafters
+        assert kept.metrics.objective(sc.objective) > res.report.objective
+        assert DesignSpace(speculating_scenario(sc), scenario_catalog(sc)).violations(kept.design) == []
+        assert kept.design == run_heuristic(speculating_scenario(sc), seed=1).design
+
+
+@pytest.mark.parametrize("case", [0, 2])
+def test_the_notes_speculating_side_starts_from_the_commands_own_heuristic_run(case, monkeypatch):
+    """When the verifier alone wins, the note's speculating side starts from the heuristic's best speculating
+    design of the command's warm start: one heuristic run per `solve`, and the note's value is the speculating
+    side's proven optimum all the same."""
+    from specpim_cp.api.options import SolveOptions
+    from specpim_cp.api.solving import solve as api_solve
+    from specpim_cp.solvers import heuristic
+
+    runs = []
+
+    def counted(*args, **kw):
+        runs.append(args[0].name)
+        return run_heuristic(*args, **kw)
+
+    monkeypatch.setattr(heuristic, "run_heuristic", counted)
+    sc = parse_scenario(CASES[case][0])
+    res = api_solve(sc, SolveOptions(deterministic=True))
+    note = res.report.extra["no_speculation"]
+    assert not res.design.drafters and note["optimum_speculates"] is False
+    assert len(runs) == 1  # the warm start's run only (its own verifier-alone search is inside it)
+    best = solve(speculating_scenario(sc), options=OPTS)
+    assert note["other_status"] == "OPTIMAL" and note["best_speculating"] == float(best.report.objective)

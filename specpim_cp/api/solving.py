@@ -3,6 +3,7 @@
 
 from __future__ import annotations
 
+from collections.abc import Sequence
 from dataclasses import dataclass, replace
 from pathlib import Path
 from typing import TYPE_CHECKING, Any
@@ -29,7 +30,7 @@ if TYPE_CHECKING:  # the baselines and the Monte Carlo load with the functions t
 
 __all__ = ["Comparison", "baseline_results", "baselines", "check_hint", "check_max_points", "compare", "design_of",
            "evaluate", "format_simulation", "heuristic", "heuristic_budget", "no_fit_detail", "pareto", "ranges",
-           "simulate", "solve", "warm_start"]
+           "simulate", "solve", "warm_start", "warm_starts"]
 
 
 def _catalog(scenario: Scenario, catalog):
@@ -72,23 +73,30 @@ def warm_start(scenario: Scenario, options: SolveOptions, catalog=None, deadline
     `warm_start` is off or the heuristic finds none: the exact solver then names the real reason). With the
     command's `deadline` the heuristic stops at WARM_START_SHARE of the time left (deterministic: only at the
     deadline itself, so that the hint, and so the answer, is the same on any machine that ends in time)."""
+    return warm_starts(scenario, options, catalog, deadline)[0]
+
+
+def warm_starts(scenario: Scenario, options: SolveOptions, catalog=None, deadline=None) -> list[Design | None]:
+    """`warm_start`'s design, then the heuristic's best speculating design when its quick design is the
+    verifier alone ([NOSPEC]; else None): the note's speculating side starts from it."""
     catalog = _catalog(scenario, catalog)
     if options.hint is not None:
         label = options.hint_label if isinstance(options.hint, Design) else f"{options.hint_label} {options.hint}"
-        return check_hint(scenario, design_of(options.hint), label, catalog)
+        return [check_hint(scenario, design_of(options.hint), label, catalog), None]
     if not options.warm_start:
-        return None
+        return [None, None]
     try:
         from specpim_cp.solvers.heuristic import run_heuristic
     except ImportError:
-        return None
+        return [None, None]
     try:
         share = 1.0 if options.deterministic else WARM_START_SHARE
         limit = None if deadline is None else share * deadline.remaining()
-        return run_heuristic(scenario, budget="quick", seed=options.seed, catalog=catalog,
-                             on_generation=options.on_warm_start, time_limit_s=limit).design
+        found = run_heuristic(scenario, budget="quick", seed=options.seed, catalog=catalog,
+                              on_generation=options.on_warm_start, time_limit_s=limit)
     except ScenarioError:
-        return None
+        return [None, None]
+    return [found.design, None if found.speculating is None else found.speculating.design]
 
 
 def solve(scenario: Scenario, options: SolveOptions | None = None) -> SolveResult:
@@ -110,20 +118,31 @@ def solve(scenario: Scenario, options: SolveOptions | None = None) -> SolveResul
     from specpim_cp.solvers.exact import solve as cp_solve
 
     solver = options.solver_options().with_deadline()  # the command's: the warm start and the solves share it
-    hint = warm_start(scenario, options, catalog, solver.deadline)
-    res = cp_solve(scenario, objective=options.objective, options=solver, hint=hint,
-                   catalog=catalog, on_progress=options.on_progress)
-    return with_speculation_note(scenario, res, options, catalog, solver, hint)
+    starts = warm_starts(scenario, options, catalog, solver.deadline)
+    res = cp_solve(scenario, objective=options.objective, options=solver, hint=starts[0], catalog=catalog,
+                   on_progress=options.on_progress, start_baselines=baselines_start(scenario, options, starts[0]))
+    return with_speculation_note(scenario, res, options, catalog, solver, starts)
+
+
+def baselines_start(scenario: Scenario, options: SolveOptions, hint: Design | None) -> bool:
+    """Whether the exact solve also starts from the baselines (`exact.solve(start_baselines=...)`): not when
+    the hint is the heuristic's quick design and the objective is latency, the heuristic's own search objective
+    (its search starts from the baselines' recipes: GPU-SI and the fixed-recipe PIM designs; on every
+    paper-full scenario its design beat every baseline on latency). Under energy and EDP a baseline is often
+    the better start (13 of 21 paper-full scenarios under energy), and a user's hint is only a hint."""
+    heuristic_hint = options.hint is None and hint is not None
+    return not (heuristic_hint and (options.objective or scenario.objective) == "latency"
+                and scenario.objective in ("latency", "request"))
 
 
 def with_speculation_note(scenario: Scenario, res: SolveResult, options: SolveOptions, catalog,
-                          solver=None, hint: Design | None = None) -> SolveResult:
+                          solver=None, starts: Sequence[Design | None] = ()) -> SolveResult:
     """`res` with `report.extra["no_speculation"]`: the optimum against the other side of [NOSPEC] (the verifier
     alone, or the best speculating design), solved with the same options and the command's deadline, no
-    progress hooks and no tie-break (only its value is reported), hinted by the command's `hint` when that
-    design is on the other side (else the best speculating design by the heuristic's quick design, the verifier
-    alone by its own settling); and `report.extra["acceptance"]`: each drafter's acceptance rate and its
-    origin."""
+    progress hooks and no tie-break (only its value is reported), hinted by the first of the command's
+    `starts` (its hint, the heuristic's best speculating design: `warm_starts`) on the other side (else the
+    best speculating design by the heuristic's quick design, the verifier alone by its own settling); and
+    `report.extra["acceptance"]`: each drafter's acceptance rate and its origin."""
     from specpim_cp.problem.space import acceptance_origin
     from specpim_cp.solvers.alone import speculation_note
 
@@ -137,12 +156,11 @@ def with_speculation_note(scenario: Scenario, res: SolveResult, options: SolveOp
             return brute_force(sc, objective=options.objective, catalog=catalog)
         from specpim_cp.solvers.exact import solve as cp_solve
 
-        if hint is not None and bool(hint.drafters) == bool(sc.drafters):
-            start = hint
-        else:  # the verifier alone: its settling finds the optimum; speculating: the heuristic's quick design
-            start = warm_start(sc, quiet, catalog, solver.deadline) if sc.drafters else None
+        start = next((d for d in starts if d is not None and bool(d.drafters) == bool(sc.drafters)), None)
+        if start is None and sc.drafters:  # the verifier alone: its settling finds the optimum
+            start = warm_start(sc, quiet, catalog, solver.deadline)
         got = cp_solve(sc, objective=options.objective, options=solver, hint=start, catalog=catalog,
-                       canonical=False)
+                       canonical=False, start_baselines=baselines_start(sc, options, start))
         spent.append(got.report.extra.get("cp_sat_s", 0.0))
         return got
 

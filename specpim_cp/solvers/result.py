@@ -105,6 +105,9 @@ class SolveReport(ObjectiveReport):
 class SolveResult:
     evaluation: Evaluation
     report: SolveReport
+    #: The heuristic's best speculating design when it returns the verifier alone ([NOSPEC]), else None: the
+    #: warm start of the optimum's speculating side (`api.solving.with_speculation_note`). Not reported.
+    speculating: Evaluation | None = field(default=None, compare=False, repr=False)
 
     @property
     def design(self):

@@ -77,7 +77,8 @@ def solve_request(sm: SpecModel, run: SolveSession, scenario: Scenario, hint: De
     """[PRE-5] The least request latency over the space, by prefill thresholds (module docstring)."""
     ev, g = sm.ev, scenario.generated_tokens
     latency = RatioObjective(sm, "latency")
-    status, design, _, l_bound = minimize_ratio(run, latency, start=best_start(sm, ev, "latency", hint))
+    start = best_start(sm, ev, "latency", hint, run.start_baselines)
+    status, design, _, l_bound = minimize_ratio(run, latency, start=start)
     if status == Status.INFEASIBLE:
         raise ScenarioError(explain_infeasible(sm, run.opts))
     if design is None:

@@ -144,6 +144,8 @@ class SolveSession:
         self.linearization: int | None = None
         #: whether `finish` runs the canonical tie-break [OBJ-3]; off where only the optimum's value is used
         self.canonical = True
+        #: whether the first incumbent is also chosen among the baselines (starts.py)
+        self.start_baselines = True
 
     def progress(self, ratio: Named, incumbent: Fraction | None, bound: Fraction | None) -> None:
         if self.on_progress is not None:

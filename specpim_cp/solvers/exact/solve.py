@@ -35,13 +35,16 @@ from specpim_cp.solvers.shared_evaluator import shared_evaluator
 
 def solve(scenario: Scenario, *, objective: str | None = None, options: SolverOptions | None = None,
           hint: Design | None = None, catalog: Catalog | None = None,
-          on_progress: ProgressHook | None = None, canonical: bool = True) -> SolveResult:
+          on_progress: ProgressHook | None = None, canonical: bool = True,
+          start_baselines: bool = True) -> SolveResult:
     """The optimum of the scenario's (restricted) space for `objective`, with its proof or gap.
 
     `options`: CP-SAT's time limit, workers, seed and determinism (default `SolverOptions()`: 60 s, one
     worker, seed 0). `on_progress` is called with a SolveProgress after every Dinkelbach iteration
     (incumbent, bound). `canonical=False` skips the canonical tie-break [OBJ-3] where only the optimum's
-    value is used (the design is then one optimum, not the canonical one).
+    value is used (the design is then one optimum, not the canonical one). `start_baselines=False` starts
+    from the hint and the verifier alone's settled designs without pricing the baselines (the front door's
+    choice when the hint is the heuristic's design searched for the same objective; starts.py).
     """
     t0 = time.perf_counter()
     opts = (options or SolverOptions()).with_deadline()  # the command's deadline, unless started above
@@ -61,6 +64,7 @@ def solve(scenario: Scenario, *, objective: str | None = None, options: SolverOp
     run.t0 = t0  # progress and trajectory times count from the call, model building included
     run.on_progress = on_progress
     run.canonical = canonical
+    run.start_baselines = start_baselines
     # [NOSPEC] the verifier alone's proven bounds the objective's search needs, and its best designs
     alone = no_spec.settle(sm, run, no_spec.settle_levels(objective))
     keep_settled(scenario, catalog, sm)  # `ranges` of the same scenario starts from it
@@ -68,7 +72,7 @@ def solve(scenario: Scenario, *, objective: str | None = None, options: SolverOp
         return solve_request(sm, run, scenario, hint, t0)
     if objective == "edp":
         return solve_edp(sm, run, scenario, hint, t0, alone)
-    start = better_start(ev, objective, best_start(sm, ev, objective, hint), alone)
+    start = better_start(ev, objective, best_start(sm, ev, objective, hint, run.start_baselines), alone)
     status, design, obj, bound = minimize_ratio(run, RatioObjective(sm, objective), start=start)
     if status == Status.INFEASIBLE:
         raise ScenarioError(explain_infeasible(sm, opts))
@@ -92,7 +96,7 @@ def solve_edp(sm: SpecModel, run: SolveSession, scenario: Scenario, hint: Design
     starting from the best known design by energy, the verifier alone's `alone` included), its least-EDP
     point of least latency, then `finish`."""
     opts = run.opts
-    start = better_start(sm.ev, "energy", best_start(sm, sm.ev, "energy", hint), list(alone))
+    start = better_start(sm.ev, "energy", best_start(sm, sm.ev, "energy", hint, run.start_baselines), list(alone))
     front, status, _, _ = epsilon_front(sm, run, edp=True, start=start)
     if status == Status.INFEASIBLE:
         raise ScenarioError(explain_infeasible(sm, opts))

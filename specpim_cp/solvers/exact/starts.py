@@ -13,18 +13,20 @@ from specpim_cp.problem.scenario import Scenario
 from specpim_cp.solvers.exact.model import SpecModel
 
 
-def best_start(sm: SpecModel, ev: Evaluator, objective: str, hint: Design | None) -> Evaluation | None:
-    """The best feasible design among the hint and the baselines that lies in the (restricted) space."""
-    best = best_known(sm, ev, objective, hint, sm.scenario)
+def best_start(sm: SpecModel, ev: Evaluator, objective: str, hint: Design | None,
+               baselines: bool = True) -> Evaluation | None:
+    """The best feasible design among the hint and (`baselines`) the baselines that lies in the (restricted)
+    space."""
+    best = best_known(sm, ev, objective, hint, sm.scenario if baselines else None)
     return None if best is None else best_choice_for(sm, ev, objective, best)
 
 
-def best_known(sm: SpecModel, ev: Evaluator, objective: str, hint: Design | None, baselines_of: Scenario,
+def best_known(sm: SpecModel, ev: Evaluator, objective: str, hint: Design | None, baselines_of: Scenario | None,
                skip: tuple[type[Exception], ...] = (ScenarioError,)) -> Evaluation | None:
-    """The best of the hint and the baselines of `baselines_of` that lie in the model's space (a candidate
-    raising one of `skip` is left out), priced by the evaluator; None when none does."""
+    """The best of the hint and the baselines of `baselines_of` (None: none) that lie in the model's space (a
+    candidate raising one of `skip` is left out), priced by the evaluator; None when none does."""
     candidates = [hint] if hint is not None else []
-    candidates += [b.evaluation.design for b in space_baselines(baselines_of, sm.catalog)
+    candidates += [b.evaluation.design for b in (space_baselines(baselines_of, sm.catalog) if baselines_of else ())
                    if b.evaluation is not None and (len(b.evaluation.design.drafters) == sm.n_drafters
                                                     or (not b.evaluation.design.drafters and sm.no_spec is not None))]
     best = None
