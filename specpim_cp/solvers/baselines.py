@@ -379,8 +379,10 @@ BASELINES = (
 
 
 #: How many scenarios' baselines `run_baselines` keeps (a solve's first incumbent and the batch's baselines
-#: instance of the same scenario read them once).
-BASELINES_CACHE_SIZE = 8
+#: instance of the same scenario read them once). A batch worker meets a scenario's baselines up to three
+#: times (its baselines instance, its exact solve's and its ladder steps' first incumbents) with a whole
+#: benchmark set between them (12 scenarios in `paper`, 21 in `paper-full`); one scenario's are about 20 KB.
+BASELINES_CACHE_SIZE = 64
 _BASELINES: BoundedCache[tuple[BaselineResult, ...]] = BoundedCache(BASELINES_CACHE_SIZE)
 
 
