@@ -337,10 +337,12 @@ class _Ranges:
         a value no witness had is a witness; the search goes on from every kept design (a value two decisions
         away, such as fewer PIM units once an operator left PIM)."""
         limit = NEIGHBOUR_LIMIT if limit is None else limit
+        if limit and self.on_stage is not None:
+            self.on_stage("ranges: designs near the witnesses")
         self._seen.update(w.key() for w in self.witnesses)
         queue = list(self.witnesses if start is None else start)
         priced = 0
-        while queue and priced < limit:
+        while queue and priced < limit and self.run.budget.remaining() > 0:  # the command's deadline holds
             for cand in neighbours(self.sm, queue.pop(0)):
                 key = cand.key()
                 if key in self._seen:
