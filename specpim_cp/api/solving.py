@@ -76,27 +76,28 @@ def warm_start(scenario: Scenario, options: SolveOptions, catalog=None, deadline
     return warm_starts(scenario, options, catalog, deadline)[0]
 
 
-def warm_starts(scenario: Scenario, options: SolveOptions, catalog=None, deadline=None) -> list[Design | None]:
+def warm_starts(scenario: Scenario, options: SolveOptions, catalog=None,
+                deadline=None) -> tuple[Design | None, Design | None]:
     """`warm_start`'s design, then the heuristic's best speculating design when its quick design is the
     verifier alone ([NOSPEC]; else None): the note's speculating side starts from it."""
     catalog = _catalog(scenario, catalog)
     if options.hint is not None:
         label = options.hint_label if isinstance(options.hint, Design) else f"{options.hint_label} {options.hint}"
-        return [check_hint(scenario, design_of(options.hint), label, catalog), None]
+        return check_hint(scenario, design_of(options.hint), label, catalog), None
     if not options.warm_start:
-        return [None, None]
+        return None, None
     try:
         from specpim_cp.solvers.heuristic import run_heuristic
     except ImportError:
-        return [None, None]
+        return None, None
     try:
         share = 1.0 if options.deterministic else WARM_START_SHARE
         limit = None if deadline is None else share * deadline.remaining()
         found = run_heuristic(scenario, budget="quick", seed=options.seed, catalog=catalog,
                               on_generation=options.on_warm_start, time_limit_s=limit)
     except ScenarioError:
-        return [None, None]
-    return [found.design, None if found.speculating is None else found.speculating.design]
+        return None, None
+    return found.design, None if found.speculating is None else found.speculating.design
 
 
 def solve(scenario: Scenario, options: SolveOptions | None = None) -> SolveResult:

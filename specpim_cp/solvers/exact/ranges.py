@@ -25,10 +25,10 @@ from ortools.sat.python import cp_model
 from specpim_cp.catalog import Catalog
 from specpim_cp.errors import ScenarioError
 from specpim_cp.physics.evaluate import Evaluation
-from specpim_cp.problem.design import Design, Placement
+from specpim_cp.problem.design import ArchConfig, Design, Placement
 from specpim_cp.problem.operators import PLACEABLE_OPS
 from specpim_cp.problem.scenario import Scenario, scenario_catalog
-from specpim_cp.problem.space import model_labels
+from specpim_cp.problem.space import ModelOptions, model_labels
 from specpim_cp.solvers.exact import no_spec
 from specpim_cp.solvers.exact.guards import ModelMismatch, build_model
 from specpim_cp.solvers.exact.ladder import ENERGY_LINEARIZATION
@@ -223,7 +223,7 @@ def model_decisions(sm: SpecModel) -> list[Decision]:
     return out
 
 
-def _nearest(options, arch, op: str, p: Placement) -> Placement | None:
+def _nearest(options: ModelOptions, arch: ArchConfig, op: str, p: Placement) -> Placement | None:
     """`p` when `arch` allows it for `op`, else the allowed placement on the same engine and layout (else the
     same engine, else any) with the nearest share; None when `arch` allows none."""
     allowed = options.allowed(arch, op)
