@@ -71,6 +71,24 @@ def test_a_copy_that_sets_a_field_to_the_same_content_shares_the_evaluator_and_t
     assert shared_module.evaluator_key(explicit, cat) != shared_module.evaluator_key(unset, cat)
 
 
+def test_the_baselines_of_a_whole_benchmark_set_stay_cached(monkeypatch):
+    """A batch worker meets each scenario's baselines up to three times with the whole set in between: the
+    baselines of more scenarios than the `paper` set holds (12) are all still kept when met again."""
+    from specpim_cp.solvers import baselines as baselines_mod
+
+    monkeypatch.setattr(baselines_mod, "_BASELINES", baselines_mod.BoundedCache(baselines_mod.BASELINES_CACHE_SIZE))
+    runs = []
+    real = baselines_mod._all_baselines
+    monkeypatch.setattr(baselines_mod, "_all_baselines", lambda s, c: runs.append(s.batch_size) or real(s, c))
+    sc = load_scenario(OPT13)
+    cat = scenario_catalog(sc)
+    contents = [sc.model_copy(update={"batch_size": b}) for b in range(1, 22)]  # paper-full's 21 scenarios
+    for _ in range(2):
+        for s in contents:
+            baselines_mod.run_baselines(s, cat)
+    assert runs == list(range(1, 22))
+
+
 def test_the_cache_is_bounded():
     sc = load_scenario(OPT13)
     cat = scenario_catalog(sc)

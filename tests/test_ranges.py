@@ -213,3 +213,33 @@ def test_batch_records_and_reports_ranges(tmp_path):
     assert "PIM units within 2%" in summary
     bad = CliRunner().invoke(main, ["batch", str(d), "--out", str(tmp_path / "o2"), "--ranges", "x"])
     assert bad.exit_code == 2 and "--ranges" in bad.output
+
+
+def test_the_harvest_stops_at_the_commands_deadline(monkeypatch):
+    """With the time spent, the harvest prices no design (the ranges' questions left are UNKNOWN, not the
+    evaluator's work past the deadline)."""
+    from specpim_cp.solvers.exact import ranges as ranges_mod
+
+    priced = []
+    real = ranges_mod._Ranges.within
+
+    def within(self, design):
+        priced.append(design)
+        return real(self, design)
+
+    def harvest(self, decisions, start=None, limit=None):
+        monkeypatch.setattr(self.run.budget, "remaining", lambda: 0.0)
+        real_harvest(self, decisions, start, limit)
+
+    real_harvest = ranges_mod._Ranges.harvest
+    monkeypatch.setattr(ranges_mod._Ranges, "within", within)
+    monkeypatch.setattr(ranges_mod._Ranges, "harvest", harvest)
+    data, objective = CASES[0]
+    res = decision_ranges(parse_scenario(data), within_pct=25, objective=objective, options=OPTS)
+    assert priced == [] and not res.proven
+
+
+def test_ranges_count_their_seconds_inside_cp_sat():
+    data, objective = CASES[0]
+    res = decision_ranges(parse_scenario(data), within_pct=25, objective=objective, options=OPTS)
+    assert res.solves > 0 and 0 < res.cp_sat_s <= res.wall_s
