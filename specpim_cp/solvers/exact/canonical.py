@@ -300,7 +300,7 @@ class CanonicalOptimum:
             if sm.choices[k].speculates and sm.space.alone_only(0, a):
                 return False
             lb = sm.arch_energy_bounds.get(k, {}).get((0, a))
-            return all(lb is None or r.name != "energy" or lb * r.d <= r.n * sm.stats[k].tokens_micro
+            return all(lb is None or r.name != "energy" or r.admits(lb, sm.stats[k].tokens_micro)
                        for r in self.rows)
         return [a for a in sm.x[0] if any(alive(a, k) for k in kept)]
 

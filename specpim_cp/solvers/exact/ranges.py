@@ -272,7 +272,7 @@ class _Ranges:
         self.witnesses: list[Design] = [optimum]
         self._base: cp_model.CpModel | None = None
         self.closed: set[str] = set()  # models no design within the tolerance takes a value no witness has of
-        self._seen: set[str] = set()  # the designs `harvest` priced (keys)
+        self._seen: set[str] = {optimum.key()}  # keys of the witnesses and of the designs `harvest` priced
         self._reached: dict[tuple[str, str], tuple[int, set]] = {}  # `reached`: witnesses read, their values
 
     def base(self) -> cp_model.CpModel:
@@ -290,8 +290,13 @@ class _Ranges:
         if value > self.limit:
             raise ModelMismatch(f"CP-SAT found {design.key()} within the tolerance ({float(self.limit):.6g}) but "
                                 f"the evaluator prices {self.objective} {float(value):.6g}")
-        self.witnesses.append(design)
+        self._keep(design)
         return design
+
+    def _keep(self, design: Design) -> None:
+        """`design` (within the tolerance) is a witness."""
+        self.witnesses.append(design)
+        self._seen.add(design.key())
 
     def _solve(self, model: cp_model.CpModel, stage: str, first_solution: bool = False, confirmed: bool = False):
         self.run.stage = stage
@@ -313,8 +318,12 @@ class _Ranges:
         reached = self.reached(decision)
         return [v for v in decision.values if v not in reached]
 
-    def _lits(self, model: cp_model.CpModel, lits: Sequence[Literal]):
-        return [model.get_bool_var_from_proto_index(v.index) for v in lits]
+    def _ask(self, lits: Sequence[Literal], stage: str, confirmed: bool = False):
+        """A design within the tolerance that sets any of `lits` (the model's literals): the first solution of a
+        copy of the base model, or INFEASIBLE (`confirmed`: at CP-SAT's own presolve too)."""
+        model = self.base()
+        model.add_bool_or([model.get_bool_var_from_proto_index(v.index) for v in lits])
+        return self._solve(model, stage, True, confirmed)
 
     def within(self, design: Design) -> bool:
         """Whether `design` (of the model's space, priced by the evaluator) satisfies the tolerance row as CP-SAT
@@ -327,7 +336,7 @@ class _Ranges:
             own = RatioRow.of(self.sm, self.objective, metrics)
         except ScenarioError:  # does not fit the devices (or beyond the rows' integer range)
             return False
-        return own.n * self.row.d <= self.row.n * own.d and metrics.objective(self.objective) <= self.limit
+        return self.row.admits(own.n, own.d) and metrics.objective(self.objective) <= self.limit
 
     def harvest(self, decisions: Sequence[Decision], start: Sequence[Design] | None = None,
                 limit: int | None = None) -> None:
@@ -339,7 +348,6 @@ class _Ranges:
         limit = NEIGHBOUR_LIMIT if limit is None else limit
         if limit and self.on_stage is not None:
             self.on_stage("ranges: designs near the witnesses")
-        self._seen.update(w.key() for w in self.witnesses)
         queue = list(self.witnesses if start is None else start)
         priced = 0
         while queue and priced < limit and self.run.budget.remaining() > 0:  # the command's deadline holds
@@ -351,7 +359,7 @@ class _Ranges:
                 priced += 1
                 if self.within(cand):
                     if any(d.of(cand) not in self.reached(d) for d in decisions if d.terms is None):
-                        self.witnesses.append(cand)
+                        self._keep(cand)
                     queue.append(cand)
                 if priced >= limit:
                     break
@@ -368,10 +376,8 @@ class _Ranges:
             return False
         if self.run.budget.remaining() <= 0:
             return False
-        cp = self.base()
-        cp.add_bool_or(self._lits(cp, left))
-        status, solver = self._solve(cp, f"ranges: any {'' if model is None else model + ' '}decision off the values "
-                                         "found?", True, confirmed=self.objective == "energy")  # energy rows kept
+        status, solver = self._ask(left, f"ranges: any {'' if model is None else model + ' '}decision off the "
+                                         "values found?", confirmed=self.objective == "energy")  # energy rows kept
         if status in (Status.OPTIMAL, Status.FEASIBLE):
             self.witness(solver)
             return True
@@ -405,10 +411,9 @@ class _Ranges:
             if self.run.budget.remaining() <= 0:
                 verdict.update(dict.fromkeys(left, "UNKNOWN"))
                 break
-            model = self.base()
-            model.add_bool_or(self._lits(model, [lit for v in left for lit in decision.values[v]]))
             asked = f"= {left[0]}" if len(left) == 1 else "in {" + ", ".join(map(str, left)) + "}"
-            status, solver = self._solve(model, f"ranges: {decision.model}.{decision.name} {asked}?", True)
+            status, solver = self._ask([lit for v in left for lit in decision.values[v]],
+                                       f"ranges: {decision.model}.{decision.name} {asked}?")
             if status in (Status.OPTIMAL, Status.FEASIBLE):
                 value = decision.of(self.witness(solver))
                 if value not in left:  # the row asked for one of `left`: the model and the decoder disagree

@@ -300,10 +300,15 @@ class RatioRow:
     def of(cls, sm: SpecModel, name: str, metrics) -> RatioRow:
         return cls(name, guarded_numerator(sm, name, metrics), metrics.tokens_per_round_micro)
 
+    def admits(self, n: int, d: int) -> bool:
+        """Whether the ratio n/d (round ns or nJ per round, expected tokens x TOKENS_SCALE) is at most this
+        level, cross-multiplied in integers as the row is."""
+        return n * self.d <= self.n * d
+
     def keeps(self, sm: SpecModel) -> set[int]:
         """The choices whose CUT-3 bound ratio can reach this level (`add_ratio_rows` fixes the others to 0)."""
         bounds = sm.choice_bounds[0 if self.name == "latency" else 1]
-        return {k for k, (lb, st) in enumerate(zip(bounds, sm.stats)) if lb * self.d <= self.n * st.tokens_micro}
+        return {k for k, (lb, st) in enumerate(zip(bounds, sm.stats)) if self.admits(lb, st.tokens_micro)}
 
 
 def add_ratio_rows(sm: SpecModel, model: cp_model.CpModel, rows: list[RatioRow]) -> None:
