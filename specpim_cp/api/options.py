@@ -54,7 +54,8 @@ class SolveOptions(SolverRun):
     """`solve`: the objective (None: the scenario's), CP-SAT's options, the method (`cp-sat` or
     `brute-force`), the warm start (the heuristic's quick design as a CP-SAT hint, unless `warm_start` is
     False or a `hint` is given: a Design or a design file of the scenario's space), the catalog (None: the
-    scenario's own) and progress hooks. `hint_label` is how messages name the hint."""
+    scenario's own) and progress hooks. `hint_label` is how messages name the hint. `note_process`: the note's
+    likely other side solved beside the optimum in a forked process (where one can fork and a core is spare)."""
 
     objective: str | None = None
     method: str = "cp-sat"
@@ -64,6 +65,9 @@ class SolveOptions(SolverRun):
     catalog: Any = None
     on_progress: ProgressHook | None = None
     on_warm_start: GenerationHook | None = None
+    #: Whether the note's likely other side is solved in a forked process beside the optimum, on a spare core
+    #: (`api.solving.note_ahead`; the answers are the same either way)
+    note_process: bool = True
 
 
 @dataclass(frozen=True)

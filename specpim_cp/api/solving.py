@@ -3,10 +3,11 @@
 
 from __future__ import annotations
 
-from collections.abc import Sequence
+from collections.abc import Callable, Sequence
 from dataclasses import dataclass, replace
+from fractions import Fraction
 from pathlib import Path
-from typing import TYPE_CHECKING, Any
+from typing import TYPE_CHECKING, Any, NamedTuple
 
 from specpim_cp.api.limits import RESOLUTION_HIGH_PCT, WITHIN_HIGH_PCT, percent
 from specpim_cp.api.options import (
@@ -18,6 +19,7 @@ from specpim_cp.api.options import (
     SolveOptions,
 )
 from specpim_cp.errors import ScenarioError
+from specpim_cp.forked import ForkedCall
 from specpim_cp.physics.evaluate import Evaluation, Evaluator
 from specpim_cp.problem.design import Design, load_design
 from specpim_cp.problem.scenario import Scenario, scenario_catalog
@@ -76,28 +78,43 @@ def warm_start(scenario: Scenario, options: SolveOptions, catalog=None, deadline
     return warm_starts(scenario, options, catalog, deadline)[0]
 
 
-def warm_starts(scenario: Scenario, options: SolveOptions, catalog=None,
-                deadline=None) -> tuple[Design | None, Design | None]:
+class WarmStarts(NamedTuple):
+    """`warm_starts`' answer: the design CP-SAT starts from, the heuristic's best speculating design when its
+    quick design is the verifier alone, and the side of [NOSPEC] the optimum is likely on (`speculates`: the
+    heuristic's best design of each side compared by the command's objective; None without the heuristic)."""
+
+    start: Design | None = None
+    speculating: Design | None = None
+    speculates: bool | None = None
+
+
+def warm_starts(scenario: Scenario, options: SolveOptions, catalog=None, deadline=None) -> WarmStarts:
     """`warm_start`'s design, then the heuristic's best speculating design when its quick design is the
-    verifier alone ([NOSPEC]; else None): the note's speculating side starts from it."""
+    verifier alone ([NOSPEC]; else None): the note's speculating side starts from it; then the side the
+    optimum is likely on (the note's other side is solved beside the optimum: `note_ahead`)."""
     catalog = _catalog(scenario, catalog)
     if options.hint is not None:
         label = options.hint_label if isinstance(options.hint, Design) else f"{options.hint_label} {options.hint}"
-        return check_hint(scenario, design_of(options.hint), label, catalog), None
+        hint = check_hint(scenario, design_of(options.hint), label, catalog)
+        return WarmStarts(hint, None, bool(hint.drafters))
     if not options.warm_start:
-        return None, None
+        return WarmStarts()
     try:
         from specpim_cp.solvers.heuristic import run_heuristic
     except ImportError:
-        return None, None
+        return WarmStarts()
     try:
         share = 1.0 if options.deterministic else WARM_START_SHARE
         limit = None if deadline is None else share * deadline.remaining()
         found = run_heuristic(scenario, budget="quick", seed=options.seed, catalog=catalog,
                               on_generation=options.on_warm_start, time_limit_s=limit)
     except ScenarioError:
-        return None, None
-    return found.design, None if found.speculating is None else found.speculating.design
+        return WarmStarts()
+    objective = options.objective or scenario.objective
+    sides = [e for e in (found.evaluation, found.speculating, found.alone) if e is not None]
+    best = min(sides, key=lambda e: e.metrics.objective(objective))  # the returned design on a tie
+    return WarmStarts(found.design, None if found.speculating is None else found.speculating.design,
+                      bool(best.design.drafters))
 
 
 def solve(scenario: Scenario, options: SolveOptions | None = None) -> SolveResult:
@@ -120,9 +137,15 @@ def solve(scenario: Scenario, options: SolveOptions | None = None) -> SolveResul
 
     solver = options.solver_options().with_deadline()  # the command's: the warm start and the solves share it
     starts = warm_starts(scenario, options, catalog, solver.deadline)
-    res = cp_solve(scenario, objective=options.objective, options=solver, hint=starts[0], catalog=catalog,
-                   on_progress=options.on_progress, start_baselines=baselines_start(scenario, options, starts[0]))
-    return with_speculation_note(scenario, res, options, catalog, solver, starts)
+    ahead = note_ahead(scenario, options, catalog, solver, starts)
+    try:
+        res = cp_solve(scenario, objective=options.objective, options=solver, hint=starts.start, catalog=catalog,
+                       on_progress=options.on_progress,
+                       start_baselines=baselines_start(scenario, options, starts.start))
+        return with_speculation_note(scenario, res, options, catalog, solver, starts[:2], ahead)
+    finally:
+        if ahead is not None:
+            ahead.cancel()
 
 
 def baselines_start(scenario: Scenario, options: SolveOptions, hint: Design | None) -> bool:
@@ -136,25 +159,21 @@ def baselines_start(scenario: Scenario, options: SolveOptions, hint: Design | No
                 and scenario.objective in ("latency", "request"))
 
 
-def with_speculation_note(scenario: Scenario, res: SolveResult, options: SolveOptions, catalog,
-                          solver=None, starts: Sequence[Design | None] = ()) -> SolveResult:
-    """`res` with `report.extra["no_speculation"]`: the optimum against the other side of [NOSPEC] (the verifier
-    alone, or the best speculating design), solved with the same options and the command's deadline, no
-    progress hooks and no tie-break (only its value is reported), hinted by the first of the command's
-    `starts` (its hint, the heuristic's best speculating design: `warm_starts`) on the other side (else the
-    best speculating design by the heuristic's quick design, the verifier alone by its own settling); and
-    `report.extra["acceptance"]`: each drafter's acceptance rate and its origin."""
-    from specpim_cp.problem.space import acceptance_origin
-    from specpim_cp.solvers.alone import speculation_note
-
+def side_solver(options: SolveOptions, catalog, solver, starts: Sequence[Design | None] = ()
+                ) -> Callable[[Scenario], SideAnswer]:
+    """How the note solves a side of [NOSPEC] (the verifier alone, or the speculating scenario): with the
+    command's options and deadline, no progress hooks and no tie-break (only its value is reported), hinted by
+    the first of `starts` on that side (else the best speculating design by the heuristic's quick design, the
+    verifier alone by its own settling)."""
     quiet = replace(options, hint=None, on_progress=None, on_warm_start=None, catalog=catalog)
     solver = quiet.solver_options() if solver is None else solver
 
-    def other(sc: Scenario) -> SolveResult:
+    def solve_side(sc: Scenario) -> SideAnswer:
         if options.method == "brute-force":
             from specpim_cp.solvers.brute import brute_force
 
-            return brute_force(sc, objective=options.objective, catalog=catalog)
+            got = brute_force(sc, objective=options.objective, catalog=catalog)
+            return SideAnswer(got.report.objective, got.report.status, None)
         from specpim_cp.solvers.exact import solve as cp_solve
 
         start = next((d for d in starts if d is not None and bool(d.drafters) == bool(sc.drafters)), None)
@@ -162,8 +181,75 @@ def with_speculation_note(scenario: Scenario, res: SolveResult, options: SolveOp
             start = warm_start(sc, quiet, catalog, solver.deadline)
         got = cp_solve(sc, objective=options.objective, options=solver, hint=start, catalog=catalog,
                        canonical=False, start_baselines=baselines_start(sc, options, start))
-        spent.append(got.report.extra.get("cp_sat_s", 0.0))
-        return got
+        return SideAnswer(got.report.objective, got.report.status, got.report.extra.get("cp_sat_s", 0.0))
+
+    return solve_side
+
+
+class SideAnswer(NamedTuple):
+    """A side's optimum for the note: its objective, status and seconds inside CP-SAT (None: no CP-SAT)."""
+
+    objective: Fraction
+    status: str
+    cp_sat_s: float | None
+
+
+class NoteAhead(NamedTuple):
+    """The note's likely other side, solved in a forked process while this one solves the optimum
+    (`note_ahead`): `speculates` says which side (the speculating scenario, or the verifier alone)."""
+
+    speculates: bool
+    call: ForkedCall
+
+    def answer(self, side: Scenario) -> SideAnswer | None:
+        """The child's answer for `side` (None when the child solved the other side, or failed otherwise than
+        by refusing: `side` is then solved here); a refusal is raised as the ScenarioError it was."""
+        if bool(side.drafters) != self.speculates:
+            self.call.cancel()
+            return None
+        outcome = self.call.outcome()
+        if outcome.kind == "refused":
+            raise ScenarioError(outcome.value)
+        return outcome.value if outcome.kind == "ok" else None
+
+    def cancel(self) -> None:
+        self.call.cancel()
+
+
+def note_ahead(scenario: Scenario, options: SolveOptions, catalog, solver, starts: WarmStarts) -> NoteAhead | None:
+    """Start solving the note's likely other side in a forked process, beside the optimum's solve (None when
+    there is no note, the option is off, CP-SAT already runs several workers, or there is no spare core): the
+    side opposite to `starts.speculates` (the verifier alone when unknown). Its answer is the one the note
+    would compute after the optimum (the same solve, its value proven either way); when the optimum lands on
+    the other side, the child is stopped and the note solves its side as before."""
+    from specpim_cp.solvers.alone import has_note, other_side
+
+    if not (options.note_process and has_note(scenario) and options.method == "cp-sat" and options.workers == 1):
+        return None
+    speculates = starts.speculates if starts.speculates is not None else True
+    side = other_side(scenario, speculates)
+    call = ForkedCall.start(side_solver(options, catalog, solver, starts[:2]), side)
+    return None if call is None else NoteAhead(bool(side.drafters), call)
+
+
+def with_speculation_note(scenario: Scenario, res: SolveResult, options: SolveOptions, catalog,
+                          solver=None, starts: Sequence[Design | None] = (),
+                          ahead: NoteAhead | None = None) -> SolveResult:
+    """`res` with `report.extra["no_speculation"]`: the optimum against the other side of [NOSPEC] (the verifier
+    alone, or the best speculating design), solved by `side_solver` (or taken from `ahead`, when it solved
+    that side); and `report.extra["acceptance"]`: each drafter's acceptance rate and its origin."""
+    from specpim_cp.problem.space import acceptance_origin
+    from specpim_cp.solvers.alone import speculation_note
+
+    solve_side = side_solver(options, catalog, solver, starts)
+
+    def other(sc: Scenario) -> tuple[Fraction, str]:
+        got = ahead.answer(sc) if ahead is not None else None
+        if got is None:
+            got = solve_side(sc)
+        if got.cp_sat_s is not None:
+            spent.append(got.cp_sat_s)
+        return got.objective, got.status
 
     spent: list[float] = []  # the other side's seconds inside CP-SAT (the note's `cp_sat_s`)
     note = speculation_note(scenario, res, other)

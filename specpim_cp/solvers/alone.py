@@ -28,21 +28,32 @@ def margin_pct(better: Fraction, worse: Fraction) -> float:
     return float(100 * (worse - better) / better) if better else 0.0
 
 
+def has_note(scenario: Scenario) -> bool:
+    """Whether a solve of `scenario` gets the note: it has drafters and its space also holds designs without
+    them (`DesignSpace.offers_no_spec`)."""
+    return bool(scenario.drafters) and scenario.space.speculation == "free" and scenario.space.pipeline != "on"
+
+
+def other_side(scenario: Scenario, speculates: bool) -> Scenario:
+    """The side the note solves for an optimum that speculates (the verifier alone) or not (speculating)."""
+    return alone_scenario(scenario) if speculates else speculating_scenario(scenario)
+
+
 def speculation_note(scenario: Scenario, result: SolveResult,
-                     solve: Callable[[Scenario], SolveResult]) -> dict | None:
+                     solve: Callable[[Scenario], tuple[Fraction, str]]) -> dict | None:
     """The optimum's comparison with the other side (None for a scenario without drafters or a space that
-    excludes not speculating): `solve` solves the other side (the best speculating design when the optimum is
-    the verifier alone, else the verifier alone), with the options the optimum was solved with."""
-    if not scenario.drafters or scenario.space.speculation != "free" or scenario.space.pipeline == "on":
-        return None  # the space holds no design without drafters (`DesignSpace.offers_no_spec`)
+    excludes not speculating): `solve` gives the other side's optimum and status (the best speculating design
+    when the optimum is the verifier alone, else the verifier alone), with the options the optimum was solved
+    with."""
+    if not has_note(scenario):
+        return None
     speculates = bool(result.design.drafters)
     try:
-        other = solve(alone_scenario(scenario) if speculates else speculating_scenario(scenario))
+        other = solve(other_side(scenario, speculates))
     except ScenarioError as exc:  # e.g. no speculating design fits the devices
         return speculation_note_of(speculates, result.report.objective_name, result.report.objective, None,
                                    str(exc))
-    return speculation_note_of(speculates, result.report.objective_name, result.report.objective,
-                               (other.report.objective, other.report.status))
+    return speculation_note_of(speculates, result.report.objective_name, result.report.objective, other)
 
 
 def speculation_note_of(speculates: bool, objective: str, value: Fraction, other: tuple[Fraction, str] | None,

@@ -108,6 +108,9 @@ class SolveResult:
     #: The heuristic's best speculating design when it returns the verifier alone ([NOSPEC]), else None: the
     #: warm start of the optimum's speculating side (`api.solving.with_speculation_note`). Not reported.
     speculating: Evaluation | None = field(default=None, compare=False, repr=False)
+    #: The heuristic's best verifier-alone design when it returns a speculating design, else None: with
+    #: `speculating`, which side the optimum is likely on (`api.solving.warm_starts`). Not reported.
+    alone: Evaluation | None = field(default=None, compare=False, repr=False)
 
     @property
     def design(self):

@@ -15,7 +15,8 @@ then its genome hill-climbed one gene at a time at fixed architectures, repeated
 Not speculating ([NOSPEC]): the verifier alone is searched by the same explorer on the scenario without
 drafters (its devices up to the whole budget, `ALONE_SHARE` of a time limit), and returned when it beats
 every speculating design found; the best speculating design is then the result's `speculating` (an exact
-solve's note starts its speculating side from it).
+solve's note starts its speculating side from it), else the verifier alone's best is the result's `alone`
+(with `speculating`, the side an exact solve's optimum is likely on).
 
 Warm start: the initial population holds GPU-SI (`baselines.gpu_si`, the best host-only design on
 plain memory) and the fixed-recipe PIM designs (FC offload, attention offload, everything on PIM),
@@ -204,13 +205,15 @@ def run_heuristic(scenario: Scenario, *, budget: str | Budget = "quick", seed: i
     design = pricer.design(key)
     evaluator = pricer.evaluator  # the shared evaluator: its caches never change a price
     evaluation = evaluator.evaluate(design)
-    speculating = None  # the best speculating design, kept when the verifier alone is returned
+    speculating = alone_kept = None  # the other side's best design: speculating, or the verifier alone
     if alone is not None:
         alone_eval = evaluator.evaluate(alone.design)
         if (alone_eval.metrics.objective(select), alone_eval.metrics.objective(search)) < (evaluation.metrics.objective(select),
                                                                   evaluation.metrics.objective(search)):
             speculating = evaluation
             design, evaluation = alone.design, alone_eval
+        else:
+            alone_kept = alone_eval
     outside = space.violations(design)
     if outside:  # a bug, not a user error: the search only builds in-space designs
         raise AssertionError(f"heuristic returned a design outside the scenario's space: {outside}")
@@ -244,4 +247,4 @@ def run_heuristic(scenario: Scenario, *, budget: str | Budget = "quick", seed: i
         bound=None, wall_s=wall_s, iterations=explorer.generations_run, seed=seed,
         solver_version=f"specpim-cp {__version__} heuristic", inputs_hash=inputs_hash(scenario, options),
         extra=extra)
-    return SolveResult(evaluation, report, speculating=speculating)
+    return SolveResult(evaluation, report, speculating=speculating, alone=alone_kept)

@@ -1,0 +1,91 @@
+"""The note's likely other side solved in a forked process beside the optimum (`api.solving.note_ahead`):
+the note is the one computed after the optimum, whichever side the child solved, and a child's answer is
+taken only for the side the note asks for (`forked.ForkedCall`)."""
+
+from __future__ import annotations
+
+import multiprocessing
+import time
+
+import pytest
+from test_no_spec import CASES
+
+from specpim_cp.api import solving
+from specpim_cp.api.options import SolveOptions
+from specpim_cp.errors import ScenarioError
+from specpim_cp.forked import ForkedCall, spare_cores
+from specpim_cp.problem.scenario import parse_scenario
+from specpim_cp.solvers.alone import alone_scenario, speculating_scenario
+
+pytestmark = pytest.mark.skipif(spare_cores() < 1 or "fork" not in multiprocessing.get_all_start_methods(),
+                                reason="no spare core or no fork: the note is solved after the optimum")
+
+
+def _refuse(message: str) -> None:
+    raise ScenarioError(message)
+
+
+def _fail() -> None:
+    raise ValueError("a bug")
+
+
+def test_a_forked_call_answers_refuses_fails_and_stops():
+    assert ForkedCall.start(pow, 2, 10).outcome() == ("ok", 1024)
+    assert ForkedCall.start(_refuse, "no speculating design fits").outcome() == ("refused", "no speculating design fits")
+    lost = ForkedCall.start(_fail).outcome()
+    assert lost.kind == "lost" and "ValueError: a bug" in lost.value
+    call = ForkedCall.start(time.sleep, 60)
+    t0 = time.perf_counter()
+    call.cancel()
+    assert time.perf_counter() - t0 < 10 and not call._process.is_alive()
+
+
+def test_a_refusal_in_the_child_is_the_notes_error_and_another_side_is_solved_here():
+    refused = solving.NoteAhead(True, ForkedCall.start(_refuse, "infeasible: no speculating design fits"))
+    sc = parse_scenario(CASES[0][0])
+    with pytest.raises(ScenarioError, match="no speculating design fits"):
+        refused.answer(speculating_scenario(sc))
+    other = solving.NoteAhead(True, ForkedCall.start(time.sleep, 60))
+    assert other.answer(alone_scenario(sc)) is None  # the child solved the wrong side: stopped
+    assert not other.call._process.is_alive()
+
+
+def _notes(sc, monkeypatch, flip: bool = False):
+    """The note without the child, then with it (`flip`: the child started on the wrong side), and whether
+    the note took the child's answer."""
+    plain = solving.solve(sc, SolveOptions(deterministic=True, note_process=False)).report.extra["no_speculation"]
+    taken: list[bool] = []
+    answer, starts = solving.NoteAhead.answer, solving.warm_starts
+
+    def recorded(self, side):
+        got = answer(self, side)
+        taken.append(got is not None)
+        return got
+
+    def flipped(*args, **kw):
+        got = starts(*args, **kw)
+        return got._replace(speculates=not got.speculates)
+
+    monkeypatch.setattr(solving.NoteAhead, "answer", recorded)
+    if flip:
+        monkeypatch.setattr(solving, "warm_starts", flipped)
+    ahead = solving.solve(sc, SolveOptions(deterministic=True)).report.extra["no_speculation"]
+    return plain, ahead, taken
+
+
+@pytest.mark.parametrize("case", range(len(CASES)))
+def test_the_note_is_the_same_with_its_side_solved_beside_the_optimum(case, monkeypatch):
+    sc = parse_scenario(CASES[case][0])
+    plain, ahead, taken = _notes(sc, monkeypatch)
+    keys = ("optimum_speculates", "other", "other_status", "margin_pct", "error")
+    assert {k: plain.get(k) for k in keys} == {k: ahead.get(k) for k in keys}
+    assert ("cp_sat_s" in plain) == ("cp_sat_s" in ahead)
+    assert len(taken) == 1
+
+
+@pytest.mark.parametrize("case", [0, 1])
+def test_a_wrong_guess_of_the_side_stops_the_child_and_solves_the_note_here(case, monkeypatch):
+    sc = parse_scenario(CASES[case][0])
+    plain, ahead, taken = _notes(sc, monkeypatch, flip=True)
+    assert taken == [False]  # the child solved the side the optimum is on: its answer is not the note's
+    assert plain["other"] == ahead["other"] and plain["other_status"] == ahead["other_status"]
