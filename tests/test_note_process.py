@@ -89,3 +89,30 @@ def test_a_wrong_guess_of_the_side_stops_the_child_and_solves_the_note_here(case
     plain, ahead, taken = _notes(sc, monkeypatch, flip=True)
     assert taken == [False]  # the child solved the side the optimum is on: its answer is not the note's
     assert plain["other"] == ahead["other"] and plain["other_status"] == ahead["other_status"]
+
+
+@pytest.mark.parametrize("case", range(len(CASES)))
+def test_the_warm_start_searched_beside_the_model_build_is_the_one_searched_here(case, monkeypatch):
+    """The heuristic searched in a forked process while the exact model is built gives the same first
+    incumbent, optimum, tie-break and note as the heuristic searched first in this process."""
+    sc = parse_scenario(CASES[case][0])
+    calls: list[bool] = []
+    start = solving.ForkedCall.start
+
+    def counted(fn, *args):
+        calls.append(fn is solving.warm_starts)
+        return start(fn, *args)
+
+    monkeypatch.setattr(solving.ForkedCall, "start", counted)
+    plain = solving.solve(sc, SolveOptions(deterministic=True, note_process=False))
+    assert calls == []
+    beside = solving.solve(sc, SolveOptions(deterministic=True))
+    assert calls[0] is True  # the warm start was searched in the child
+    assert beside.design == plain.design and beside.report.objective == plain.report.objective
+    for key in ("tie_break", "canonical", "no_speculation"):
+        got, want = beside.report.extra.get(key), plain.report.extra.get(key)
+        if key == "no_speculation":
+            got, want = ({k: v for k, v in n.items() if k != "cp_sat_s"} for n in (got, want))
+        assert got == want
+    first = [t[1] for t in (plain.report.extra.get("trajectory") or [])[:1]]
+    assert first == [t[1] for t in (beside.report.extra.get("trajectory") or [])[:1]]

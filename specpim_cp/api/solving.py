@@ -136,24 +136,63 @@ def solve(scenario: Scenario, options: SolveOptions | None = None) -> SolveResul
     from specpim_cp.solvers.exact import solve as cp_solve
 
     solver = options.solver_options().with_deadline()  # the command's: the warm start and the solves share it
-    starts = warm_starts(scenario, options, catalog, solver.deadline)
-    ahead = note_ahead(scenario, options, catalog, solver, starts)
+    beside = Beside(scenario, options, catalog, solver)
     try:
-        res = cp_solve(scenario, objective=options.objective, options=solver, hint=starts.start, catalog=catalog,
-                       on_progress=options.on_progress,
-                       start_baselines=baselines_start(scenario, options, starts.start))
-        return with_speculation_note(scenario, res, options, catalog, solver, starts[:2], ahead)
+        hint = beside.hint()
+        res = cp_solve(scenario, objective=options.objective, options=solver, hint=hint, catalog=catalog,
+                       on_progress=options.on_progress, start_baselines=baselines_start(scenario, options, hint))
+        return with_speculation_note(scenario, res, options, catalog, solver, beside.starts()[:2], beside.note)
     finally:
-        if ahead is not None:
-            ahead.cancel()
+        beside.close()
 
 
-def baselines_start(scenario: Scenario, options: SolveOptions, hint: Design | None) -> bool:
+class Beside:
+    """What `solve` runs beside the optimum's solve, in forked processes on a spare core
+    (`SolveOptions.note_process`): the warm start's heuristic while the exact model is built and the verifier
+    alone settled (`hint`, asked for by the exact solve when it picks its first incumbent), then the note's
+    likely other side (`note_ahead`) while the optimum is searched. Without a spare core, fork or the option,
+    both run here, one after the other, as before: the answers are the same either way."""
+
+    def __init__(self, scenario: Scenario, options: SolveOptions, catalog, solver):
+        self.scenario, self.options, self.catalog, self.solver = scenario, options, catalog, solver
+        self._starts: WarmStarts | None = None
+        self.note: NoteAhead | None = None
+        self._search = None  # the warm start's heuristic in a forked process (no hint given, warm start on)
+        if options.hint is None and options.warm_start and options.note_process and options.workers == 1:
+            self._search = ForkedCall.start(warm_starts, scenario, options, catalog, solver.deadline)
+        if self._search is None:
+            self.starts()
+
+    def starts(self) -> WarmStarts:
+        """The warm start (the forked search's, else searched here), then the note's side started beside."""
+        if self._starts is None:
+            got = self._search.outcome() if self._search is not None else None
+            self._starts = got.value if got is not None and got.kind == "ok" else \
+                warm_starts(self.scenario, self.options, self.catalog, self.solver.deadline)
+            self.note = note_ahead(self.scenario, self.options, self.catalog, self.solver, self._starts)
+        return self._starts
+
+    def hint(self) -> Design | Callable[[], Design | None] | None:
+        """The exact solve's hint: the warm start's design, or while the heuristic still searches beside, the
+        function that waits for it (`exact.solve` asks for it once the model is built)."""
+        return (lambda: self.starts().start) if self._starts is None else self._starts.start
+
+    def close(self) -> None:
+        """Stop what still runs beside (its answer is no longer wanted)."""
+        for call in (self._search, self.note):
+            if call is not None:
+                call.cancel()
+
+
+def baselines_start(scenario: Scenario, options: SolveOptions,
+                    hint: Design | Callable[[], Design | None] | None) -> bool:
     """Whether the exact solve also starts from the baselines (`exact.solve(start_baselines=...)`): not when
     the hint is the heuristic's quick design and the objective is latency, the heuristic's own search objective
     (its search starts from the baselines' recipes: GPU-SI and the fixed-recipe PIM designs; on every
     paper-full scenario its design beat every baseline on latency). Under energy and EDP a baseline is often
-    the better start (10 of 21 paper-full scenarios under energy, 6 under EDP), and a user's hint is only a hint."""
+    the better start (10 of 21 paper-full scenarios under energy, 6 under EDP), and a user's hint is only a hint.
+    `hint` may be the function that gives the heuristic's design later (`Beside.hint`): the exact solve then prices
+    the baselines when it gives none."""
     heuristic_hint = options.hint is None and hint is not None
     return not (heuristic_hint and (options.objective or scenario.objective) == "latency"
                 and scenario.objective in ("latency", "request"))

@@ -9,6 +9,7 @@ finish.py: the canonical optimum (canonical.py), the evaluator's re-check of the
 from __future__ import annotations
 
 import time
+from collections.abc import Callable
 
 from specpim_cp.catalog import Catalog
 from specpim_cp.errors import ScenarioError
@@ -34,7 +35,7 @@ from specpim_cp.solvers.shared_evaluator import shared_evaluator
 
 
 def solve(scenario: Scenario, *, objective: str | None = None, options: SolverOptions | None = None,
-          hint: Design | None = None, catalog: Catalog | None = None,
+          hint: Design | Callable[[], Design | None] | None = None, catalog: Catalog | None = None,
           on_progress: ProgressHook | None = None, canonical: bool = True,
           start_baselines: bool = True) -> SolveResult:
     """The optimum of the scenario's (restricted) space for `objective`, with its proof or gap.
@@ -44,7 +45,10 @@ def solve(scenario: Scenario, *, objective: str | None = None, options: SolverOp
     (incumbent, bound). `canonical=False` skips the canonical tie-break [OBJ-3] where only the optimum's
     value is used (the design is then one optimum, not the canonical one). `start_baselines=False` starts
     from the hint and the verifier alone's settled designs without pricing the baselines (the front door's
-    choice when the hint is the heuristic's design searched for the same objective; starts.py).
+    choice when the hint is the heuristic's design searched for the same objective; starts.py). A `hint` given
+    as a function is asked for only when the first incumbent is chosen, after the model is built and the verifier
+    alone settled (the front door's warm start, searched meanwhile in another process); when it gives none,
+    the baselines are priced whatever `start_baselines` says.
     """
     t0 = time.perf_counter()
     opts = (options or SolverOptions()).with_deadline()  # the command's deadline, unless started above
@@ -59,6 +63,7 @@ def solve(scenario: Scenario, *, objective: str | None = None, options: SolverOp
         why = columns_refusal(scenario, catalog, objective)
         if why is not None:
             raise TreeMenuTooLarge(f"{exc}; the tree-class refinement [TREE-6] does not apply: {why}") from None
+        hint = hint() if callable(hint) else hint
         return solve_by_columns(scenario, catalog, ev, objective, opts, hint, on_progress, t0)
     run = SolveSession(sm, opts)
     run.t0 = t0  # progress and trajectory times count from the call, model building included
@@ -68,6 +73,9 @@ def solve(scenario: Scenario, *, objective: str | None = None, options: SolverOp
     # [NOSPEC] the verifier alone's proven bounds the objective's search needs, and its best designs
     alone = no_spec.settle(sm, run, no_spec.settle_levels(objective))
     keep_settled(scenario, catalog, sm)  # `ranges` of the same scenario starts from it
+    if callable(hint):  # a warm start searched meanwhile: wanted from here on
+        hint = hint()
+        run.start_baselines = start_baselines or hint is None
     if objective == "request":  # [PRE-5] prefill + G x latency per token, by prefill thresholds
         return solve_request(sm, run, scenario, hint, t0)
     if objective == "edp":
