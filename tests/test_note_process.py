@@ -11,9 +11,9 @@ import pytest
 from test_no_spec import CASES
 
 from specpim_cp.api import solving
+from specpim_cp.api.forked import ForkedCall, spare_cores
 from specpim_cp.api.options import SolveOptions
 from specpim_cp.errors import ScenarioError
-from specpim_cp.forked import ForkedCall, spare_cores
 from specpim_cp.problem.scenario import parse_scenario
 from specpim_cp.solvers.alone import alone_scenario, speculating_scenario
 

@@ -9,6 +9,7 @@ from fractions import Fraction
 from pathlib import Path
 from typing import TYPE_CHECKING, Any, NamedTuple
 
+from specpim_cp.api.forked import ForkedCall
 from specpim_cp.api.limits import RESOLUTION_HIGH_PCT, WITHIN_HIGH_PCT, percent
 from specpim_cp.api.options import (
     CompareOptions,
@@ -19,7 +20,6 @@ from specpim_cp.api.options import (
     SolveOptions,
 )
 from specpim_cp.errors import ScenarioError
-from specpim_cp.forked import ForkedCall
 from specpim_cp.physics.evaluate import Evaluation, Evaluator
 from specpim_cp.problem.design import Design, load_design
 from specpim_cp.problem.scenario import Scenario, scenario_catalog
