@@ -5,6 +5,7 @@ taken only for the side the note asks for (`forked.ForkedCall`)."""
 from __future__ import annotations
 
 import multiprocessing
+import threading
 import time
 
 import pytest
@@ -19,6 +20,13 @@ from specpim_cp.solvers.alone import alone_scenario, speculating_scenario
 
 pytestmark = pytest.mark.skipif(spare_cores() < 1 or "fork" not in multiprocessing.get_all_start_methods(),
                                 reason="no spare core or no fork: the note is solved after the optimum")
+
+
+@pytest.fixture(autouse=True)
+def _one_thread():
+    """A process with other threads does not fork (`ForkedCall.start`): these tests need it alone."""
+    if threading.active_count() > 1:
+        pytest.skip(f"{threading.active_count() - 1} other threads run in this process: nothing is forked")
 
 
 def _refuse(message: str) -> None:
@@ -116,3 +124,14 @@ def test_the_warm_start_searched_beside_the_model_build_is_the_one_searched_here
         assert got == want
     first = [t[1] for t in (plain.report.extra.get("trajectory") or [])[:1]]
     assert first == [t[1] for t in (beside.report.extra.get("trajectory") or [])[:1]]
+
+
+def test_nothing_is_forked_while_another_thread_runs():
+    stop = threading.Event()
+    other = threading.Thread(target=stop.wait)
+    other.start()
+    try:
+        assert ForkedCall.start(pow, 2, 10) is None
+    finally:
+        stop.set()
+        other.join()

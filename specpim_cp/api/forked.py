@@ -1,8 +1,9 @@
 """One call run in a forked child process beside this one (on a core this process leaves idle), its small
 picklable answer collected later, or the child stopped when the answer is no longer wanted.
 
-Where the platform does not fork, or the machine has a single core, nothing is started (`ForkedCall.start`
-returns None) and the caller runs the call itself. A call that fails in the child is answered as such, never
+Where the platform does not fork, the machine has a single core, or this process runs other threads (a fork
+copies only the calling thread: a lock another thread holds would never be released in the child), nothing is
+started (`ForkedCall.start` returns None) and the caller runs the call itself. A call that fails in the child is answered as such, never
 raised there: the caller decides (a `ScenarioError` is the call's own answer, anything else is run again in
 the caller, where it raises as it would have)."""
 
@@ -12,6 +13,7 @@ import multiprocessing
 import os
 import signal
 import sys
+import threading
 import traceback
 from collections.abc import Callable
 from typing import Any, NamedTuple
@@ -46,8 +48,9 @@ class ForkedCall:
 
     @classmethod
     def start(cls, fn: Callable[..., Any], *args: Any) -> ForkedCall | None:
-        """Fork a child that runs `fn(*args)` (None, and nothing started, without fork or a spare core)."""
-        if spare_cores() < 1 or "fork" not in multiprocessing.get_all_start_methods():
+        """Fork a child that runs `fn(*args)` (None, and nothing started, without fork, a spare core or with
+        other threads running)."""
+        if spare_cores() < 1 or "fork" not in multiprocessing.get_all_start_methods() or threading.active_count() > 1:
             return None
         ctx = multiprocessing.get_context("fork")
         receive, send = ctx.Pipe(duplex=False)
