@@ -17,6 +17,7 @@ from specpim_cp.api.options import SolveOptions
 from specpim_cp.errors import ScenarioError
 from specpim_cp.problem.scenario import parse_scenario
 from specpim_cp.solvers.alone import alone_scenario, speculating_scenario
+from specpim_cp.solvers.exact import SolverOptions
 
 pytestmark = pytest.mark.skipif(spare_cores() < 1 or "fork" not in multiprocessing.get_all_start_methods(),
                                 reason="no spare core or no fork: the note is solved after the optimum")
@@ -46,14 +47,17 @@ def test_a_forked_call_answers_refuses_fails_and_stops():
     t0 = time.perf_counter()
     call.cancel()
     assert time.perf_counter() - t0 < 10 and not call._process.is_alive()
+    late = ForkedCall.start(time.sleep, 60)
+    assert late.outcome(timeout_s=0.2).kind == "lost" and not late._process.is_alive()  # a child that hangs
 
 
 def test_a_refusal_in_the_child_is_the_notes_error_and_another_side_is_solved_here():
-    refused = solving.NoteAhead(True, ForkedCall.start(_refuse, "infeasible: no speculating design fits"))
+    refused = solving.NoteAhead(True, ForkedCall.start(_refuse, "infeasible: no speculating design fits"),
+                                SolverOptions())
     sc = parse_scenario(CASES[0][0])
     with pytest.raises(ScenarioError, match="no speculating design fits"):
         refused.answer(speculating_scenario(sc))
-    other = solving.NoteAhead(True, ForkedCall.start(time.sleep, 60))
+    other = solving.NoteAhead(True, ForkedCall.start(time.sleep, 60), SolverOptions())
     assert other.answer(alone_scenario(sc)) is None  # the child solved the wrong side: stopped
     assert not other.call._process.is_alive()
 

@@ -61,10 +61,15 @@ class ForkedCall:
         send.close()
         return cls(process, receive)
 
-    def outcome(self) -> Outcome:
-        """The call's answer, waiting for it (once received, kept)."""
+    def outcome(self, timeout_s: float | None = None) -> Outcome:
+        """The call's answer, waiting for it at most `timeout_s` seconds (None: as long as it takes), the child
+        stopped after that (once received, kept)."""
         if self._outcome is None:
             try:
+                if not self._conn.poll(timeout_s):
+                    self._outcome = Outcome("lost", f"no answer within {timeout_s:.1f} s")
+                    self.cancel()
+                    return self._outcome
                 self._outcome = Outcome(*self._conn.recv())
             except (EOFError, OSError) as exc:
                 self._outcome = Outcome("lost", f"the child process ended without an answer ({exc!r})")

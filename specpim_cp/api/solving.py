@@ -166,7 +166,7 @@ class Beside:
     def starts(self) -> WarmStarts:
         """The warm start (the forked search's, else searched here), then the note's side started beside."""
         if self._starts is None:
-            got = self._search.outcome() if self._search is not None else None
+            got = self._search.outcome(_waiting(self.solver)) if self._search is not None else None
             self._starts = got.value if got is not None and got.kind == "ok" else \
                 warm_starts(self.scenario, self.options, self.catalog, self.solver.deadline)
             self.note = note_ahead(self.scenario, self.options, self.catalog, self.solver, self._starts)
@@ -233,12 +233,23 @@ class SideAnswer(NamedTuple):
     cp_sat_s: float | None
 
 
+#: Seconds past the command's deadline a process beside it may take to answer (its own solves stop at the
+#: deadline; this bounds the wait should the child hang), then the call is run here.
+BESIDE_GRACE_S = 10.0
+
+
+def _waiting(solver) -> float | None:
+    """How long to wait for a process beside `solver`'s solve: its deadline and BESIDE_GRACE_S (None: none)."""
+    return None if solver.deadline is None else solver.deadline.remaining() + BESIDE_GRACE_S
+
+
 class NoteAhead(NamedTuple):
     """The note's likely other side, solved in a forked process while this one solves the optimum
     (`note_ahead`): `speculates` says which side (the speculating scenario, or the verifier alone)."""
 
     speculates: bool
     call: ForkedCall
+    solver: object  # the command's SolverOptions, with its deadline
 
     def answer(self, side: Scenario) -> SideAnswer | None:
         """The child's answer for `side` (None when the child solved the other side, or failed otherwise than
@@ -246,7 +257,7 @@ class NoteAhead(NamedTuple):
         if bool(side.drafters) != self.speculates:
             self.call.cancel()
             return None
-        outcome = self.call.outcome()
+        outcome = self.call.outcome(_waiting(self.solver))
         if outcome.kind == "refused":
             raise ScenarioError(outcome.value)
         return outcome.value if outcome.kind == "ok" else None
@@ -268,7 +279,7 @@ def note_ahead(scenario: Scenario, options: SolveOptions, catalog, solver, start
     speculates = starts.speculates if starts.speculates is not None else True
     side = other_side(scenario, speculates)
     call = ForkedCall.start(side_solver(options, catalog, solver, starts[:2]), side)
-    return None if call is None else NoteAhead(bool(side.drafters), call)
+    return None if call is None else NoteAhead(bool(side.drafters), call, solver)
 
 
 def with_speculation_note(scenario: Scenario, res: SolveResult, options: SolveOptions, catalog,
