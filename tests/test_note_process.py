@@ -5,8 +5,11 @@ taken only for the side the note asks for (`forked.ForkedCall`)."""
 from __future__ import annotations
 
 import multiprocessing
+import subprocess
+import sys
 import threading
 import time
+from pathlib import Path
 
 import pytest
 from test_no_spec import CASES
@@ -24,10 +27,25 @@ pytestmark = pytest.mark.skipif(spare_cores() < 1 or "fork" not in multiprocessi
 
 
 @pytest.fixture(autouse=True)
-def _one_thread():
-    """A process with other threads does not fork (`ForkedCall.start`): these tests need it alone."""
-    if threading.active_count() > 1:
+def _one_thread(request):
+    """A process with other threads does not fork (`ForkedCall.start`): these tests need it alone; in a suite
+    whose earlier tests left one running (tqdm's monitor), `test_every_test_here_runs_in_a_fresh_interpreter`
+    runs them."""
+    if threading.active_count() > 1 and request.node.name != "test_every_test_here_runs_in_a_fresh_interpreter":
         pytest.skip(f"{threading.active_count() - 1} other threads run in this process: nothing is forked")
+
+
+def test_every_test_here_runs_in_a_fresh_interpreter():
+    """Where other threads run in this process the tests of this file skip: they run in a fresh interpreter
+    then, and must all pass there (none skipped)."""
+    if threading.active_count() == 1:
+        return  # they run in this process
+    here = Path(__file__)
+    out = subprocess.run([sys.executable, "-m", "pytest", "-q", "-p", "no:cacheprovider", str(here)],
+                         check=False, capture_output=True, text=True, cwd=here.parent.parent, timeout=600)
+    assert out.returncode == 0, out.stdout[-3000:]
+    last = out.stdout.strip().splitlines()[-1]
+    assert "passed" in last and "skipped" not in last, last
 
 
 def _refuse(message: str) -> None:
