@@ -157,3 +157,26 @@ def test_nothing_is_forked_while_another_thread_runs():
     finally:
         stop.set()
         other.join()
+
+
+def test_a_warm_start_hook_is_called_in_this_process_unless_marked_fork_safe(monkeypatch):
+    sc = parse_scenario(CASES[1][0])
+    forked: list[bool] = []
+    start = solving.ForkedCall.start
+
+    def counted(fn, *args):
+        forked.append(fn is solving.warm_starts)
+        return start(fn, *args)
+
+    monkeypatch.setattr(solving.ForkedCall, "start", counted)
+    seen: list[int] = []
+    solving.solve(sc, SolveOptions(deterministic=True, on_warm_start=lambda g, *_: seen.append(g)))
+    assert seen and True not in forked  # the user's hook saw every generation: the warm start ran here
+
+    def status_line(g, *_):  # a hook that only writes, like the command's status line
+        pass
+
+    status_line.fork_safe = True
+    forked.clear()
+    solving.solve(sc, SolveOptions(deterministic=True, on_warm_start=status_line))
+    assert forked[:1] == [True]

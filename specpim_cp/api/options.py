@@ -55,7 +55,9 @@ class SolveOptions(SolverRun):
     `brute-force`), the warm start (the heuristic's quick design as a CP-SAT hint, unless `warm_start` is
     False or a `hint` is given: a Design or a design file of the scenario's space), the catalog (None: the
     scenario's own) and progress hooks. `hint_label` is how messages name the hint. `note_process`: the note's
-    likely other side solved beside the optimum in a forked process (where one can fork and a core is spare)."""
+    likely other side solved beside the optimum in a forked process (where one can fork and a core is spare); the
+    warm start goes there too unless `on_warm_start` must run in this process (a hook is called where the
+    heuristic runs: one with a true `fork_safe` attribute, such as a status line on stderr, may run in the child)."""
 
     objective: str | None = None
     method: str = "cp-sat"

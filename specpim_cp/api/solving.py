@@ -158,7 +158,9 @@ class Beside:
         self._starts: WarmStarts | None = None
         self.note: NoteAhead | None = None
         self._search = None  # the warm start's heuristic in a forked process (no hint given, warm start on)
-        if options.hint is None and options.warm_start and options.note_process and options.workers == 1:
+        hook = options.on_warm_start  # called where the heuristic runs: only a hook marked fork-safe goes along
+        if options.hint is None and options.warm_start and options.note_process and options.workers == 1 and (
+                hook is None or getattr(hook, "fork_safe", False)):
             self._search = ForkedCall.start(warm_starts, scenario, options, catalog, solver.deadline)
         if self._search is None:
             self.starts()

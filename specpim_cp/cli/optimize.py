@@ -48,6 +48,7 @@ def _warm_start_hook(bar: Progress, sc):
         hook(*args)
         bar.label = "solve"
 
+    show.fork_safe = True  # it writes the status line to stderr, which a forked warm start shares
     return show
 
 
