@@ -80,6 +80,20 @@ def test_a_refusal_in_the_child_is_the_notes_error_and_another_side_is_solved_he
     assert not other.call._process.is_alive()
 
 
+@pytest.fixture
+def forks(monkeypatch) -> list[bool]:
+    """Per process forked by `solve`, in order: whether it searches the warm start (else the note's side)."""
+    calls: list[bool] = []
+    start = solving.ForkedCall.start
+
+    def counted(fn, *args):
+        calls.append(fn is solving.warm_starts)
+        return start(fn, *args)
+
+    monkeypatch.setattr(solving.ForkedCall, "start", counted)
+    return calls
+
+
 def _notes(sc, monkeypatch, flip: bool = False):
     """The note without the child, then with it (`flip`: the child started on the wrong side), and whether
     the note took the child's answer."""
@@ -122,18 +136,11 @@ def test_a_wrong_guess_of_the_side_stops_the_child_and_solves_the_note_here(case
 
 
 @pytest.mark.parametrize("case", range(len(CASES)))
-def test_the_warm_start_searched_beside_the_model_build_is_the_one_searched_here(case, monkeypatch):
+def test_the_warm_start_searched_beside_the_model_build_is_the_one_searched_here(case, forks):
     """The heuristic searched in a forked process while the exact model is built gives the same first
     incumbent, optimum, tie-break and note as the heuristic searched first in this process."""
     sc = parse_scenario(CASES[case][0])
-    calls: list[bool] = []
-    start = solving.ForkedCall.start
-
-    def counted(fn, *args):
-        calls.append(fn is solving.warm_starts)
-        return start(fn, *args)
-
-    monkeypatch.setattr(solving.ForkedCall, "start", counted)
+    calls = forks
     plain = solving.solve(sc, SolveOptions(deterministic=True, note_process=False))
     assert calls == []
     beside = solving.solve(sc, SolveOptions(deterministic=True))
@@ -159,16 +166,9 @@ def test_nothing_is_forked_while_another_thread_runs():
         other.join()
 
 
-def test_a_warm_start_hook_is_called_in_this_process_unless_marked_fork_safe(monkeypatch):
+def test_a_warm_start_hook_is_called_in_this_process_unless_marked_fork_safe(forks):
     sc = parse_scenario(CASES[1][0])
-    forked: list[bool] = []
-    start = solving.ForkedCall.start
-
-    def counted(fn, *args):
-        forked.append(fn is solving.warm_starts)
-        return start(fn, *args)
-
-    monkeypatch.setattr(solving.ForkedCall, "start", counted)
+    forked = forks
     seen: list[int] = []
     solving.solve(sc, SolveOptions(deterministic=True, on_warm_start=lambda g, *_: seen.append(g)))
     assert seen and True not in forked  # the user's hook saw every generation: the warm start ran here
