@@ -79,3 +79,41 @@ def test_a_latency_solve_from_the_heuristics_design_prices_no_baselines(objectiv
     cold = exact_solve(sc, objective=objective, options=SolverOptions(60, deterministic=True))
     assert (res.report.objective, res.design) == (cold.report.objective, cold.design)
     assert res.report.status == "OPTIMAL"
+
+
+@pytest.mark.parametrize("gives", [None, "design"])
+def test_a_hint_asked_for_later_prices_the_baselines_only_when_it_gives_none(gives, monkeypatch):
+    """`exact.solve` takes the hint as a function it asks for at its first incumbent (the warm start searched
+    beside the model build); when the function gives no design the baselines are priced after all, whatever
+    `start_baselines` says, and the optimum is the same."""
+    from specpim_cp.solvers import baselines as baselines_mod
+    from specpim_cp.solvers.exact import SolverOptions
+    from specpim_cp.solvers.exact import solve as exact_solve
+
+    sc = sp.load_scenario("paper/opt-13b-b4")
+    opts = SolverOptions(60, deterministic=True)
+    cold = exact_solve(sc, options=opts)
+    monkeypatch.setattr(baselines_mod, "_BASELINES", baselines_mod.BoundedCache(2))  # nothing priced before
+    calls, asked = [], []
+    real = baselines_mod._all_baselines
+    monkeypatch.setattr(baselines_mod, "_all_baselines", lambda s, c: calls.append(bool(s.drafters)) or real(s, c))
+    hint = None if gives is None else cold.design
+    res = exact_solve(sc, options=opts, hint=lambda: asked.append(1) or hint, start_baselines=False)
+    assert asked == [1] and (True in calls) == (gives is None)
+    assert (res.report.objective, res.design) == (cold.report.objective, cold.design)
+
+
+def test_the_heuristic_keeps_its_best_verifier_alone_design_when_a_speculating_design_wins():
+    """`SolveResult.alone`: the verifier alone's best design when the heuristic returns a speculating one (the
+    design its own search of the scenario without drafters returns), None when the verifier alone wins."""
+    from specpim_cp.solvers.alone import alone_scenario
+    from specpim_cp.solvers.heuristic import run_heuristic
+
+    sc = sp.load_scenario("paper/opt-13b-b4")
+    res = run_heuristic(sc, seed=1)
+    assert res.design.drafters and res.speculating is None
+    assert res.alone is not None and not res.alone.design.drafters
+    assert res.alone.design == run_heuristic(alone_scenario(sc), seed=1).design
+    assert res.alone.metrics.objective(sc.objective) >= res.report.objective
+    alone_wins = run_heuristic(sp.load_scenario("paper/opt-13b-b1"), seed=1)
+    assert not alone_wins.design.drafters and alone_wins.alone is None
