@@ -36,29 +36,8 @@ def tight_claim(sm: SpecModel, design: Design, opts: SolverOptions, spent: list[
     unboxed solves find. Any other answer (a lower price, or none in the box) is found again without the box,
     so that the claim reported is CP-SAT's own. Without `expect`, or when the packed objective could pass
     PACKED_LIMIT: T minimised, then E at that T (one solve when ub(T) x ub(E) fits)."""
-    if expect is not None and expect[0] * (expect[1] + 2) + expect[1] + 1 < PACKED_LIMIT:
-        t_ev, e_ev = expect
-        model, T, E = _fixed_design_model(sm, design)
-        domain = model.proto.variables[T.index].domain
-        box = len(domain) == 2 and domain[0] <= t_ev  # T <= t as its domain: the objective's range then fits
-        if box:
-            domain[1] = min(domain[1], t_ev)
-    else:
-        box = False
-    if box:
-        over = model.new_bool_var("claim_over")  # E above the evaluator's energy: E' = e + 1
-        capped = model.new_int_var(0, e_ev + 1, "claim_energy")
-        model.add(E >= e_ev + 1).only_enforce_if(over)
-        model.add(E <= e_ev).only_enforce_if(~over)
-        model.add(capped == E).only_enforce_if(~over)
-        model.add(capped == e_ev + 1).only_enforce_if(over)
-        model.minimize(T * (e_ev + 2) + capped)
-        solver = _claim_solver(opts)
-        status = solver.solve(model)
-        if spent is not None:
-            spent.append(solver.wall_time)
-        if status == cp_model.OPTIMAL and (solver.value(T), solver.value(capped)) == (t_ev, e_ev):
-            return t_ev, e_ev, sm.stats[sm.choice_index(design)].tokens_micro
+    if expect is not None and _confirms(sm, design, opts, spent, *expect):
+        return expect[0], expect[1], sm.stats[sm.choice_index(design)].tokens_micro
     model, T, E = _fixed_design_model(sm, design)
     # lexicographic in one objective: T first, then energy (T's weight exceeds any energy value)
     packed = ub(sm.energy) * ub(sm.T) < PACKED_LIMIT
@@ -79,6 +58,31 @@ def tight_claim(sm: SpecModel, design: Design, opts: SolverOptions, spent: list[
         e = solver.value(E)
     k = sm.choice_index(design)
     return t, e, sm.stats[k].tokens_micro
+
+
+def _confirms(sm: SpecModel, design: Design, opts: SolverOptions, spent: list[float] | None, t_ev: int,
+              e_ev: int) -> bool:
+    """Whether one boxed solve (`tight_claim`'s docstring) finds exactly (t_ev, e_ev); False when the packed
+    objective could pass PACKED_LIMIT or T's domain does not reach t_ev (the unboxed solves answer then)."""
+    if t_ev * (e_ev + 2) + e_ev + 1 >= PACKED_LIMIT:
+        return False
+    model, T, E = _fixed_design_model(sm, design)
+    domain = model.proto.variables[T.index].domain
+    if len(domain) != 2 or domain[0] > t_ev:
+        return False
+    domain[1] = min(domain[1], t_ev)  # T <= t as its domain: the objective's range then fits
+    over = model.new_bool_var("claim_over")  # E above the evaluator's energy: E' = e + 1
+    capped = model.new_int_var(0, e_ev + 1, "claim_energy")
+    model.add(E >= e_ev + 1).only_enforce_if(over)
+    model.add(E <= e_ev).only_enforce_if(~over)
+    model.add(capped == E).only_enforce_if(~over)
+    model.add(capped == e_ev + 1).only_enforce_if(over)
+    model.minimize(T * (e_ev + 2) + capped)
+    solver = _claim_solver(opts)
+    status = solver.solve(model)
+    if spent is not None:
+        spent.append(solver.wall_time)
+    return status == cp_model.OPTIMAL and (solver.value(T), solver.value(capped)) == (t_ev, e_ev)
 
 
 def _fixed_design_model(sm: SpecModel, design: Design):
