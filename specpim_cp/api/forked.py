@@ -76,6 +76,16 @@ class ForkedCall:
             self._close()
         return self._outcome
 
+    def result(self, timeout_s: float | None, otherwise: Callable[[], Any]) -> Any:
+        """The call's value; its refusal raised as the ScenarioError it was; `otherwise()` when it was lost
+        (it failed otherwise, the child died, or no answer came within `timeout_s`)."""
+        outcome = self.outcome(timeout_s)
+        if outcome.kind == "ok":
+            return outcome.value
+        if outcome.kind == "refused":
+            raise ScenarioError(outcome.value)
+        return otherwise()
+
     def cancel(self) -> None:
         """Stop the child if it still runs (its answer is no longer wanted)."""
         if self._process.is_alive():

@@ -168,9 +168,10 @@ class Beside:
     def starts(self) -> WarmStarts:
         """The warm start (the forked search's, else searched here), then the note's side started beside."""
         if self._starts is None:
-            got = self._search.outcome(_waiting(self.solver)) if self._search is not None else None
-            self._starts = got.value if got is not None and got.kind == "ok" else \
-                warm_starts(self.scenario, self.options, self.catalog, self.solver.deadline)
+            def here() -> WarmStarts:
+                return warm_starts(self.scenario, self.options, self.catalog, self.solver.deadline)
+
+            self._starts = here() if self._search is None else self._search.result(_waiting(self.solver), here)
             self.note = note_ahead(self.scenario, self.options, self.catalog, self.solver, self._starts)
         return self._starts
 
@@ -259,10 +260,7 @@ class NoteAhead(NamedTuple):
         if bool(side.drafters) != self.speculates:
             self.call.cancel()
             return None
-        outcome = self.call.outcome(_waiting(self.solver))
-        if outcome.kind == "refused":
-            raise ScenarioError(outcome.value)
-        return outcome.value if outcome.kind == "ok" else None
+        return self.call.result(_waiting(self.solver), lambda: None)
 
     def cancel(self) -> None:
         self.call.cancel()
