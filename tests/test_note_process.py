@@ -64,9 +64,44 @@ def test_a_forked_call_answers_refuses_fails_and_stops():
     call = ForkedCall.start(time.sleep, 60)
     t0 = time.perf_counter()
     call.cancel()
-    assert time.perf_counter() - t0 < 10 and not call._process.is_alive()
+    assert time.perf_counter() - t0 < 10 and not call.running
     late = ForkedCall.start(time.sleep, 60)
-    assert late.outcome(timeout_s=0.2).kind == "lost" and not late._process.is_alive()  # a child that hangs
+    assert late.outcome(timeout_s=0.2).kind == "lost" and not late.running  # a child that hangs
+
+
+def _steps(fail_at: int | None = None, refuse: bool = False):
+    for n in range(3):
+        if n == fail_at:
+            _refuse("step refused") if refuse else _fail()
+        yield n * n
+
+
+def test_a_forked_generator_answers_each_step_in_order():
+    first = ForkedCall.start(_steps)
+    second = first.following()
+    assert first.outcome() == ("ok", 0) and second.outcome() == ("ok", 1)
+    assert second.following().outcome() == ("ok", 4)
+    ended = second.following().following().outcome()  # the generator is done: no fourth answer
+    assert ended.kind == "lost" and not first.running
+    refused = ForkedCall.start(_steps, 1, True)
+    assert refused.outcome() == ("ok", 0) and refused.following().outcome() == ("refused", "step refused")
+    failed = ForkedCall.start(_steps, 0).outcome()
+    assert failed.kind == "lost" and "ValueError: a bug" in failed.value
+
+
+def test_a_forked_generator_read_once_is_stopped_while_its_next_step_runs():
+    call = ForkedCall.start(_sleep_after, 60)
+    assert call.outcome() == ("ok", "ready") and call.running  # the child went on to its next step
+    t0 = time.perf_counter()
+    call.cancel()
+    assert time.perf_counter() - t0 < 10 and not call.running
+    assert call.following().outcome().kind == "lost"
+
+
+def _sleep_after(seconds: float):
+    yield "ready"
+    time.sleep(seconds)
+    yield "slept"
 
 
 def test_a_refusal_in_the_child_is_the_notes_error_and_another_side_is_solved_here():
@@ -77,17 +112,18 @@ def test_a_refusal_in_the_child_is_the_notes_error_and_another_side_is_solved_he
         refused.answer(speculating_scenario(sc))
     other = solving.NoteAhead(True, ForkedCall.start(time.sleep, 60), SolverOptions())
     assert other.answer(alone_scenario(sc)) is None  # the child solved the wrong side: stopped
-    assert not other.call._process.is_alive()
+    assert not other.call.running
 
 
 @pytest.fixture
 def forks(monkeypatch) -> list[bool]:
-    """Per process forked by `solve`, in order: whether it searches the warm start (else the note's side)."""
+    """Per process forked by `solve`, in order: whether it searches the warm start (then the note's side; else
+    only the note's side)."""
     calls: list[bool] = []
     start = solving.ForkedCall.start
 
     def counted(fn, *args):
-        calls.append(fn is solving.warm_starts)
+        calls.append(fn is solving.warm_starts_then_note)
         return start(fn, *args)
 
     monkeypatch.setattr(solving.ForkedCall, "start", counted)
@@ -144,7 +180,7 @@ def test_the_warm_start_searched_beside_the_model_build_is_the_one_searched_here
     plain = solving.solve(sc, SolveOptions(deterministic=True, note_process=False))
     assert calls == []
     beside = solving.solve(sc, SolveOptions(deterministic=True))
-    assert calls[0] is True  # the warm start was searched in the child
+    assert calls == [True]  # the warm start was searched in the child, which then solved the note's side
     assert beside.design == plain.design and beside.report.objective == plain.report.objective
     for key in ("tie_break", "canonical", "no_speculation"):
         got, want = beside.report.extra.get(key), plain.report.extra.get(key)

@@ -1,5 +1,7 @@
 """One call run in a forked child process beside this one (on a core this process leaves idle), its small
-picklable answer collected later, or the child stopped when the answer is no longer wanted.
+picklable answer collected later, or the child stopped when the answer is no longer wanted. A generator
+function answers once per value it yields, read in order (`ForkedCall.following`): the child goes on to its
+next step while this process reads the answer before.
 
 Where the platform does not fork, the machine has a single core, or this process runs other threads (a fork
 copies only the calling thread: a lock another thread holds would never be released in the child), nothing is
@@ -9,13 +11,14 @@ the caller, where it raises as it would have)."""
 
 from __future__ import annotations
 
+import inspect
 import multiprocessing
 import os
 import signal
 import sys
 import threading
 import traceback
-from collections.abc import Callable
+from collections.abc import Callable, Iterator
 from typing import Any, NamedTuple
 
 from specpim_cp.errors import ScenarioError
@@ -38,13 +41,54 @@ def spare_cores() -> int:
     return max(0, cores - 1)
 
 
-class ForkedCall:
-    """`fn(*args)` in a forked child; `outcome()` waits for its answer, `cancel()` stops the child."""
+class _Child:
+    """A forked child and the answers received from it so far (several when the call is a generator)."""
 
-    def __init__(self, process, conn):
-        self._process = process
-        self._conn = conn
-        self._outcome: Outcome | None = None
+    def __init__(self, process, conn, answers: int | None):
+        self.process = process
+        self.conn = conn
+        self.answers = answers  # how many the call sends (1: a plain call; None: a generator's, until it ends)
+        self.received: list[Outcome] = []
+        self.closed = False
+
+    def answer(self, index: int, timeout_s: float | None) -> Outcome:
+        """Answer `index`, waiting for it at most `timeout_s` seconds (None: as long as it takes); the child is
+        stopped when none comes in time, and joined once it has sent its last answer."""
+        while len(self.received) <= index:
+            if self.closed:
+                return Outcome("lost", "the child process ended without this answer")
+            try:
+                if not self.conn.poll(timeout_s):
+                    self.stop()
+                    return Outcome("lost", f"no answer within {timeout_s:.1f} s")
+                got = Outcome(*self.conn.recv())
+            except (EOFError, OSError) as exc:
+                self.stop()
+                return Outcome("lost", f"the child process ended without an answer ({exc!r})")
+            self.received.append(got)
+            if got.kind != "ok" or len(self.received) == self.answers:  # its last answer: the child ends
+                self.stop()
+        return self.received[index]
+
+    def stop(self) -> None:
+        """Stop the child if it still runs (no later answer is wanted)."""
+        if self.closed:
+            return
+        if self.process.is_alive() and len(self.received) != self.answers:
+            self.process.terminate()
+        self.process.join()
+        self.conn.close()
+        self.closed = True
+
+
+class ForkedCall:
+    """`fn(*args)` in a forked child; `outcome()` waits for its answer, `cancel()` stops the child. When `fn`
+    is a generator function, `outcome()` is its first value's answer and `following()` a call whose answer
+    is the next one."""
+
+    def __init__(self, child: _Child, index: int = 0):
+        self._child = child
+        self._index = index
 
     @classmethod
     def start(cls, fn: Callable[..., Any], *args: Any) -> ForkedCall | None:
@@ -59,22 +103,21 @@ class ForkedCall:
         process = ctx.Process(target=_child, args=(send, fn, args), daemon=True)
         process.start()
         send.close()
-        return cls(process, receive)
+        return cls(_Child(process, receive, None if inspect.isgeneratorfunction(fn) else 1))
+
+    @property
+    def running(self) -> bool:
+        """Whether the child process still runs."""
+        return self._child.process.is_alive()
+
+    def following(self) -> ForkedCall:
+        """The call whose answer is the child's next one (a generator's next value)."""
+        return ForkedCall(self._child, self._index + 1)
 
     def outcome(self, timeout_s: float | None = None) -> Outcome:
         """The call's answer, waiting for it at most `timeout_s` seconds (None: as long as it takes), the child
         stopped after that (once received, kept)."""
-        if self._outcome is None:
-            try:
-                if not self._conn.poll(timeout_s):
-                    self._outcome = Outcome("lost", f"no answer within {timeout_s:.1f} s")
-                    self.cancel()
-                    return self._outcome
-                self._outcome = Outcome(*self._conn.recv())
-            except (EOFError, OSError) as exc:
-                self._outcome = Outcome("lost", f"the child process ended without an answer ({exc!r})")
-            self._close()
-        return self._outcome
+        return self._child.answer(self._index, timeout_s)
 
     def result(self, timeout_s: float | None, otherwise: Callable[[], Any]) -> Any:
         """The call's value; its refusal raised as the ScenarioError it was; `otherwise()` when it was lost
@@ -87,26 +130,31 @@ class ForkedCall:
         return otherwise()
 
     def cancel(self) -> None:
-        """Stop the child if it still runs (its answer is no longer wanted)."""
-        if self._process.is_alive():
-            self._process.terminate()
-        self._close()
+        """Stop the child if it still runs (its answers are no longer wanted)."""
+        self._child.stop()
 
-    def _close(self) -> None:
-        self._process.join()
-        self._conn.close()
+
+def _answers(fn: Callable[..., Any], args: tuple) -> Iterator[tuple[str, Any]]:
+    """The call's answers as (kind, value): its value (each value a generator yields), or how it failed (then
+    nothing more)."""
+    try:
+        got = fn(*args)
+        if not inspect.isgenerator(got):
+            yield "ok", got
+            return
+        for value in got:
+            yield "ok", value
+    except ScenarioError as exc:
+        yield "refused", str(exc)
+    except Exception as exc:  # noqa: BLE001 -- reported to the parent, which runs the call again itself
+        yield "lost", traceback.format_exception_only(type(exc), exc)[-1].strip()
 
 
 def _child(conn, fn: Callable[..., Any], args: tuple) -> None:
-    """The child's whole life: the call, its answer sent, nothing raised (Ctrl-C is the parent's to handle)."""
+    """The child's whole life: the call, each answer sent, nothing raised (Ctrl-C is the parent's to handle)."""
     signal.signal(signal.SIGINT, signal.SIG_IGN)
     try:
-        answer = ("ok", fn(*args))
-    except ScenarioError as exc:
-        answer = ("refused", str(exc))
-    except Exception as exc:  # noqa: BLE001 -- reported to the parent, which runs the call again itself
-        answer = ("lost", traceback.format_exception_only(type(exc), exc)[-1].strip())
-    try:
-        conn.send(answer)
+        for answer in _answers(fn, args):
+            conn.send(answer)
     finally:
         conn.close()

@@ -3,7 +3,7 @@
 
 from __future__ import annotations
 
-from collections.abc import Callable, Sequence
+from collections.abc import Callable, Iterator, Sequence
 from dataclasses import dataclass, replace
 from fractions import Fraction
 from pathlib import Path
@@ -149,30 +149,36 @@ def solve(scenario: Scenario, options: SolveOptions | None = None) -> SolveResul
 class Beside:
     """What `solve` runs beside the optimum's solve, in forked processes on a spare core
     (`SolveOptions.note_process`): the warm start's heuristic while the exact model is built and the verifier
-    alone settled (`hint`, asked for by the exact solve when it picks its first incumbent), then the note's
-    likely other side (`note_ahead`) while the optimum is searched. Without a spare core, fork or the option,
-    both run here, one after the other, as before: the answers are the same either way."""
+    alone settled (`hint`, asked for by the exact solve when it picks its first incumbent), then, in the same
+    process, the note's likely other side (`warm_starts_then_note`) while the optimum is built and searched.
+    Without a spare core, fork or the option, both run here, one after the other, as before: the answers are
+    the same either way."""
 
     def __init__(self, scenario: Scenario, options: SolveOptions, catalog, solver):
         self.scenario, self.options, self.catalog, self.solver = scenario, options, catalog, solver
         self._starts: WarmStarts | None = None
         self.note: NoteAhead | None = None
-        self._search = None  # the warm start's heuristic in a forked process (no hint given, warm start on)
+        self._search = None  # the warm start's heuristic, then the note's side, in a forked process
         hook = options.on_warm_start  # called where the heuristic runs: only a hook marked fork-safe goes along
         if options.hint is None and options.warm_start and options.note_process and options.workers == 1 and (
                 hook is None or getattr(hook, "fork_safe", False)):
-            self._search = ForkedCall.start(warm_starts, scenario, options, catalog, solver.deadline)
+            self._search = ForkedCall.start(warm_starts_then_note, scenario, options, catalog, solver)
         if self._search is None:
             self.starts()
 
     def starts(self) -> WarmStarts:
-        """The warm start (the forked search's, else searched here), then the note's side started beside."""
+        """The warm start (the forked search's, else searched here), and the note's side solved beside (by the
+        same process after its search, else by one started now)."""
         if self._starts is None:
-            def here() -> WarmStarts:
-                return warm_starts(self.scenario, self.options, self.catalog, self.solver.deadline)
-
-            self._starts = here() if self._search is None else self._search.result(_waiting(self.solver), here)
-            self.note = note_ahead(self.scenario, self.options, self.catalog, self.solver, self._starts)
+            got = None if self._search is None else self._search.result(_waiting(self.solver), lambda: None)
+            if got is not None:
+                self._starts = got
+                side = note_side(self.scenario, self.options, got)
+                self.note = None if side is None else NoteAhead(bool(side.drafters), self._search.following(),
+                                                                self.solver)
+            else:
+                self._starts = warm_starts(self.scenario, self.options, self.catalog, self.solver.deadline)
+                self.note = note_ahead(self.scenario, self.options, self.catalog, self.solver, self._starts)
         return self._starts
 
     def hint(self) -> Design | Callable[[], Design | None] | None:
@@ -266,20 +272,38 @@ class NoteAhead(NamedTuple):
         self.call.cancel()
 
 
-def note_ahead(scenario: Scenario, options: SolveOptions, catalog, solver, starts: WarmStarts) -> NoteAhead | None:
-    """Start solving the note's likely other side in a forked process, beside the optimum's solve (None when
-    there is no note, the option is off, CP-SAT already runs several workers, or there is no spare core): the
-    side opposite to `starts.speculates` (the verifier alone when unknown). Its answer is the one the note
-    would compute after the optimum (the same solve, its value proven either way); when the optimum lands on
-    the other side, the child is stopped and the note solves its side as before."""
+def note_side(scenario: Scenario, options: SolveOptions, starts: WarmStarts) -> Scenario | None:
+    """The note's likely other side, to solve beside the optimum (None when there is no note, the option is
+    off, or CP-SAT already runs several workers): the side opposite to `starts.speculates` (the verifier alone
+    when unknown)."""
     from specpim_cp.solvers.alone import has_note, other_side
 
     if not (options.note_process and has_note(scenario) and options.method == "cp-sat" and options.workers == 1):
         return None
-    speculates = starts.speculates if starts.speculates is not None else True
-    side = other_side(scenario, speculates)
+    return other_side(scenario, starts.speculates if starts.speculates is not None else True)
+
+
+def note_ahead(scenario: Scenario, options: SolveOptions, catalog, solver, starts: WarmStarts) -> NoteAhead | None:
+    """Start solving the note's likely other side (`note_side`) in a forked process, beside the optimum's solve
+    (None when there is none to solve or no spare core). Its answer is the one the note would compute after the
+    optimum (the same solve, its value proven either way); when the optimum lands on the other side, the
+    child is stopped and the note solves its side as before."""
+    side = note_side(scenario, options, starts)
+    if side is None:
+        return None
     call = ForkedCall.start(side_solver(options, catalog, solver, starts[:2]), side)
     return None if call is None else NoteAhead(bool(side.drafters), call, solver)
+
+
+def warm_starts_then_note(scenario: Scenario, options: SolveOptions, catalog, solver) -> Iterator:
+    """The warm start's forked process: `warm_starts`' answer, then the note's likely other side solved
+    (`note_side`), which so starts as soon as the heuristic has answered, not when the exact model, built
+    meanwhile, asks for the hint."""
+    starts = warm_starts(scenario, options, catalog, solver.deadline)
+    yield starts
+    side = note_side(scenario, options, starts)
+    if side is not None:
+        yield side_solver(options, catalog, solver, starts[:2])(side)
 
 
 def with_speculation_note(scenario: Scenario, res: SolveResult, options: SolveOptions, catalog,
