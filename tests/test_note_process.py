@@ -164,11 +164,35 @@ def test_the_note_is_the_same_with_its_side_solved_beside_the_optimum(case, monk
 
 
 @pytest.mark.parametrize("case", [0, 1])
-def test_a_wrong_guess_of_the_side_stops_the_child_and_solves_the_note_here(case, monkeypatch):
+def test_a_wrong_guess_of_the_side_gives_the_same_note(case, monkeypatch):
+    """The child solved the side the optimum is on first: the note is its next answer (the other side), or,
+    when the child had not answered the first yet, solved here; the same either way."""
     sc = parse_scenario(CASES[case][0])
     plain, ahead, taken = _notes(sc, monkeypatch, flip=True)
-    assert taken == [False]  # the child solved the side the optimum is on: its answer is not the note's
+    assert len(taken) == 1
     assert plain["other"] == ahead["other"] and plain["other_status"] == ahead["other_status"]
+
+
+def _sides(first_after_s: float, first, second):
+    time.sleep(first_after_s)
+    yield first
+    yield second
+
+
+def test_the_side_after_the_likely_one_is_taken_only_when_the_child_is_on_it():
+    sc = parse_scenario(CASES[0][0])
+    speculating = speculating_scenario(sc)
+    call = ForkedCall.start(_sides, 0, "alone's answer", "speculating's answer")
+    ahead = solving.NoteAhead(False, call, SolverOptions(), call.following())
+    assert call.outcome() == ("ok", "alone's answer")  # the likely side answered: the child is on the next
+    assert ahead.answer(speculating) == "speculating's answer"
+    slow = ForkedCall.start(_sides, 60, "alone's answer", "speculating's answer")
+    late = solving.NoteAhead(False, slow, SolverOptions(), slow.following())
+    t0 = time.perf_counter()
+    assert late.answer(speculating) is None  # still on the likely side: stopped, the side solved here
+    assert time.perf_counter() - t0 < 10 and not slow.running
+    plain = solving.NoteAhead(False, ForkedCall.start(_sides, 0, "a", "b"), SolverOptions())
+    assert plain.answer(speculating) is None  # no next answer asked for (a process of its own)
 
 
 @pytest.mark.parametrize("case", range(len(CASES)))

@@ -173,9 +173,10 @@ class Beside:
             got = None if self._search is None else self._search.result(_waiting(self.solver), lambda: None)
             if got is not None:
                 self._starts = got
-                side = note_side(self.scenario, self.options, got)
-                self.note = None if side is None else NoteAhead(bool(side.drafters), self._search.following(),
-                                                                self.solver)
+                sides = note_sides(self.scenario, self.options, got)
+                first = self._search.following()
+                self.note = None if sides is None else NoteAhead(bool(sides[0].drafters), first, self.solver,
+                                                                 first.following())
             else:
                 self._starts = warm_starts(self.scenario, self.options, self.catalog, self.solver.deadline)
                 self.note = note_ahead(self.scenario, self.options, self.catalog, self.solver, self._starts)
@@ -254,56 +255,64 @@ def _waiting(solver) -> float | None:
 
 class NoteAhead(NamedTuple):
     """The note's likely other side, solved in a forked process while this one solves the optimum
-    (`note_ahead`): `speculates` says which side (the speculating scenario, or the verifier alone)."""
+    (`note_ahead`, `warm_starts_then_note`): `speculates` says which side (the speculating scenario, or the
+    verifier alone); `then`, where the process goes on to the side after it, that side's answer."""
 
     speculates: bool
     call: ForkedCall
     solver: object  # the command's SolverOptions, with its deadline
+    then: ForkedCall | None = None
 
     def answer(self, side: Scenario) -> SideAnswer | None:
-        """The child's answer for `side` (None when the child solved the other side, or failed otherwise than
-        by refusing: `side` is then solved here); a refusal is raised as the ScenarioError it was."""
-        if bool(side.drafters) != self.speculates:
+        """The child's answer for `side` (None when the child did not solve it, or failed otherwise than by
+        refusing: `side` is then solved here); a refusal is raised as the ScenarioError it was. For the side
+        after the likely one, the child is waited for only when it has answered the likely one (it is on
+        `side` then, started earlier than this process could start it); else it is stopped."""
+        if bool(side.drafters) == self.speculates:
+            return self.call.result(_waiting(self.solver), lambda: None)
+        if self.then is None or self.call.outcome(0).kind != "ok":
             self.call.cancel()
             return None
-        return self.call.result(_waiting(self.solver), lambda: None)
+        return self.then.result(_waiting(self.solver), lambda: None)
 
     def cancel(self) -> None:
         self.call.cancel()
 
 
-def note_side(scenario: Scenario, options: SolveOptions, starts: WarmStarts) -> Scenario | None:
-    """The note's likely other side, to solve beside the optimum (None when there is no note, the option is
-    off, or CP-SAT already runs several workers): the side opposite to `starts.speculates` (the verifier alone
-    when unknown)."""
+def note_sides(scenario: Scenario, options: SolveOptions, starts: WarmStarts) -> tuple[Scenario, Scenario] | None:
+    """The note's likely other side, to solve beside the optimum, then the side after it (None when there is
+    no note, the option is off, or CP-SAT already runs several workers): first the side opposite to
+    `starts.speculates` (the verifier alone when unknown)."""
     from specpim_cp.solvers.alone import has_note, other_side
 
     if not (options.note_process and has_note(scenario) and options.method == "cp-sat" and options.workers == 1):
         return None
-    return other_side(scenario, starts.speculates if starts.speculates is not None else True)
+    speculates = starts.speculates if starts.speculates is not None else True
+    return other_side(scenario, speculates), other_side(scenario, not speculates)
 
 
 def note_ahead(scenario: Scenario, options: SolveOptions, catalog, solver, starts: WarmStarts) -> NoteAhead | None:
-    """Start solving the note's likely other side (`note_side`) in a forked process, beside the optimum's solve
-    (None when there is none to solve or no spare core). Its answer is the one the note would compute after the
-    optimum (the same solve, its value proven either way); when the optimum lands on the other side, the
-    child is stopped and the note solves its side as before."""
-    side = note_side(scenario, options, starts)
-    if side is None:
+    """Start solving the note's likely other side (`note_sides`) in a forked process, beside the optimum's
+    solve (None when there is none to solve or no spare core). Its answer is the one the note would compute
+    after the optimum (the same solve, its value proven either way); when the optimum lands on the other side,
+    the child is stopped and the note solves its side as before."""
+    sides = note_sides(scenario, options, starts)
+    if sides is None:
         return None
-    call = ForkedCall.start(side_solver(options, catalog, solver, starts[:2]), side)
-    return None if call is None else NoteAhead(bool(side.drafters), call, solver)
+    call = ForkedCall.start(side_solver(options, catalog, solver, starts[:2]), sides[0])
+    return None if call is None else NoteAhead(bool(sides[0].drafters), call, solver)
 
 
 def warm_starts_then_note(scenario: Scenario, options: SolveOptions, catalog, solver) -> Iterator:
-    """The warm start's forked process: `warm_starts`' answer, then the note's likely other side solved
-    (`note_side`), which so starts as soon as the heuristic has answered, not when the exact model, built
-    meanwhile, asks for the hint."""
+    """The warm start's forked process: `warm_starts`' answer, then the note's likely other side solved, then
+    the side after it (`note_sides`). The note's side so starts as soon as the heuristic has answered, not
+    when the exact model, built meanwhile, asks for the hint; and when the guess was wrong, the right side is
+    under way where the likely one was quick (the verifier alone, most often)."""
     starts = warm_starts(scenario, options, catalog, solver.deadline)
     yield starts
-    side = note_side(scenario, options, starts)
-    if side is not None:
-        yield side_solver(options, catalog, solver, starts[:2])(side)
+    solve_side = side_solver(options, catalog, solver, starts[:2])
+    for side in note_sides(scenario, options, starts) or ():
+        yield solve_side(side)
 
 
 def with_speculation_note(scenario: Scenario, res: SolveResult, options: SolveOptions, catalog,
