@@ -243,3 +243,4 @@ def test_ranges_count_their_seconds_inside_cp_sat():
     data, objective = CASES[0]
     res = decision_ranges(parse_scenario(data), within_pct=25, objective=objective, options=OPTS)
     assert res.solves > 0 and 0 < res.cp_sat_s <= res.wall_s
+    assert res.as_dict()["cp_sat_s"] == round(res.cp_sat_s, 3)  # `ranges --json` reports them

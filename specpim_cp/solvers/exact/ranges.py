@@ -143,7 +143,7 @@ class RangesResult:
                 "objective_unit": rep.UNITS.get(self.objective, ""), "optimum_gap": rep.gap,
                 "proven": self.proven, "design": self.optimum.evaluation.design.model_dump(mode="json"),
                 "ranges": [r.as_dict() for r in self.ranges],
-                "solves": self.solves, "wall_s": round(self.wall_s, 3),
+                "solves": self.solves, "wall_s": round(self.wall_s, 3), "cp_sat_s": round(self.cp_sat_s, 3),
                 "deterministic_time": round(self.deterministic_time, 3),
                 "seed": self.options.seed, "solver_version": solver_version(),
                 "inputs_hash": inputs_hash(self.scenario, {**self.options.as_dict(),
