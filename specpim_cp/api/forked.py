@@ -5,9 +5,9 @@ next step while this process reads the answer before.
 
 Where the platform does not fork, the machine has a single core, or this process runs other threads (a fork
 copies only the calling thread: a lock another thread holds would never be released in the child), nothing is
-started (`ForkedCall.start` returns None) and the caller runs the call itself. A call that fails in the child is answered as such, never
-raised there: the caller decides (a `ScenarioError` is the call's own answer, anything else is run again in
-the caller, where it raises as it would have)."""
+started (`ForkedCall.start` returns None) and the caller runs the call itself. A call that fails in the child
+is answered as such, never raised there: the caller decides (a `ScenarioError` is the call's own answer,
+anything else is run again in the caller, where it raises as it would have)."""
 
 from __future__ import annotations
 

@@ -173,10 +173,9 @@ class Beside:
             got = None if self._search is None else self._search.result(_waiting(self.solver), lambda: None)
             if got is not None:
                 self._starts = got
-                sides = note_sides(self.scenario, self.options, got)
+                guess = note_guess(self.scenario, self.options, got)  # the child's sides follow its starts
                 first = self._search.following()
-                self.note = None if sides is None else NoteAhead(bool(sides[0].drafters), first, self.solver,
-                                                                 first.following())
+                self.note = None if guess is None else NoteAhead(not guess, first, self.solver, first.following())
             else:
                 self._starts = warm_starts(self.scenario, self.options, self.catalog, self.solver.deadline)
                 self.note = note_ahead(self.scenario, self.options, self.catalog, self.solver, self._starts)
@@ -279,16 +278,23 @@ class NoteAhead(NamedTuple):
         self.call.cancel()
 
 
-def note_sides(scenario: Scenario, options: SolveOptions, starts: WarmStarts) -> tuple[Scenario, Scenario] | None:
-    """The note's likely other side, to solve beside the optimum, then the side after it (None when there is
-    no note, the option is off, or CP-SAT already runs several workers): first the side opposite to
-    `starts.speculates` (the verifier alone when unknown)."""
-    from specpim_cp.solvers.alone import has_note, other_side
+def note_guess(scenario: Scenario, options: SolveOptions, starts: WarmStarts) -> bool | None:
+    """Whether the optimum likely speculates, for the note's side solved beside it (None when there is no note,
+    the option is off, or CP-SAT already runs several workers): `starts.speculates`, True when unknown."""
+    from specpim_cp.solvers.alone import has_note
 
     if not (options.note_process and has_note(scenario) and options.method == "cp-sat" and options.workers == 1):
         return None
-    speculates = starts.speculates if starts.speculates is not None else True
-    return other_side(scenario, speculates), other_side(scenario, not speculates)
+    return starts.speculates if starts.speculates is not None else True
+
+
+def note_sides(scenario: Scenario, options: SolveOptions, starts: WarmStarts) -> tuple[Scenario, Scenario] | None:
+    """The note's likely other side, to solve beside the optimum, then the side after it (None: `note_guess`):
+    first the side opposite to the likely optimum's."""
+    from specpim_cp.solvers.alone import other_side
+
+    guess = note_guess(scenario, options, starts)
+    return None if guess is None else (other_side(scenario, guess), other_side(scenario, not guess))
 
 
 def note_ahead(scenario: Scenario, options: SolveOptions, catalog, solver, starts: WarmStarts) -> NoteAhead | None:
