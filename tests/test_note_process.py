@@ -163,6 +163,30 @@ def test_the_note_is_the_same_with_its_side_solved_beside_the_optimum(case, monk
     assert len(taken) == 1
 
 
+@pytest.mark.parametrize("case", range(len(CASES)))
+def test_a_right_guess_takes_the_note_from_the_warm_starts_process(case, monkeypatch, forks):
+    """With the guess set to the optimum's own side, the note is the answer of the one process `solve` forked
+    (the warm start's, which went on to the note's side), and the same as the note solved here."""
+    sc = parse_scenario(CASES[case][0])
+    plain = solving.solve(sc, SolveOptions(deterministic=True, note_process=False))
+    speculates = bool(plain.design.drafters)
+    taken: list[bool] = []
+    answer, starts = solving.NoteAhead.answer, solving.warm_starts
+
+    def recorded(self, side):
+        got = answer(self, side)
+        taken.append(got is not None)
+        return got
+
+    monkeypatch.setattr(solving.NoteAhead, "answer", recorded)
+    monkeypatch.setattr(solving, "warm_starts", lambda *a, **kw: starts(*a, **kw)._replace(speculates=speculates))
+    ahead = solving.solve(sc, SolveOptions(deterministic=True))
+    keys = ("optimum_speculates", "other", "other_status", "margin_pct", "error")
+    want, got = plain.report.extra["no_speculation"], ahead.report.extra["no_speculation"]
+    assert {k: want.get(k) for k in keys} == {k: got.get(k) for k in keys}
+    assert forks == [True] and taken == [True]
+
+
 @pytest.mark.parametrize("case", [0, 1])
 def test_a_wrong_guess_of_the_side_gives_the_same_note(case, monkeypatch):
     """The child solved the side the optimum is on first: the note is its next answer (the other side), or,
