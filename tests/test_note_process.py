@@ -130,9 +130,9 @@ def forks(monkeypatch) -> list[bool]:
     return calls
 
 
-def _notes(sc, monkeypatch, flip: bool = False):
-    """The note without the child, then with it (`flip`: the child started on the wrong side), and whether
-    the note took the child's answer."""
+def _notes(sc, monkeypatch, guess: str | None = None):
+    """The note without the child, then with it, and whether the note took the child's answer. `guess`: the
+    side the child starts on, None the heuristic's, "flip" the other one, "right" the optimum's own."""
     plain = solving.solve(sc, SolveOptions(deterministic=True, note_process=False)).report.extra["no_speculation"]
     taken: list[bool] = []
     answer, starts = solving.NoteAhead.answer, solving.warm_starts
@@ -142,13 +142,13 @@ def _notes(sc, monkeypatch, flip: bool = False):
         taken.append(got is not None)
         return got
 
-    def flipped(*args, **kw):
+    def guessed(*args, **kw):
         got = starts(*args, **kw)
-        return got._replace(speculates=not got.speculates)
+        return got._replace(speculates=not got.speculates if guess == "flip" else plain["optimum_speculates"])
 
     monkeypatch.setattr(solving.NoteAhead, "answer", recorded)
-    if flip:
-        monkeypatch.setattr(solving, "warm_starts", flipped)
+    if guess is not None:
+        monkeypatch.setattr(solving, "warm_starts", guessed)
     ahead = solving.solve(sc, SolveOptions(deterministic=True)).report.extra["no_speculation"]
     return plain, ahead, taken
 
@@ -168,21 +168,8 @@ def test_a_right_guess_takes_the_note_from_the_warm_starts_process(case, monkeyp
     """With the guess set to the optimum's own side, the note is the answer of the one process `solve` forked
     (the warm start's, which went on to the note's side), and the same as the note solved here."""
     sc = parse_scenario(CASES[case][0])
-    plain = solving.solve(sc, SolveOptions(deterministic=True, note_process=False))
-    speculates = bool(plain.design.drafters)
-    taken: list[bool] = []
-    answer, starts = solving.NoteAhead.answer, solving.warm_starts
-
-    def recorded(self, side):
-        got = answer(self, side)
-        taken.append(got is not None)
-        return got
-
-    monkeypatch.setattr(solving.NoteAhead, "answer", recorded)
-    monkeypatch.setattr(solving, "warm_starts", lambda *a, **kw: starts(*a, **kw)._replace(speculates=speculates))
-    ahead = solving.solve(sc, SolveOptions(deterministic=True))
+    want, got, taken = _notes(sc, monkeypatch, guess="right")
     keys = ("optimum_speculates", "other", "other_status", "margin_pct", "error")
-    want, got = plain.report.extra["no_speculation"], ahead.report.extra["no_speculation"]
     assert {k: want.get(k) for k in keys} == {k: got.get(k) for k in keys}
     assert forks == [True] and taken == [True]
 
@@ -192,7 +179,7 @@ def test_a_wrong_guess_of_the_side_gives_the_same_note(case, monkeypatch):
     """The child solved the side the optimum is on first: the note is its next answer (the other side), or,
     when the child had not answered the first yet, solved here; the same either way."""
     sc = parse_scenario(CASES[case][0])
-    plain, ahead, taken = _notes(sc, monkeypatch, flip=True)
+    plain, ahead, taken = _notes(sc, monkeypatch, guess="flip")
     assert len(taken) == 1
     assert plain["other"] == ahead["other"] and plain["other_status"] == ahead["other_status"]
 
