@@ -151,7 +151,9 @@ class PassEnvelope:
         return (pim_kib <= self.caps[0]) & (normal_kib <= self.caps[1])
 
     def _chain(self, pm, a: ArchConfig, by_op: dict, layers: int, pts: np.ndarray) -> np.ndarray:
-        """Per layout vector of the operators that fits: the sum of its operators' least e + κ t at `pts`."""
+        """Per layout vector of the operators that fits: the sum of its operators' least e + κ t at `pts`
+        (summed in operator order). When every vector fits, one row: the least of those sums at each point,
+        which is the sum of each operator's least there (a double sum never falls when a term grows)."""
         ops = list(by_op)
         choices = [list(by_op[op].items()) or [(None, [(0.0, 0.0)])] for op in ops]
         kib = [[pm.tensor_kib[(a, op, lay)] if lay is not None else (0, 0) for lay, _ in ch]
@@ -159,11 +161,13 @@ class PassEnvelope:
         idx = _layout_vectors(tuple(len(ch) for ch in choices))
         pim = sum(np.array([k[0] for k in kib[i]], dtype=np.int64)[idx[:, i]] for i in range(len(ops)))
         normal = sum(np.array([k[1] for k in kib[i]], dtype=np.int64)[idx[:, i]] for i in range(len(ops)))
-        idx = idx[self._fits(pim, normal)]
-        total = np.zeros((len(idx), len(pts)))
+        fits = self._fits(pim, normal)
+        every = bool(fits.all())
+        idx = idx[fits]
+        total = np.zeros((min(len(idx), 1) if every else len(idx), len(pts)))
         for i, (op, ch) in enumerate(zip(ops, choices)):
             per_layout = np.array([_envelope(ls, pts) for _, ls in ch]) * (1 if op == "lm_head" else layers)
-            total += per_layout[idx[:, i]]
+            total += per_layout.min(axis=0) if every else per_layout[idx[:, i]]
         return total
 
     def _parallel(self, sm, j: int, a: ArchConfig, t: int, head: dict) -> list[list[tuple[list, int]]]:
@@ -382,8 +386,11 @@ class TimePricedEnergy:
         groups = []
         for j in range(nd + 1):
             m_j = mult[j]
-            kappa = (total / 1000.0)[:, None] * weights[None, :, j] / m_j  # (entries, W)
-            low = np.full(value.shape, np.inf)
+            # model j's distinct weights over the grid (the verifier's: one per pipeline weight): κ and its cycle
+            # are priced once per distinct weight and spread over the grid, each element as if priced there
+            w_j, spread = np.unique(weights[:, j], return_inverse=True)
+            kappa = (total / 1000.0)[:, None] * w_j[None, :] / m_j  # (entries, distinct weights)
+            low = np.full(kappa.shape, np.inf)
             tokens = self.cycle_tokens(j, c)
             col = devices[:, j]
             for n in np.unique(col).tolist():
@@ -397,20 +404,30 @@ class TimePricedEnergy:
                     archs.append(a)
                     stack.append(m_j * cyc + (extra * time_lb[rows] / 1000.0)[:, None] if extra else m_j * cyc)
                 if archs:
-                    cur = np.array(stack)  # (archs, rows, W)
+                    cur = np.array(stack)  # (archs, rows, distinct weights)
                     low[rows] = cur.min(axis=0)
-                    groups.append((j, rows, archs, cur))
-            value = value + low
+                    groups.append((j, rows, archs, cur, spread))
+            value = value + low[:, spread]
         with np.errstate(invalid="ignore"):
             bounds = _floors(value.max(axis=1))
             per_arch = {}
-            for j, rows, archs, cur in groups:
-                # the bound with model j on architecture a: the others' least plus a's own
-                rest = value[rows] - cur.min(axis=0)
-                for a, v in zip(archs, _floors((rest[None] + cur).max(axis=2).min(axis=1))):
+            for j, rows, archs, cur, spread in groups:
+                # the bound with model j on architecture a: the others' least plus a's own, the largest over the
+                # grid. a's own is one value per distinct weight of j, and adding a value keeps the order of
+                # doubles, so the largest sum over that weight's columns is a's own plus the rest's largest there
+                rest = value[rows] - cur.min(axis=0)[:, spread]
+                top = _largest_per_group(rest, spread, cur.shape[2])
+                for a, v in zip(archs, _floors((top[None] + cur).max(axis=2).min(axis=1))):
                     if v is not None:
                         per_arch[(j, a)] = v
         return bounds, per_arch
+
+
+def _largest_per_group(xs: np.ndarray, group: np.ndarray, n: int) -> np.ndarray:
+    """Per row of `xs` and group g in range(n), the largest of the row's columns c with group[c] == g (every
+    group has one)."""
+    order = np.argsort(group, kind="stable")
+    return np.maximum.reduceat(xs[:, order], np.searchsorted(group[order], np.arange(n)), axis=1)
 
 
 def _floors(xs: np.ndarray) -> list[int | None]:

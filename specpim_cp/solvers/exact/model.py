@@ -84,6 +84,7 @@ class SpecModel:
         self.choices: tuple[SpecChoice, ...] = self.prices.choices  # never empty (`PriceTable.build`)
         self.stats: list[RoundStats] = list(self.prices.stats)
         self.assumption_families: dict[str, cp_model.IntVar] = {}
+        self._allowed: dict[tuple[int, ArchConfig, str], frozenset[Placement]] = {}  # `valid`'s
         self.energy_rows: list[int] = []  # rows that only define energies (`drop_energy_rows`)
         self.idle_parts: list[tuple] = []  # EN-2 per model: (j, idle energy variable, idle mW per architecture)
         self.build()
@@ -95,7 +96,10 @@ class SpecModel:
         return list(dict.fromkeys(p for a in d.archs for p in d.allowed(a, op)))
 
     def valid(self, j: int, a: ArchConfig, op: str, p: Placement) -> bool:
-        return p in self.data[j].placements[a][op]
+        allowed = self._allowed.get((j, a, op))
+        if allowed is None:  # a set per (model, architecture, operator): a tuple compares every placement
+            allowed = self._allowed[(j, a, op)] = frozenset(self.data[j].placements[a][op])
+        return p in allowed
 
     # ------------------------------------------------------------------------------------------
     # model
