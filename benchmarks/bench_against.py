@@ -123,6 +123,8 @@ def main() -> int:
                     help="compile both trees' modules first (as an install leaves them), so no process compiles them")
     args = ap.parse_args()
     sys.path.insert(0, str(HERE))
+    from bench_startup import compile_modules
+
     from specpim_cp.problem.builtin_sets import scenario_files
 
     sha = subprocess.run(["git", "rev-parse", args.rev], cwd=HERE, capture_output=True, text=True, check=True
@@ -134,8 +136,7 @@ def main() -> int:
     trees = {"before": base, "after": HERE}
     out: dict = {"rev": sha, "bytecode": args.bytecode, "solves": [], "batch": {"before": [], "after": []}}
     for tree in trees.values() if args.bytecode else ():
-        subprocess.run([sys.executable, "-m", "compileall", "-q", "specpim_cp"], cwd=tree, check=True,
-                       stdout=subprocess.DEVNULL)
+        compile_modules(tree)
     try:
         k = 0
         objectives = [] if args.no_solves else args.objectives.split(",")

@@ -27,7 +27,7 @@ from pathlib import Path
 
 HERE = Path(__file__).resolve().parent
 sys.path.insert(0, str(HERE))
-from bench_startup import SOLVE_IMPORTS, wall_s
+from bench_startup import SOLVE_IMPORTS, compile_modules, wall_s
 
 #: The issue's ratio: a command's wall at most this times its CP-SAT seconds.
 RATIO = 1.5
@@ -35,10 +35,8 @@ RATIO = 1.5
 
 def start_up(repeat: int) -> float:
     """Median wall of a fresh interpreter importing what `solve` needs, this tree's modules compiled first."""
-    tree = HERE.parent
-    subprocess.run([sys.executable, "-m", "compileall", "-q", "specpim_cp"], cwd=tree, check=True,
-                   stdout=subprocess.DEVNULL)
-    return statistics.median(wall_s(["-c", SOLVE_IMPORTS], str(tree)) for _ in range(repeat))
+    compile_modules(HERE.parent)
+    return statistics.median(wall_s(["-c", SOLVE_IMPORTS], str(HERE.parent)) for _ in range(repeat))
 
 
 def main() -> int:

@@ -164,7 +164,7 @@ class PassEnvelope:
         fits = self._fits(pim, normal)
         every = bool(fits.all())
         idx = idx[fits]
-        total = np.zeros((min(len(idx), 1) if every else len(idx), len(pts)))
+        total = np.zeros((1 if every else len(idx), len(pts)))
         for i, (op, ch) in enumerate(zip(ops, choices)):
             per_layout = np.array([_envelope(ls, pts) for _, ls in ch]) * (1 if op == "lm_head" else layers)
             total += per_layout.min(axis=0) if every else per_layout[idx[:, i]]
@@ -405,17 +405,17 @@ class TimePricedEnergy:
                     stack.append(m_j * cyc + (extra * time_lb[rows] / 1000.0)[:, None] if extra else m_j * cyc)
                 if archs:
                     cur = np.array(stack)  # (archs, rows, distinct weights)
-                    low[rows] = cur.min(axis=0)
-                    groups.append((j, rows, archs, cur, spread))
+                    low[rows] = least = cur.min(axis=0)
+                    groups.append((j, rows, archs, cur, least[:, spread], spread))
             value = value + low[:, spread]
         with np.errstate(invalid="ignore"):
             bounds = _floors(value.max(axis=1))
             per_arch = {}
-            for j, rows, archs, cur, spread in groups:
+            for j, rows, archs, cur, least, spread in groups:
                 # the bound with model j on architecture a: the others' least plus a's own, the largest over the
                 # grid. a's own is one value per distinct weight of j, and adding a value keeps the order of
                 # doubles, so the largest sum over that weight's columns is a's own plus the rest's largest there
-                rest = value[rows] - cur.min(axis=0)[:, spread]
+                rest = value[rows] - least
                 top = _largest_per_group(rest, spread, cur.shape[2])
                 for a, v in zip(archs, _floors((top[None] + cur).max(axis=2).min(axis=1))):
                     if v is not None:
